@@ -1,0 +1,5 @@
+"""Corpus sources: where raw text comes from, cleaned, deduplicated and split into documents."""
+
+from flows.corpora.base import Corpus, CorpusSettings, open_corpus
+
+__all__ = ["Corpus", "CorpusSettings", "open_corpus"]

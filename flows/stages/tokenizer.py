@@ -1,0 +1,131 @@
+"""Stage 1: train a WordPiece tokenizer on the corpus and measure it on held-out documents.
+
+WordPiece training in `tokenizers` is not bit-reproducible (its trainer iterates hash maps, so
+ties at the vocabulary cut-off fall differently from run to run, even single-threaded). The
+published tokenizer artifact is therefore the unit of reproducibility: every later stage keys on
+its content address, and shards are byte-identical given the same tokenizer artifact.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+from flows.artifacts import ArtifactRef, ArtifactStore, stage_key
+from flows.corpora import Corpus
+from flows.settings import ConfigError, output_settings
+
+STAGE = "tokenizer"
+VERSION = 1
+TOKENIZER_FILE = "tokenizer.json"
+SPECIAL_TOKENS_FILE = "special_tokens.json"
+SPECIAL_ROLES = ("pad", "unk", "cls", "sep", "mask")
+STATS_DOCUMENTS = 2000
+
+
+@dataclass(frozen=True)
+class TokenizerSettings:
+    """`tokenizer.*`."""
+
+    kind: str = "wordpiece"
+    vocab_size: int = 8000
+    lowercase: bool = True
+    min_frequency: int = 2
+    special_tokens: dict[str, str] = field(default_factory=lambda: {
+        "pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"})
+
+    def __post_init__(self) -> None:
+        if self.kind != "wordpiece":
+            raise ConfigError(f"tokenizer.kind={self.kind!r}: only wordpiece is available so far")
+        if self.vocab_size < 100:
+            raise ConfigError(f"tokenizer.vocab_size={self.vocab_size} is too small (min 100)")
+        if sorted(self.special_tokens) != sorted(SPECIAL_ROLES):
+            raise ConfigError(f"tokenizer.special_tokens must define exactly {SPECIAL_ROLES}")
+
+
+@dataclass(frozen=True)
+class SpecialTokenIds:
+    pad: int
+    unk: int
+    cls: int
+    sep: int
+    mask: int
+
+    def all(self) -> list[int]:
+        return [self.pad, self.unk, self.cls, self.sep, self.mask]
+
+
+@dataclass(frozen=True)
+class TrainedTokenizer:
+    tokenizer: Tokenizer
+    special: SpecialTokenIds
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size()
+
+
+def load_tokenizer(ref: ArtifactRef) -> TrainedTokenizer:
+    tokenizer = Tokenizer.from_file(str(ref.path / TOKENIZER_FILE))
+    special = SpecialTokenIds(**json.loads((ref.path / SPECIAL_TOKENS_FILE).read_text()))
+    return TrainedTokenizer(tokenizer, special)
+
+
+def build_wordpiece(settings: TokenizerSettings) -> tuple[Tokenizer, trainers.WordPieceTrainer]:
+    specials = settings.special_tokens
+    tokenizer = Tokenizer(models.WordPiece(unk_token=specials["unk"]))
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        lowercase=settings.lowercase, strip_accents=settings.lowercase or None)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=settings.vocab_size, min_frequency=settings.min_frequency,
+        special_tokens=[specials[role] for role in SPECIAL_ROLES],
+    )
+    return tokenizer, trainer
+
+
+def measure(tokenizer: Tokenizer, documents: list[str], unk_id: int) -> dict[str, float]:
+    """Fertility (tokens per whitespace word) and unknown rate: how well the vocab covers new text."""
+    encodings = tokenizer.encode_batch(documents, add_special_tokens=False)
+    tokens = sum(len(encoding.ids) for encoding in encodings)
+    unknown = sum(encoding.ids.count(unk_id) for encoding in encodings)
+    words = sum(len(document.split()) for document in documents)
+    return {"fertility": tokens / max(words, 1), "unknown_rate": unknown / max(tokens, 1),
+            "heldout_documents": len(documents)}
+
+
+def train_tokenizer(settings: TokenizerSettings, corpus: Corpus, store: ArtifactStore) -> ArtifactRef:
+    record: dict[str, Any] = {"settings": output_settings(settings),
+                              "inputs": {"corpus": corpus.fingerprint()}}
+    key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
+
+    def build(directory: Path) -> dict[str, Any]:
+        tokenizer, trainer = build_wordpiece(settings)
+        started = time.perf_counter()
+        tokenizer.train_from_iterator(corpus.split("train"), trainer)
+        seconds = time.perf_counter() - started
+        if corpus.stats.documents == 0:
+            raise ValueError("the corpus is empty after cleaning: no document has "
+                             f"corpus.min_words={corpus.settings.min_words} words")
+        specials = settings.special_tokens
+        ids = {role: tokenizer.token_to_id(specials[role]) for role in SPECIAL_ROLES}
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{specials['cls']} $A {specials['sep']}",
+            pair=f"{specials['cls']} $A {specials['sep']} $B:1 {specials['sep']}:1",
+            special_tokens=[(specials["cls"], ids["cls"]), (specials["sep"], ids["sep"])],
+        )
+        tokenizer.save(str(directory / TOKENIZER_FILE))
+        (directory / SPECIAL_TOKENS_FILE).write_text(json.dumps(ids, indent=2))
+        heldout = list(itertools.islice(corpus.split("validation"), STATS_DOCUMENTS))
+        return {"vocab_size": tokenizer.get_vocab_size(), "training_seconds": seconds,
+                "corpus_documents": corpus.stats.documents,
+                **measure(tokenizer, heldout, ids["unk"])}
+
+    return store.get_or_build(STAGE, key, build, record)

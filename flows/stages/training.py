@@ -1,0 +1,78 @@
+"""Settings and Trainer construction shared by the pretrain and finetune stages."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.loggers import Logger
+
+from flows.settings import ConfigError, settings_from
+from lightning_modules.models.encoder import EncoderConfig
+
+PRECISIONS = ("32-true", "bf16-mixed")
+
+
+@dataclass(frozen=True)
+class TrainerSettings:
+    """`trainer.*`: the pretraining recipe and where it runs."""
+
+    max_steps: int = 1000
+    batch_size: int = 32
+    learning_rate: float = 5e-4
+    weight_decay: float = 0.01
+    warmup_steps: int = 100
+    schedule: str = "linear"
+    beta2: float = 0.98
+    grad_clip: float = 1.0
+    accumulate_grad_batches: int = 1
+    precision: str = "32-true"
+    val_every_steps: int = 200
+    max_validation_sequences: int = 1024
+    checkpoint_every_steps: int = 200
+    log_every_steps: int = 10
+    num_workers: int = 0
+    accelerator: str = "cpu"
+    devices: int = 1
+    threads: int | None = None
+
+    # Where and how verbosely a run executes does not change the trained weights.
+    NOT_IN_KEY = ("checkpoint_every_steps", "log_every_steps", "num_workers", "accelerator",
+                  "devices", "threads")
+
+    def __post_init__(self) -> None:
+        for key in ("max_steps", "batch_size", "accumulate_grad_batches", "val_every_steps",
+                    "checkpoint_every_steps", "log_every_steps", "devices"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"trainer.{key}={getattr(self, key)} must be at least 1")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"trainer.precision={self.precision!r} must be one of {PRECISIONS}")
+        if self.warmup_steps < 0 or self.warmup_steps >= self.max_steps:
+            raise ConfigError(f"trainer.warmup_steps={self.warmup_steps} must be in "
+                              f"[0, trainer.max_steps={self.max_steps})")
+
+
+def encoder_config(model: Mapping[str, Any], vocab_size: int, pad_token_id: int) -> EncoderConfig:
+    """`model.*` (minus its display `name`) plus what only the tokenizer knows."""
+    fields = {key: value for key, value in model.items() if key != "name"}
+    return settings_from(EncoderConfig,
+                         {**fields, "vocab_size": vocab_size, "pad_token_id": pad_token_id},
+                         "model")
+
+
+def make_trainer(settings: TrainerSettings, root_dir: Path, loggers: Sequence[Logger],
+                 callbacks: list[pl.Callback], **limits: Any) -> pl.Trainer:
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    return pl.Trainer(
+        accelerator=settings.accelerator, devices=settings.devices, precision=settings.precision,
+        gradient_clip_val=settings.grad_clip or None,
+        accumulate_grad_batches=settings.accumulate_grad_batches,
+        log_every_n_steps=settings.log_every_steps, logger=list(loggers) or False,
+        callbacks=callbacks, default_root_dir=str(root_dir), enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0, deterministic=True, **limits,
+    )

@@ -1,0 +1,48 @@
+"""The end-of-run summary: the figures a user checks first, and where to look for the rest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flows.artifacts import ArtifactRef
+
+
+def build_summary(refs: dict[str, ArtifactRef], tracking_uri: str, parent_run_id: str,
+                  experiment: str) -> dict[str, Any]:
+    return {
+        "stages": {stage: {"key": ref.key, "cache_hit": ref.cache_hit, "path": str(ref.path),
+                           **ref.outputs} for stage, ref in refs.items()},
+        "tracking_uri": tracking_uri, "mlflow_run_id": parent_run_id, "experiment": experiment,
+    }
+
+
+def render_summary(summary: dict[str, Any]) -> str:
+    stages = summary["stages"]
+    tok, shards, pre, fine = (stages[name] for name in ("tokenizer", "shards", "pretrain", "finetune"))
+
+    def origin(stage: dict[str, Any]) -> str:
+        return "reused (cache hit)" if stage["cache_hit"] else "computed"
+
+    lines = [
+        "",
+        "Cloze pipeline summary",
+        f"  tokenizer  [{origin(tok)}] vocab {tok['vocab_size']}, fertility "
+        f"{tok['fertility']:.3f} tokens/word, unknown rate {tok['unknown_rate']:.4%}",
+        f"  shards     [{origin(shards)}] train {shards['train_sequences']} x {shards['seq_len']} "
+        f"tokens in {shards['train_shards']} shard(s), validation {shards['validation_sequences']}",
+        f"  pretrain   [{origin(pre)}] {pre['steps']} steps, val MLM loss "
+        f"{pre['initial_val_loss']:.3f} -> {pre['val_loss']:.3f}, accuracy "
+        f"{pre['val_accuracy']:.3f}, perplexity {pre['val_perplexity']:.1f}",
+        f"  finetune   [{origin(fine)}] pretrained: accuracy {fine['pretrained_accuracy']:.3f}, "
+        f"macro-F1 {fine['pretrained_macro_f1']:.3f}; random init: accuracy "
+        f"{fine['random_init_accuracy']:.3f}, macro-F1 {fine['random_init_macro_f1']:.3f}",
+        f"  pretraining lift: accuracy {fine['lift_accuracy']:+.3f}, "
+        f"macro-F1 {fine['lift_macro_f1']:+.3f}",
+        "",
+        f"MLflow: experiment '{summary['experiment']}', run {summary['mlflow_run_id']} "
+        f"at {summary['tracking_uri']}",
+    ]
+    uri = summary["tracking_uri"]
+    if uri.startswith("sqlite:"):
+        lines.append(f"  browse: mlflow ui --backend-store-uri {uri}   (or `make ui`)")
+    return "\n".join(lines)

@@ -1,0 +1,90 @@
+"""MLflow tracking through explicit run ids: a parent run per pipeline, a child run per stage.
+
+The fluent `mlflow.start_run` API keeps the active run in thread-local state, which breaks when
+Prefect runs tasks on worker threads; passing run ids around works in every execution mode.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+from flows.artifacts import ArtifactRef
+
+MAX_PARAM_LENGTH = 6000
+BATCH_LIMIT = 100
+PARENT_TAG = "mlflow.parentRunId"
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """`{"a": {"b": 1}}` -> `("a.b", 1)`: MLflow params are flat."""
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            yield from flatten(value, f"{name}.")
+        else:
+            yield name, value
+
+
+class RunHandle:
+    def __init__(self, client: MlflowClient, run_id: str, tracking_uri: str) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.tracking_uri = tracking_uri
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        entries = [Param(key, str(value)[:MAX_PARAM_LENGTH]) for key, value in flatten(params)]
+        for start in range(0, len(entries), BATCH_LIMIT):
+            self.client.log_batch(self.run_id, params=entries[start:start + BATCH_LIMIT])
+
+    def log_metrics(self, metrics: Mapping[str, Any], step: int = 0) -> None:
+        now = int(time.time() * 1000)
+        entries = [Metric(key, float(value), now, step) for key, value in flatten(metrics)
+                   if isinstance(value, int | float) and not isinstance(value, bool)]
+        for start in range(0, len(entries), BATCH_LIMIT):
+            self.client.log_batch(self.run_id, metrics=entries[start:start + BATCH_LIMIT])
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        self.client.log_text(self.run_id, text, artifact_file)
+
+    def record_artifact(self, ref: ArtifactRef) -> None:
+        """What a stage produced, whether it was computed now or reused from the store."""
+        self.set_tags({"cloze.cache_hit": str(ref.cache_hit).lower(),
+                       "cloze.artifact_key": ref.key, "cloze.artifact_path": str(ref.path)})
+        self.log_metrics(ref.outputs)
+
+    def finish(self, status: str = "FINISHED") -> None:
+        self.client.set_terminated(self.run_id, status=status)
+
+    def lightning_logger(self, prefix: str = "") -> Any:
+        from pytorch_lightning.loggers import MLFlowLogger
+
+        return MLFlowLogger(tracking_uri=self.tracking_uri, run_id=self.run_id, prefix=prefix)
+
+
+class Tracker:
+    def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path | None) -> None:
+        self.tracking_uri = tracking_uri
+        self.client = MlflowClient(tracking_uri)
+        found = self.client.get_experiment_by_name(experiment)
+        if found is not None:
+            self.experiment_id = found.experiment_id
+        else:
+            location = (artifact_root / experiment).as_uri() if artifact_root else None
+            self.experiment_id = self.client.create_experiment(experiment, location)
+
+    def start_run(self, name: str, parent: RunHandle | None = None,
+                  tags: Mapping[str, str] | None = None) -> RunHandle:
+        all_tags = dict(tags or {})
+        if parent is not None:
+            all_tags[PARENT_TAG] = parent.run_id
+        run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
+        return RunHandle(self.client, run.info.run_id, self.tracking_uri)

@@ -1,0 +1,1 @@
+"""Data plumbing for training: shard format, masking collator and Lightning data modules."""

@@ -1,0 +1,88 @@
+"""BERT masking, vectorised over the whole batch.
+
+Masking happens per batch (dynamic masking, as RoBERTa) so changing the mask rate never requires
+new shards. Each DataLoader worker derives its own generator from the base seed, so runs are
+reproducible for a fixed worker count without workers drawing identical masks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from lightning_modules.models.heads import IGNORE_INDEX
+
+
+@dataclass(frozen=True)
+class MaskingRule:
+    """The `objective.*` settings: how many tokens to select and what to do with them."""
+
+    mask_rate: float = 0.15
+    replace_with_mask: float = 0.8
+    replace_with_random: float = 0.1
+
+    def __post_init__(self) -> None:
+        for key in ("mask_rate", "replace_with_mask", "replace_with_random"):
+            value = getattr(self, key)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"objective.{key}={value!r} must be between 0 and 1")
+        if self.mask_rate == 0.0:
+            raise ValueError("objective.mask_rate=0 selects no tokens, so there is nothing to learn")
+        if self.replace_with_mask + self.replace_with_random > 1.0 + 1e-9:
+            raise ValueError(
+                "objective.replace_with_mask + objective.replace_with_random must not exceed 1 "
+                f"(got {self.replace_with_mask} + {self.replace_with_random})"
+            )
+
+
+class MaskingCollator:
+    """Stacks token sequences and applies the 80/10/10 rule to a random selection of tokens."""
+
+    def __init__(
+        self,
+        rule: MaskingRule,
+        vocab_size: int,
+        mask_token_id: int,
+        special_token_ids: Sequence[int],
+        seed: int,
+    ) -> None:
+        self.rule = rule
+        self.mask_token_id = mask_token_id
+        self.special_token_ids = torch.tensor(sorted(set(special_token_ids)), dtype=torch.long)
+        is_special = torch.zeros(vocab_size, dtype=torch.bool)
+        is_special[self.special_token_ids] = True
+        self.random_candidates = (~is_special).nonzero().squeeze(1)
+        self.seed = seed
+        self._generator: torch.Generator | None = None
+
+    def __call__(self, sequences: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+        return self.mask(torch.stack(list(sequences)).long(), self._worker_generator())
+
+    def _worker_generator(self) -> torch.Generator:
+        if self._generator is None:
+            info = torch.utils.data.get_worker_info()
+            worker_id = 0 if info is None else info.id + 1
+            self._generator = torch.Generator().manual_seed(self.seed * 1_000_003 + worker_id)
+        return self._generator
+
+    def mask(self, input_ids: torch.Tensor, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """Returns masked `input_ids` and `labels` (original ids where selected, -100 elsewhere)."""
+        special = torch.isin(input_ids, self.special_token_ids)
+        draws = torch.rand(input_ids.shape, generator=generator)
+        selected = (draws < self.rule.mask_rate) & ~special
+        labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+
+        action = torch.rand(input_ids.shape, generator=generator)
+        to_mask = selected & (action < self.rule.replace_with_mask)
+        random_upper = self.rule.replace_with_mask + self.rule.replace_with_random
+        to_random = selected & (action >= self.rule.replace_with_mask) & (action < random_upper)
+
+        masked = input_ids.clone()
+        masked[to_mask] = self.mask_token_id
+        picks = torch.randint(
+            len(self.random_candidates), (int(to_random.sum()),), generator=generator
+        )
+        masked[to_random] = self.random_candidates[picks]
+        return {"input_ids": masked, "labels": labels}

@@ -1,0 +1,78 @@
+"""Lightning data module over packed shards: dynamic masks for training, one fixed mask for validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Dataset, RandomSampler
+
+from lightning_modules.data.collator import MaskingCollator
+from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex, verify_shards
+
+
+class FixedMaskDataset(Dataset[dict[str, torch.Tensor]]):
+    """Validation sequences masked once with a fixed seed, so every evaluation scores the same task."""
+
+    def __init__(self, batch: dict[str, torch.Tensor]) -> None:
+        self.batch = batch
+
+    def __len__(self) -> int:
+        return len(self.batch["input_ids"])
+
+    def __getitem__(self, position: int) -> dict[str, torch.Tensor]:
+        return {name: tensor[position] for name, tensor in self.batch.items()}
+
+
+class MaskedLMDataModule(pl.LightningDataModule):
+    def __init__(
+        self,
+        shard_dir: Path,
+        collator: MaskingCollator,
+        batch_size: int,
+        seed: int,
+        num_workers: int = 0,
+        max_validation_sequences: int = 1024,
+    ) -> None:
+        super().__init__()
+        self.shard_dir = shard_dir
+        self.index = ShardIndex.load(shard_dir)
+        self.collator = collator
+        self.batch_size = batch_size
+        self.seed = seed
+        self.num_workers = num_workers
+        self.max_validation_sequences = max_validation_sequences
+        self.train_set: PackedSequenceDataset | None = None
+        self.validation_set: FixedMaskDataset | None = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        verify_shards(self.shard_dir, self.index)
+        self.train_set = PackedSequenceDataset(self.shard_dir, self.index, "train")
+        if len(self.train_set) < self.batch_size:
+            raise ValueError(
+                f"{self.shard_dir} holds {len(self.train_set)} training sequences, fewer than "
+                f"trainer.batch_size={self.batch_size}: add text or lower the batch size"
+            )
+        validation = PackedSequenceDataset(self.shard_dir, self.index, "validation")
+        count = min(len(validation), self.max_validation_sequences)
+        if count:
+            sequences = torch.stack([validation[i] for i in range(count)])
+            generator = torch.Generator().manual_seed(self.seed + 7919)
+            self.validation_set = FixedMaskDataset(self.collator.mask(sequences, generator))
+
+    def train_dataloader(self) -> DataLoader:
+        assert self.train_set is not None, "setup() must run first"
+        sampler = RandomSampler(self.train_set, generator=torch.Generator().manual_seed(self.seed))
+        return DataLoader(
+            self.train_set, batch_size=self.batch_size, sampler=sampler, drop_last=True,
+            collate_fn=self.collator, num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def val_dataloader(self) -> DataLoader | list:
+        if self.validation_set is None:
+            return []
+        return DataLoader(self.validation_set, batch_size=self.batch_size)

@@ -1,0 +1,6 @@
+"""Pure-torch networks: no Lightning, Hydra, Prefect or MLflow imports allowed here."""
+
+from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+from lightning_modules.models.heads import BertForMaskedLM, BertForSequenceClassification
+
+__all__ = ["BertEncoder", "BertForMaskedLM", "BertForSequenceClassification", "EncoderConfig"]

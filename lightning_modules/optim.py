@@ -1,0 +1,71 @@
+"""AdamW with BERT's decoupled weight decay and a warmup-then-decay learning-rate schedule."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+SCHEDULES = ("linear", "cosine", "constant")
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    learning_rate: float
+    weight_decay: float = 0.01
+    warmup_steps: int = 0
+    total_steps: int = 1
+    schedule: str = "linear"
+    beta1: float = 0.9
+    beta2: float = 0.98
+    eps: float = 1e-6
+
+    def __post_init__(self) -> None:
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate={self.learning_rate} must be positive")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay={self.weight_decay} must not be negative")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule={self.schedule!r} must be one of {SCHEDULES}")
+        if self.total_steps < 1 or self.warmup_steps < 0:
+            raise ValueError("total_steps must be >= 1 and warmup_steps >= 0")
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """No decay on biases, LayerNorm and embeddings' norms: decaying them only hurts (BERT recipe)."""
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        (no_decay if parameter.ndim < 2 or "norm" in name else decay).append(parameter)
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0}]
+
+
+def learning_rate_factor(step: int, settings: OptimizerSettings) -> float:
+    if step < settings.warmup_steps:
+        return (step + 1) / settings.warmup_steps
+    if settings.schedule == "constant":
+        return 1.0
+    decay_steps = max(1, settings.total_steps - settings.warmup_steps)
+    progress = min(1.0, (step - settings.warmup_steps) / decay_steps)
+    if settings.schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    return 1.0 - progress
+
+
+def build_optimizer(
+    model: nn.Module, settings: OptimizerSettings
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    optimizer = torch.optim.AdamW(
+        parameter_groups(model, settings.weight_decay),
+        lr=settings.learning_rate,
+        betas=(settings.beta1, settings.beta2),
+        eps=settings.eps,
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: learning_rate_factor(step, settings)
+    )
+    return optimizer, scheduler

@@ -35,7 +35,9 @@ def main(argv: list[str]) -> int:
     for name in ("flows", "lightning_modules", "cloze"):
         logging.getLogger(name).setLevel(logging.INFO)
 
-    from flows.pipeline import pretraining_pipeline  # after configure_services: Prefect reads env on import
+    from flows.pipeline import (
+        pretraining_pipeline,
+    )  # after configure_services: Prefect reads env on import
 
     try:
         pretraining_pipeline(config)

@@ -30,8 +30,12 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def stage_key(stage: str, version: int, settings: Mapping[str, Any], inputs: Mapping[str, str]) -> str:
-    payload = canonical_json({"stage": stage, "version": version, "settings": settings, "inputs": inputs})
+def stage_key(
+    stage: str, version: int, settings: Mapping[str, Any], inputs: Mapping[str, str]
+) -> str:
+    payload = canonical_json(
+        {"stage": stage, "version": version, "settings": settings, "inputs": inputs}
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
@@ -54,7 +58,7 @@ class ArtifactStore:
         return self.root / stage / key
 
     def work_dir(self, stage: str, key: str) -> Path:
-        """Scratch space that survives a killed run (checkpoints), removed once the stage publishes."""
+        """Scratch space that survives a killed run (checkpoints); removed once published."""
         return self.root / stage / f".work-{key}"
 
     def lookup(self, stage: str, key: str) -> ArtifactRef | None:
@@ -100,7 +104,7 @@ class ArtifactStore:
             if cached is not None and validate is not None:
                 try:
                     validate(cached)
-                except Exception as error:  # noqa: BLE001 - any failure means "rebuild"
+                except Exception as error:
                     self.quarantine(cached, str(error))
                     cached = None
             if cached is not None:
@@ -108,7 +112,10 @@ class ArtifactStore:
             return self._build_and_publish(stage, key, build, record)
 
     def _build_and_publish(
-        self, stage: str, key: str, build: Callable[[Path], dict[str, Any]],
+        self,
+        stage: str,
+        key: str,
+        build: Callable[[Path], dict[str, Any]],
         record: Mapping[str, Any],
     ) -> ArtifactRef:
         stage_dir = self.root / stage
@@ -118,8 +125,13 @@ class ArtifactStore:
         temp_dir.mkdir(parents=True)
         try:
             outputs = build(temp_dir)
-            manifest = {"stage": stage, "key": key, "created_at": time.time(),
-                        "outputs": outputs, **record}
+            manifest = {
+                "stage": stage,
+                "key": key,
+                "created_at": time.time(),
+                "outputs": outputs,
+                **record,
+            }
             write_json_durably(temp_dir / MANIFEST_FILE, manifest)
             os.rename(temp_dir, self.path(stage, key))
         except BaseException:

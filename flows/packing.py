@@ -27,7 +27,7 @@ class SequencePacker:
             pieces.append(np.array([self.sep_id], dtype=np.int64))
         stream = np.concatenate(pieces)
         full = len(stream) // self.body
-        self.carry = stream[full * self.body:].copy()
+        self.carry = stream[full * self.body :].copy()
         blocks = stream[: full * self.body].reshape(full, self.body)
         return np.concatenate([np.full((full, 1), self.cls_id, dtype=np.int64), blocks], axis=1)
 

@@ -38,14 +38,18 @@ class PipelinePlan:
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> PipelinePlan:
-        return cls(settings_from(CorpusSettings, config["corpus"], "corpus"),
-                   settings_from(TokenizerSettings, config["tokenizer"], "tokenizer"),
-                   settings_from(ShardSettings, config["shards"], "shards"),
-                   PretrainSettings.from_config(config), FinetuneSettings.from_config(config))
+        return cls(
+            settings_from(CorpusSettings, config["corpus"], "corpus"),
+            settings_from(TokenizerSettings, config["tokenizer"], "tokenizer"),
+            settings_from(ShardSettings, config["shards"], "shards"),
+            PretrainSettings.from_config(config),
+            FinetuneSettings.from_config(config),
+        )
 
 
-def tracked(stage: str, parent: RunHandle, tracker: Tracker,
-            produce: Callable[[RunHandle], ArtifactRef]) -> ArtifactRef:
+def tracked(
+    stage: str, parent: RunHandle, tracker: Tracker, produce: Callable[[RunHandle], ArtifactRef]
+) -> ArtifactRef:
     run = tracker.start_run(stage, parent, tags={"cloze.stage": stage})
     try:
         ref = produce(run)
@@ -58,32 +62,73 @@ def tracked(stage: str, parent: RunHandle, tracker: Tracker,
 
 
 @task(name="tokenizer", cache_policy=NO_CACHE)
-def tokenizer_task(plan: PipelinePlan, store: ArtifactStore, parent: RunHandle,
-                   tracker: Tracker) -> ArtifactRef:
-    return tracked("tokenizer", parent, tracker,
-                   lambda run: train_tokenizer(plan.tokenizer, open_corpus(plan.corpus), store))
+def tokenizer_task(
+    plan: PipelinePlan, store: ArtifactStore, parent: RunHandle, tracker: Tracker
+) -> ArtifactRef:
+    return tracked(
+        "tokenizer",
+        parent,
+        tracker,
+        lambda run: train_tokenizer(plan.tokenizer, open_corpus(plan.corpus), store),
+    )
 
 
 @task(name="shards", cache_policy=NO_CACHE)
-def shards_task(plan: PipelinePlan, tokenizer: ArtifactRef, store: ArtifactStore,
-                parent: RunHandle, tracker: Tracker) -> ArtifactRef:
-    return tracked("shards", parent, tracker, lambda run: build_shards(
-        plan.shards, open_corpus(plan.corpus), tokenizer, store))
+def shards_task(
+    plan: PipelinePlan,
+    tokenizer: ArtifactRef,
+    store: ArtifactStore,
+    parent: RunHandle,
+    tracker: Tracker,
+) -> ArtifactRef:
+    return tracked(
+        "shards",
+        parent,
+        tracker,
+        lambda run: build_shards(plan.shards, open_corpus(plan.corpus), tokenizer, store),
+    )
 
 
 @task(name="pretrain", cache_policy=NO_CACHE)
-def pretrain_task(plan: PipelinePlan, shards: ArtifactRef, tokenizer: ArtifactRef,
-                  store: ArtifactStore, parent: RunHandle, tracker: Tracker) -> ArtifactRef:
-    return tracked("pretrain", parent, tracker, lambda run: pretrain(
-        plan.pretrain, shards, tokenizer, store, [run.lightning_logger()]))
+def pretrain_task(
+    plan: PipelinePlan,
+    shards: ArtifactRef,
+    tokenizer: ArtifactRef,
+    store: ArtifactStore,
+    parent: RunHandle,
+    tracker: Tracker,
+) -> ArtifactRef:
+    return tracked(
+        "pretrain",
+        parent,
+        tracker,
+        lambda run: pretrain(plan.pretrain, shards, tokenizer, store, [run.lightning_logger()]),
+    )
 
 
 @task(name="finetune", cache_policy=NO_CACHE)
-def finetune_task(plan: PipelinePlan, pretrained: ArtifactRef, tokenizer: ArtifactRef,
-                  store: ArtifactStore, parent: RunHandle, tracker: Tracker) -> ArtifactRef:
-    return tracked("finetune", parent, tracker, lambda run: finetune(
-        plan.finetune, plan.pretrain.seed, plan.pretrain.trainer, pretrained, tokenizer, store,
-        lambda arm: [run.lightning_logger(prefix=arm)]))
+def finetune_task(
+    plan: PipelinePlan,
+    pretrained: ArtifactRef,
+    tokenizer: ArtifactRef,
+    store: ArtifactStore,
+    parent: RunHandle,
+    tracker: Tracker,
+) -> ArtifactRef:
+    return tracked(
+        "finetune",
+        parent,
+        tracker,
+        lambda run: finetune(
+            plan.finetune,
+            plan.pretrain.seed,
+            plan.pretrain.trainer,
+            pretrained,
+            tokenizer,
+            store,
+            lambda arm: [run.lightning_logger(prefix=arm)],
+        ),
+    )
 
 
 @flow(name="pretraining-pipeline", log_prints=True)
@@ -94,25 +139,36 @@ def pretraining_pipeline(config: dict[str, Any]) -> dict[str, Any]:
     store = ArtifactStore(paths.artifacts)
     tracking_uri = paths.tracking_uri(config["tracking"]["uri"])
     experiment = config["tracking"]["experiment"]
-    tracker = Tracker(tracking_uri, experiment,
-                      paths.mlflow_artifacts if tracking_uri.startswith("sqlite:") else None)
-    parent = tracker.start_run("pipeline", tags={"cloze.model": config["model"]["name"],
-                                                  "cloze.corpus": plan.corpus.kind})
+    tracker = Tracker(
+        tracking_uri,
+        experiment,
+        paths.mlflow_artifacts if tracking_uri.startswith("sqlite:") else None,
+    )
+    parent = tracker.start_run(
+        "pipeline", tags={"cloze.model": config["model"]["name"], "cloze.corpus": plan.corpus.kind}
+    )
     parent.log_params(config)
     parent.log_text(to_yaml(config), "config.yaml")
     try:
         refs = {"tokenizer": tokenizer_task(plan, store, parent, tracker)}
         refs["shards"] = shards_task(plan, refs["tokenizer"], store, parent, tracker)
-        refs["pretrain"] = pretrain_task(plan, refs["shards"], refs["tokenizer"], store, parent,
-                                         tracker)
-        refs["finetune"] = finetune_task(plan, refs["pretrain"], refs["tokenizer"], store, parent,
-                                         tracker)
+        refs["pretrain"] = pretrain_task(
+            plan, refs["shards"], refs["tokenizer"], store, parent, tracker
+        )
+        refs["finetune"] = finetune_task(
+            plan, refs["pretrain"], refs["tokenizer"], store, parent, tracker
+        )
     except BaseException:
         parent.finish("FAILED")
         raise
     summary = build_summary(refs, tracking_uri, parent.run_id, experiment)
-    parent.log_metrics({f"{stage}.{name}": value for stage, outputs in summary["stages"].items()
-                        for name, value in outputs.items()})
+    parent.log_metrics(
+        {
+            f"{stage}.{name}": value
+            for stage, outputs in summary["stages"].items()
+            for name, value in outputs.items()
+        }
+    )
     parent.finish()
     print(render_summary(summary))
     return summary

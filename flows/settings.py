@@ -25,9 +25,13 @@ def settings_from(cls: type[SettingsT], section: Mapping[str, Any], prefix: str)
             f"unknown config key {prefix}.{unknown[0]}; valid keys under {prefix}: "
             f"{', '.join(sorted(fields))}"
         )
-    missing = [name for name, field in fields.items()
-               if name not in section and field.default is dataclasses.MISSING
-               and field.default_factory is dataclasses.MISSING]
+    missing = [
+        name
+        for name, field in fields.items()
+        if name not in section
+        and field.default is dataclasses.MISSING
+        and field.default_factory is dataclasses.MISSING
+    ]
     if missing:
         raise ConfigError(f"missing config key {prefix}.{missing[0]}")
     try:

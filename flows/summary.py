@@ -7,18 +7,30 @@ from typing import Any
 from flows.artifacts import ArtifactRef
 
 
-def build_summary(refs: dict[str, ArtifactRef], tracking_uri: str, parent_run_id: str,
-                  experiment: str) -> dict[str, Any]:
+def build_summary(
+    refs: dict[str, ArtifactRef], tracking_uri: str, parent_run_id: str, experiment: str
+) -> dict[str, Any]:
     return {
-        "stages": {stage: {"key": ref.key, "cache_hit": ref.cache_hit, "path": str(ref.path),
-                           **ref.outputs} for stage, ref in refs.items()},
-        "tracking_uri": tracking_uri, "mlflow_run_id": parent_run_id, "experiment": experiment,
+        "stages": {
+            stage: {
+                "key": ref.key,
+                "cache_hit": ref.cache_hit,
+                "path": str(ref.path),
+                **ref.outputs,
+            }
+            for stage, ref in refs.items()
+        },
+        "tracking_uri": tracking_uri,
+        "mlflow_run_id": parent_run_id,
+        "experiment": experiment,
     }
 
 
 def render_summary(summary: dict[str, Any]) -> str:
     stages = summary["stages"]
-    tok, shards, pre, fine = (stages[name] for name in ("tokenizer", "shards", "pretrain", "finetune"))
+    tok, shards, pre, fine = (
+        stages[name] for name in ("tokenizer", "shards", "pretrain", "finetune")
+    )
 
     def origin(stage: dict[str, Any]) -> str:
         return "reused (cache hit)" if stage["cache_hit"] else "computed"

@@ -40,14 +40,17 @@ class RunHandle:
     def log_params(self, params: Mapping[str, Any]) -> None:
         entries = [Param(key, str(value)[:MAX_PARAM_LENGTH]) for key, value in flatten(params)]
         for start in range(0, len(entries), BATCH_LIMIT):
-            self.client.log_batch(self.run_id, params=entries[start:start + BATCH_LIMIT])
+            self.client.log_batch(self.run_id, params=entries[start : start + BATCH_LIMIT])
 
     def log_metrics(self, metrics: Mapping[str, Any], step: int = 0) -> None:
         now = int(time.time() * 1000)
-        entries = [Metric(key, float(value), now, step) for key, value in flatten(metrics)
-                   if isinstance(value, int | float) and not isinstance(value, bool)]
+        entries = [
+            Metric(key, float(value), now, step)
+            for key, value in flatten(metrics)
+            if isinstance(value, int | float) and not isinstance(value, bool)
+        ]
         for start in range(0, len(entries), BATCH_LIMIT):
-            self.client.log_batch(self.run_id, metrics=entries[start:start + BATCH_LIMIT])
+            self.client.log_batch(self.run_id, metrics=entries[start : start + BATCH_LIMIT])
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
@@ -57,8 +60,13 @@ class RunHandle:
 
     def record_artifact(self, ref: ArtifactRef) -> None:
         """What a stage produced, whether it was computed now or reused from the store."""
-        self.set_tags({"cloze.cache_hit": str(ref.cache_hit).lower(),
-                       "cloze.artifact_key": ref.key, "cloze.artifact_path": str(ref.path)})
+        self.set_tags(
+            {
+                "cloze.cache_hit": str(ref.cache_hit).lower(),
+                "cloze.artifact_key": ref.key,
+                "cloze.artifact_path": str(ref.path),
+            }
+        )
         self.log_metrics(ref.outputs)
 
     def finish(self, status: str = "FINISHED") -> None:
@@ -81,8 +89,9 @@ class Tracker:
             location = (artifact_root / experiment).as_uri() if artifact_root else None
             self.experiment_id = self.client.create_experiment(experiment, location)
 
-    def start_run(self, name: str, parent: RunHandle | None = None,
-                  tags: Mapping[str, str] | None = None) -> RunHandle:
+    def start_run(
+        self, name: str, parent: RunHandle | None = None, tags: Mapping[str, str] | None = None
+    ) -> RunHandle:
         all_tags = dict(tags or {})
         if parent is not None:
             all_tags[PARENT_TAG] = parent.run_id

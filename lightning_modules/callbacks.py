@@ -16,13 +16,22 @@ class ProgressLog(pl.Callback):
         self.every_steps = every_steps
         self.label = label
 
-    def on_train_batch_end(self, trainer: pl.Trainer, module: pl.LightningModule, outputs: object,
-                           batch: object, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self,
+        trainer: pl.Trainer,
+        module: pl.LightningModule,
+        outputs: object,
+        batch: object,
+        batch_idx: int,
+    ) -> None:
         step = trainer.global_step
         if step % self.every_steps and step != trainer.max_steps:
             return
         metrics = trainer.callback_metrics
-        shown = " ".join(f"{name.split('/')[-1]}={float(value):.4g}"
-                         for name, value in sorted(metrics.items()) if name.startswith("train/"))
+        shown = " ".join(
+            f"{name.split('/')[-1]}={float(value):.4g}"
+            for name, value in sorted(metrics.items())
+            if name.startswith("train/")
+        )
         total = trainer.max_steps if trainer.max_steps > 0 else "?"
         log.info("%s step %d/%s %s", self.label, step, total, shown)

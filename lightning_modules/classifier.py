@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 from torch.utils.data import DataLoader
 
 from lightning_modules.models.heads import BertForSequenceClassification
@@ -23,14 +24,18 @@ class SequenceClassificationModule(pl.LightningModule):
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
-    def configure_optimizers(self) -> dict:
+    def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
         optimizer, scheduler = build_optimizer(self.model, self.optimizer_settings)
-        return {"optimizer": optimizer,
-                "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
+        }
 
 
 @torch.no_grad()
-def predict_labels(model: BertForSequenceClassification, loader: DataLoader) -> tuple[torch.Tensor, torch.Tensor]:
+def predict_labels(
+    model: BertForSequenceClassification, loader: DataLoader
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Predicted and true label ids over a whole loader, in eval mode."""
     model.eval()
     predictions, labels = [], []

@@ -19,5 +19,7 @@ def macro_f1(predictions: torch.Tensor, labels: torch.Tensor, num_labels: int) -
         true_positive = float((predicted & actual).sum())
         precision = true_positive / max(1.0, float(predicted.sum()))
         recall = true_positive / max(1.0, float(actual.sum()))
-        scores.append(0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall))
+        scores.append(
+            0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+        )
     return sum(scores) / len(scores) if scores else 0.0

@@ -1,4 +1,4 @@
-"""LightningModule for masked-language-model pretraining; the network and optimiser come injected."""
+"""LightningModule for masked-LM pretraining; the network and optimiser come injected."""
 
 from __future__ import annotations
 
@@ -7,16 +7,20 @@ import time
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.optim import OptimizerSettings, build_optimizer
 
 
 class MaskedLanguageModelingModule(pl.LightningModule):
-    def __init__(self, model: BertForMaskedLM, optimizer: OptimizerSettings) -> None:
+    def __init__(
+        self, model: BertForMaskedLM, optimizer: OptimizerSettings, throughput_every_steps: int
+    ) -> None:
         super().__init__()
         self.model = model
         self.optimizer_settings = optimizer
+        self.throughput_every_steps = throughput_every_steps
         self._validation_sums = torch.zeros(3, dtype=torch.float64)
         self._window_tokens = 0
         self._window_start = time.perf_counter()
@@ -26,13 +30,12 @@ class MaskedLanguageModelingModule(pl.LightningModule):
         accuracy = (output.logits.argmax(-1) == output.targets).float().mean()
         self.log("train/loss", output.loss, prog_bar=True)
         self.log("train/accuracy", accuracy)
-        self.log("train/learning_rate", self.lr_schedulers().get_last_lr()[0])
+        self.log("train/learning_rate", self.trainer.optimizers[0].param_groups[0]["lr"])
         self._window_tokens += batch["input_ids"].numel()
         return output.loss
 
     def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
-        interval = self.trainer.log_every_n_steps
-        if (self.global_step % interval) == 0:
+        if self.global_step % self.throughput_every_steps == 0:
             elapsed = time.perf_counter() - self._window_start
             self.log("train/tokens_per_second", self._window_tokens / max(elapsed, 1e-9))
             self._window_tokens, self._window_start = 0, time.perf_counter()
@@ -53,13 +56,17 @@ class MaskedLanguageModelingModule(pl.LightningModule):
             return
         loss_sum, correct, count = self._validation_sums.tolist()
         loss = loss_sum / max(count, 1.0)
-        self.log_dict({
-            "val/loss": loss,
-            "val/accuracy": correct / max(count, 1.0),
-            "val/perplexity": math.exp(min(loss, 50.0)),
-        })
+        self.log_dict(
+            {
+                "val/loss": loss,
+                "val/accuracy": correct / max(count, 1.0),
+                "val/perplexity": math.exp(min(loss, 50.0)),
+            }
+        )
 
-    def configure_optimizers(self) -> dict:
+    def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
         optimizer, scheduler = build_optimizer(self.model, self.optimizer_settings)
-        return {"optimizer": optimizer,
-                "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
+        }

@@ -34,14 +34,17 @@ class OptimizerSettings:
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """No decay on biases, LayerNorm and embeddings' norms: decaying them only hurts (BERT recipe)."""
-    decay, no_decay = [], []
+    """No decay on biases and LayerNorm weights: decaying them only hurts (BERT recipe)."""
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
     for name, parameter in model.named_parameters():
         if not parameter.requires_grad:
             continue
         (no_decay if parameter.ndim < 2 or "norm" in name else decay).append(parameter)
-    return [{"params": decay, "weight_decay": weight_decay},
-            {"params": no_decay, "weight_decay": 0.0}]
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
 
 
 def learning_rate_factor(step: int, settings: OptimizerSettings) -> float:

@@ -44,16 +44,19 @@ class CorpusSettings:
         if self.kind == "files" and not self.paths:
             raise ConfigError("corpus.kind=files needs corpus.paths (files, globs or directories)")
         if self.kind == "huggingface" and not self.name:
-            raise ConfigError("corpus.kind=huggingface needs corpus.name (a hub name or a "
-                              "save_to_disk folder)")
+            raise ConfigError(
+                "corpus.kind=huggingface needs corpus.name (a hub name or a save_to_disk folder)"
+            )
         if self.format not in ("auto", "txt", "jsonl"):
             raise ConfigError(f"corpus.format={self.format!r} must be auto, txt or jsonl")
         if self.decode_errors not in ("fail", "replace", "skip"):
-            raise ConfigError(f"corpus.decode_errors={self.decode_errors!r} must be fail, "
-                              "replace or skip")
+            raise ConfigError(
+                f"corpus.decode_errors={self.decode_errors!r} must be fail, replace or skip"
+            )
         if not 0.0 < self.validation_fraction < 0.5:
-            raise ConfigError(f"corpus.validation_fraction={self.validation_fraction} must be "
-                              "in (0, 0.5)")
+            raise ConfigError(
+                f"corpus.validation_fraction={self.validation_fraction} must be in (0, 0.5)"
+            )
         if self.min_words < 1:
             raise ConfigError(f"corpus.min_words={self.min_words} must be at least 1")
         if self.max_documents is not None and self.max_documents < 1:
@@ -97,10 +100,14 @@ class Corpus:
         self.stats = CorpusStats()
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"source": self.source.fingerprint(),
-                "rules": {"min_words": self.settings.min_words,
-                          "max_documents": self.settings.max_documents,
-                          "validation_fraction": self.settings.validation_fraction}}
+        return {
+            "source": self.source.fingerprint(),
+            "rules": {
+                "min_words": self.settings.min_words,
+                "max_documents": self.settings.max_documents,
+                "validation_fraction": self.settings.validation_fraction,
+            },
+        }
 
     def documents(self) -> Iterator[str]:
         stats = self.stats = CorpusStats()
@@ -142,12 +149,21 @@ def batched(items: Iterable[str], size: int) -> Iterator[list[str]]:
 def open_corpus(settings: CorpusSettings) -> Corpus:
     if settings.kind == "pydoc":
         from flows.corpora.pydoc_source import PydocSource
+
         return Corpus(settings, PydocSource(settings.exclude_downstream_test))
     if settings.kind == "files":
         from flows.corpora.file_source import FileSource
-        return Corpus(settings, FileSource(settings.paths, settings.format, settings.text_field,
-                                           settings.decode_errors))
+
+        return Corpus(
+            settings,
+            FileSource(
+                settings.paths, settings.format, settings.text_field, settings.decode_errors
+            ),
+        )
     from flows.corpora.hub_source import HubSource
+
     assert settings.name is not None
-    return Corpus(settings, HubSource(settings.name, settings.config_name, settings.split,
-                                      settings.text_field))
+    return Corpus(
+        settings,
+        HubSource(settings.name, settings.config_name, settings.split, settings.text_field),
+    )

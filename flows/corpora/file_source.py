@@ -11,8 +11,15 @@ from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
-TEXT_SUFFIXES = {".txt": "txt", ".text": "txt", ".md": "txt", ".raw": "txt",
-                 ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
+TEXT_SUFFIXES = {
+    ".txt": "txt",
+    ".text": "txt",
+    ".md": "txt",
+    ".raw": "txt",
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".ndjson": "jsonl",
+}
 BINARY_SNIFF_BYTES = 8192
 
 
@@ -31,11 +38,16 @@ def resolve_paths(patterns: list[str]) -> list[Path]:
                 raise CorpusInputError(f"corpus.paths: the glob {pattern!r} matches no file")
             files.update(match for match in matches if match.is_file())
         elif path.is_dir():
-            found = [child for child in path.rglob("*")
-                     if child.is_file() and child.suffix.lower() in TEXT_SUFFIXES]
+            found = [
+                child
+                for child in path.rglob("*")
+                if child.is_file() and child.suffix.lower() in TEXT_SUFFIXES
+            ]
             if not found:
-                raise CorpusInputError(f"corpus.paths: the directory {path} holds no "
-                                       f"{'/'.join(sorted(TEXT_SUFFIXES))} file")
+                raise CorpusInputError(
+                    f"corpus.paths: the directory {path} holds no "
+                    f"{'/'.join(sorted(TEXT_SUFFIXES))} file"
+                )
             files.update(found)
         elif path.is_file():
             files.add(path)
@@ -45,8 +57,9 @@ def resolve_paths(patterns: list[str]) -> list[Path]:
 
 
 class FileSource:
-    def __init__(self, paths: list[str], file_format: str, text_field: str,
-                 decode_errors: str) -> None:
+    def __init__(
+        self, paths: list[str], file_format: str, text_field: str, decode_errors: str
+    ) -> None:
         self.files = resolve_paths(list(paths))
         self.file_format = file_format
         self.text_field = text_field
@@ -57,15 +70,22 @@ class FileSource:
         for path in self.files:
             stat = path.stat()
             digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-        return {"kind": "files", "files": digest.hexdigest()[:20], "format": self.file_format,
-                "text_field": self.text_field, "decode_errors": self.decode_errors}
+        return {
+            "kind": "files",
+            "files": digest.hexdigest()[:20],
+            "format": self.file_format,
+            "text_field": self.text_field,
+            "decode_errors": self.decode_errors,
+        }
 
     def texts(self) -> Iterator[str]:
         for path in self.files:
             if self._is_binary(path):
                 if self.decode_errors == "fail":
-                    raise CorpusInputError(f"{path} looks binary (it holds NUL bytes); remove it "
-                                           "from corpus.paths or set corpus.decode_errors=skip")
+                    raise CorpusInputError(
+                        f"{path} looks binary (it holds NUL bytes); remove it "
+                        "from corpus.paths or set corpus.decode_errors=skip"
+                    )
                 log.warning("skipping binary file %s", path)
                 continue
             file_format = self.file_format

@@ -1,4 +1,4 @@
-"""A Hugging Face `datasets` corpus: a hub name (for users with a hub) or a `save_to_disk` folder."""
+"""A Hugging Face `datasets` corpus: a hub name (needs a hub) or a `save_to_disk` folder."""
 
 from __future__ import annotations
 
@@ -36,9 +36,14 @@ class HubSource:
 
     def fingerprint(self) -> dict[str, Any]:
         # datasets' own fingerprint changes whenever the underlying data or processing changes.
-        return {"kind": "huggingface", "name": self.name, "config": self.config_name,
-                "split": self.split, "text_field": self.text_field,
-                "dataset": self._load()._fingerprint}
+        return {
+            "kind": "huggingface",
+            "name": self.name,
+            "config": self.config_name,
+            "split": self.split,
+            "text_field": self.text_field,
+            "dataset": self._load()._fingerprint,
+        }
 
     def texts(self) -> Iterator[str]:
         for batch in self._load().select_columns([self.text_field]).iter(batch_size=1000):

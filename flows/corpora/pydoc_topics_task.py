@@ -19,25 +19,96 @@ from flows.corpora.stdlib_docs import stdlib_docstrings
 
 CHAPTERS: dict[str, tuple[str, ...]] = {
     "Numeric and Mathematical Modules": (
-        "numbers", "math", "cmath", "decimal", "_pydecimal", "fractions", "random", "statistics"),
+        "numbers",
+        "math",
+        "cmath",
+        "decimal",
+        "_pydecimal",
+        "fractions",
+        "random",
+        "statistics",
+    ),
     "Data Types": (
-        "datetime", "zoneinfo", "calendar", "collections", "heapq", "bisect", "array", "weakref",
-        "types", "copy", "pprint", "reprlib", "enum", "graphlib"),
+        "datetime",
+        "zoneinfo",
+        "calendar",
+        "collections",
+        "heapq",
+        "bisect",
+        "array",
+        "weakref",
+        "types",
+        "copy",
+        "pprint",
+        "reprlib",
+        "enum",
+        "graphlib",
+    ),
     "File and Directory Access": (
-        "pathlib", "posixpath", "ntpath", "genericpath", "fileinput", "stat", "filecmp",
-        "tempfile", "glob", "fnmatch", "linecache", "shutil"),
+        "pathlib",
+        "posixpath",
+        "ntpath",
+        "genericpath",
+        "fileinput",
+        "stat",
+        "filecmp",
+        "tempfile",
+        "glob",
+        "fnmatch",
+        "linecache",
+        "shutil",
+    ),
     "Data Compression and Archiving": (
-        "zlib", "gzip", "bz2", "lzma", "zipfile", "tarfile", "_compression"),
+        "zlib",
+        "gzip",
+        "bz2",
+        "lzma",
+        "zipfile",
+        "tarfile",
+        "_compression",
+    ),
     "Concurrent Execution": (
-        "threading", "multiprocessing", "concurrent", "subprocess", "sched", "queue",
-        "contextvars", "_threading_local"),
+        "threading",
+        "multiprocessing",
+        "concurrent",
+        "subprocess",
+        "sched",
+        "queue",
+        "contextvars",
+        "_threading_local",
+    ),
     "Networking and Interprocess Communication": (
-        "asyncio", "socket", "ssl", "select", "selectors", "signal", "mmap"),
+        "asyncio",
+        "socket",
+        "ssl",
+        "select",
+        "selectors",
+        "signal",
+        "mmap",
+    ),
     "Internet Data Handling": (
-        "email", "json", "mailbox", "mimetypes", "base64", "binascii", "quopri"),
+        "email",
+        "json",
+        "mailbox",
+        "mimetypes",
+        "base64",
+        "binascii",
+        "quopri",
+    ),
     "Internet Protocols and Support": (
-        "webbrowser", "wsgiref", "urllib", "http", "ftplib", "poplib", "imaplib", "smtplib",
-        "uuid", "socketserver", "xmlrpc", "ipaddress"),
+        "webbrowser",
+        "wsgiref",
+        "urllib",
+        "http",
+        "ftplib",
+        "poplib",
+        "imaplib",
+        "smtplib",
+        "uuid",
+        "socketserver",
+        "xmlrpc",
+        "ipaddress",
+    ),
 }
 LABELS: tuple[str, ...] = tuple(CHAPTERS)
 SPLIT_FRACTIONS = {"test": 0.2, "validation": 0.1}
@@ -73,8 +144,14 @@ def module_splits() -> dict[str, str]:
         taken = Counter[str]()
         for module in sorted(modules, key=lambda name: hashlib.sha256(name.encode()).digest()):
             size = modules[module]
-            side = next((split for split, share in SPLIT_FRACTIONS.items()
-                         if taken[split] + size <= share * total * 1.25), "train")
+            side = next(
+                (
+                    split
+                    for split, share in SPLIT_FRACTIONS.items()
+                    if taken[split] + size <= share * total * 1.25
+                ),
+                "train",
+            )
             taken[side] += size
             assignment[module] = side
     return assignment
@@ -92,7 +169,9 @@ class ClassificationData:
     splits: dict[str, list[LabelledText]]
 
 
-def load_pydoc_topics(min_words: int, max_train_examples: int | None, seed: int) -> ClassificationData:
+def load_pydoc_topics(
+    min_words: int, max_train_examples: int | None, seed: int
+) -> ClassificationData:
     splits: dict[str, list[LabelledText]] = {"train": [], "validation": [], "test": []}
     seen: set[str] = set()
     for docstring in stdlib_docstrings():

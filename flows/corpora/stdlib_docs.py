@@ -16,8 +16,18 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-SKIPPED_TOP_LEVEL = frozenset({"site-packages", "dist-packages", "test", "idlelib", "lib2to3",
-                               "turtledemo", "__phello__", "ensurepip"})
+SKIPPED_TOP_LEVEL = frozenset(
+    {
+        "site-packages",
+        "dist-packages",
+        "test",
+        "idlelib",
+        "lib2to3",
+        "turtledemo",
+        "__phello__",
+        "ensurepip",
+    }
+)
 DOCUMENTED_NODES = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
@@ -69,8 +79,10 @@ def module_docstrings(name: str, path: Path) -> Iterator[Docstring]:
 
 @lru_cache(maxsize=1)
 def stdlib_docstrings() -> tuple[Docstring, ...]:
-    """All docstrings, parsed once per process: the corpus and the downstream task both read them."""
-    return tuple(doc for name, path in stdlib_module_files() for doc in module_docstrings(name, path))
+    """All docstrings, parsed once per process: the corpus and the downstream task share them."""
+    return tuple(
+        doc for name, path in stdlib_module_files() for doc in module_docstrings(name, path)
+    )
 
 
 def pydoc_topics() -> Iterator[str]:

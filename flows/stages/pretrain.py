@@ -40,21 +40,32 @@ class PretrainSettings:
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> PretrainSettings:
         objective = {k: v for k, v in config["objective"].items() if k != "name"}
-        settings = cls(dict(config["model"]), settings_from(MaskingRule, objective, "objective"),
-                       settings_from(TrainerSettings, config["trainer"], "trainer"),
-                       int(config["seed"]))
+        settings = cls(
+            dict(config["model"]),
+            settings_from(MaskingRule, objective, "objective"),
+            settings_from(TrainerSettings, config["trainer"], "trainer"),
+            int(config["seed"]),
+        )
         # Validate the model shape now, with the configured vocabulary as a stand-in, so a bad
         # `model.*` value fails before the tokenizer and shards stages spend any time.
         encoder_config(settings.model, int(config["tokenizer"]["vocab_size"]), 0)
         return settings
 
 
-def pretrain(settings: PretrainSettings, shards_ref: ArtifactRef, tokenizer_ref: ArtifactRef,
-             store: ArtifactStore, loggers: Sequence[Logger] = ()) -> ArtifactRef:
+def pretrain(
+    settings: PretrainSettings,
+    shards_ref: ArtifactRef,
+    tokenizer_ref: ArtifactRef,
+    store: ArtifactStore,
+    loggers: Sequence[Logger] = (),
+) -> ArtifactRef:
     record: dict[str, Any] = {
-        "settings": {"model": settings.model, "objective": output_settings(settings.objective),
-                     "trainer": output_settings(settings.trainer, TrainerSettings.NOT_IN_KEY),
-                     "seed": settings.seed},
+        "settings": {
+            "model": settings.model,
+            "objective": output_settings(settings.objective),
+            "trainer": output_settings(settings.trainer, TrainerSettings.NOT_IN_KEY),
+            "seed": settings.seed,
+        },
         "inputs": {"shards": shards_ref.key, "tokenizer": tokenizer_ref.key},
     }
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
@@ -63,50 +74,84 @@ def pretrain(settings: PretrainSettings, shards_ref: ArtifactRef, tokenizer_ref:
     def build(directory: Path) -> dict[str, Any]:
         pl.seed_everything(settings.seed, workers=True, verbose=False)
         trained = load_tokenizer(tokenizer_ref)
-        model = BertForMaskedLM(encoder_config(settings.model, trained.vocab_size,
-                                               trained.special.pad))
-        collator = MaskingCollator(settings.objective, trained.vocab_size, trained.special.mask,
-                                   trained.special.all(), settings.seed)
+        model = BertForMaskedLM(
+            encoder_config(settings.model, trained.vocab_size, trained.special.pad)
+        )
+        collator = MaskingCollator(
+            settings.objective,
+            trained.vocab_size,
+            trained.special.mask,
+            trained.special.all(),
+            settings.seed,
+        )
         trainer_settings = settings.trainer
-        data = MaskedLMDataModule(shards_ref.path, collator, trainer_settings.batch_size,
-                                  settings.seed, trainer_settings.num_workers,
-                                  trainer_settings.max_validation_sequences)
-        module = MaskedLanguageModelingModule(model, OptimizerSettings(
-            learning_rate=trainer_settings.learning_rate,
-            weight_decay=trainer_settings.weight_decay,
-            warmup_steps=trainer_settings.warmup_steps, total_steps=trainer_settings.max_steps,
-            schedule=trainer_settings.schedule, beta2=trainer_settings.beta2))
-        checkpoints = ModelCheckpoint(dirpath=work_dir / "checkpoints", save_last=True,
-                                      save_top_k=0, every_n_train_steps=
-                                      trainer_settings.checkpoint_every_steps)
-        trainer = make_trainer(trainer_settings, work_dir, loggers,
-                               [checkpoints, ProgressLog(trainer_settings.log_every_steps, STAGE)],
-                               max_steps=trainer_settings.max_steps, val_check_interval=
-                               trainer_settings.val_every_steps, check_val_every_n_epoch=None)
+        data = MaskedLMDataModule(
+            shards_ref.path,
+            collator,
+            trainer_settings.batch_size,
+            settings.seed,
+            trainer_settings.num_workers,
+            trainer_settings.max_validation_sequences,
+        )
+        module = MaskedLanguageModelingModule(
+            model,
+            OptimizerSettings(
+                learning_rate=trainer_settings.learning_rate,
+                weight_decay=trainer_settings.weight_decay,
+                warmup_steps=trainer_settings.warmup_steps,
+                total_steps=trainer_settings.max_steps,
+                schedule=trainer_settings.schedule,
+                beta2=trainer_settings.beta2,
+            ),
+            throughput_every_steps=trainer_settings.log_every_steps,
+        )
+        checkpoints = ModelCheckpoint(
+            dirpath=work_dir / "checkpoints",
+            save_last=True,
+            save_top_k=0,
+            every_n_train_steps=trainer_settings.checkpoint_every_steps,
+        )
+        trainer = make_trainer(
+            trainer_settings,
+            work_dir,
+            loggers,
+            [checkpoints, ProgressLog(trainer_settings.log_every_steps, STAGE)],
+            max_steps=trainer_settings.max_steps,
+            val_check_interval=trainer_settings.val_every_steps,
+            check_val_every_n_epoch=None,
+        )
         initial = initial_validation(trainer, module, data, work_dir)
         resume_from = work_dir / "checkpoints" / LAST_CHECKPOINT
         resumed = resume_from.is_file()
         started = time.perf_counter()
-        trainer.fit(module, datamodule=data,
-                    ckpt_path=str(resume_from) if resumed else None)
+        trainer.fit(module, datamodule=data, ckpt_path=str(resume_from) if resumed else None)
         fit_seconds = time.perf_counter() - started
         final = trainer.validate(module, datamodule=data, verbose=False)[0]
         save_masked_lm(model, directory)
-        trained_tokens = (trainer.global_step * trainer_settings.batch_size
-                          * trainer_settings.accumulate_grad_batches * data.index.seq_len)
+        trained_tokens = (
+            trainer.global_step
+            * trainer_settings.batch_size
+            * trainer_settings.accumulate_grad_batches
+            * data.index.seq_len
+        )
         return {
-            "initial_val_loss": initial, "val_loss": final["val/loss"],
-            "val_accuracy": final["val/accuracy"], "val_perplexity": final["val/perplexity"],
-            "steps": trainer.global_step, "train_tokens": trained_tokens,
-            "fit_seconds": fit_seconds, "parameters": count_parameters(model),
+            "initial_val_loss": initial,
+            "val_loss": final["val/loss"],
+            "val_accuracy": final["val/accuracy"],
+            "val_perplexity": final["val/perplexity"],
+            "steps": trainer.global_step,
+            "train_tokens": trained_tokens,
+            "fit_seconds": fit_seconds,
+            "parameters": count_parameters(model),
             "resumed": resumed,
         }
 
     return store.get_or_build(STAGE, key, build, record)
 
 
-def initial_validation(trainer: pl.Trainer, module: pl.LightningModule,
-                       data: MaskedLMDataModule, work_dir: Path) -> float:
+def initial_validation(
+    trainer: pl.Trainer, module: pl.LightningModule, data: MaskedLMDataModule, work_dir: Path
+) -> float:
     """Validation loss of the untrained model, kept across resumes as the 'before' of the curve."""
     saved = work_dir / "initial_validation.json"
     if saved.is_file():

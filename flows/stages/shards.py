@@ -13,7 +13,11 @@ from flows.packing import SequencePacker
 from flows.settings import ConfigError, output_settings
 from flows.stages.tokenizer import load_tokenizer
 from lightning_modules.data.shard_format import (
-    SPLITS, ShardIndex, ShardWriter, token_dtype, verify_shards,
+    SPLITS,
+    ShardIndex,
+    ShardWriter,
+    token_dtype,
+    verify_shards,
 )
 
 STAGE = "shards"
@@ -35,8 +39,9 @@ class ShardSettings:
             raise ConfigError("shards.sequences_per_shard and shards.batch_documents must be >= 1")
 
 
-def build_shards(settings: ShardSettings, corpus: Corpus, tokenizer_ref: ArtifactRef,
-                 store: ArtifactStore) -> ArtifactRef:
+def build_shards(
+    settings: ShardSettings, corpus: Corpus, tokenizer_ref: ArtifactRef, store: ArtifactStore
+) -> ArtifactRef:
     record: dict[str, Any] = {
         "settings": output_settings(settings, exclude=("batch_documents",)),
         "inputs": {"tokenizer": tokenizer_ref.key, "corpus": corpus.fingerprint()},
@@ -46,10 +51,16 @@ def build_shards(settings: ShardSettings, corpus: Corpus, tokenizer_ref: Artifac
     def build(directory: Path) -> dict[str, Any]:
         trained = load_tokenizer(tokenizer_ref)
         dtype = token_dtype(trained.vocab_size)
-        packers = {split: SequencePacker(settings.seq_len, trained.special.cls, trained.special.sep)
-                   for split in SPLITS}
-        writers = {split: ShardWriter(directory, split, settings.seq_len, dtype,
-                                      settings.sequences_per_shard) for split in SPLITS}
+        packers = {
+            split: SequencePacker(settings.seq_len, trained.special.cls, trained.special.sep)
+            for split in SPLITS
+        }
+        writers = {
+            split: ShardWriter(
+                directory, split, settings.seq_len, dtype, settings.sequences_per_shard
+            )
+            for split in SPLITS
+        }
         documents = dict.fromkeys(SPLITS, 0)
         tokens = dict.fromkeys(SPLITS, 0)
         fraction = corpus.settings.validation_fraction
@@ -65,17 +76,30 @@ def build_shards(settings: ShardSettings, corpus: Corpus, tokenizer_ref: Artifac
                 writers[split].add(packers[split].add(ids))
         if documents["train"] == 0:
             raise ValueError("the corpus is empty after cleaning: nothing to shard")
-        index = ShardIndex(settings.seq_len, trained.vocab_size, dtype.name, tokenizer_ref.key,
-                           {split: writer.close() for split, writer in writers.items()})
+        index = ShardIndex(
+            settings.seq_len,
+            trained.vocab_size,
+            dtype.name,
+            tokenizer_ref.key,
+            {split: writer.close() for split, writer in writers.items()},
+        )
         index.save(directory)
         return {
-            **{f"{split}_{name}": value for split in SPLITS for name, value in (
-                ("documents", documents[split]), ("tokens", tokens[split]),
-                ("sequences", index.sequences(split)), ("shards", len(index.splits[split])),
-                ("dropped_tail_tokens", packers[split].leftover_tokens))},
+            **{
+                f"{split}_{name}": value
+                for split in SPLITS
+                for name, value in (
+                    ("documents", documents[split]),
+                    ("tokens", tokens[split]),
+                    ("sequences", index.sequences(split)),
+                    ("shards", len(index.splits[split])),
+                    ("dropped_tail_tokens", packers[split].leftover_tokens),
+                )
+            },
             "duplicates_dropped": corpus.stats.dropped_duplicate,
             "short_documents_dropped": corpus.stats.dropped_short,
-            "seq_len": settings.seq_len, "dtype": dtype.name,
+            "seq_len": settings.seq_len,
+            "dtype": dtype.name,
         }
 
     def validate(ref: ArtifactRef) -> None:

@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import (
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
 
 from flows.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.corpora import Corpus
@@ -37,8 +45,15 @@ class TokenizerSettings:
     vocab_size: int = 8000
     lowercase: bool = True
     min_frequency: int = 2
-    special_tokens: dict[str, str] = field(default_factory=lambda: {
-        "pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"})
+    special_tokens: dict[str, str] = field(
+        default_factory=lambda: {
+            "pad": "[PAD]",
+            "unk": "[UNK]",
+            "cls": "[CLS]",
+            "sep": "[SEP]",
+            "mask": "[MASK]",
+        }
+    )
 
     def __post_init__(self) -> None:
         if self.kind != "wordpiece":
@@ -81,29 +96,45 @@ def build_wordpiece(settings: TokenizerSettings) -> tuple[Tokenizer, trainers.Wo
     specials = settings.special_tokens
     tokenizer = Tokenizer(models.WordPiece(unk_token=specials["unk"]))
     tokenizer.normalizer = normalizers.BertNormalizer(
-        lowercase=settings.lowercase, strip_accents=settings.lowercase or None)
+        lowercase=settings.lowercase, strip_accents=settings.lowercase or None
+    )
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece()
     trainer = trainers.WordPieceTrainer(
-        vocab_size=settings.vocab_size, min_frequency=settings.min_frequency,
+        vocab_size=settings.vocab_size,
+        min_frequency=settings.min_frequency,
         special_tokens=[specials[role] for role in SPECIAL_ROLES],
     )
     return tokenizer, trainer
 
 
+def special_token_id(tokenizer: Tokenizer, token: str) -> int:
+    token_id = tokenizer.token_to_id(token)
+    if token_id is None:
+        raise RuntimeError(f"special token {token!r} is missing from the trained vocabulary")
+    return token_id
+
+
 def measure(tokenizer: Tokenizer, documents: list[str], unk_id: int) -> dict[str, float]:
-    """Fertility (tokens per whitespace word) and unknown rate: how well the vocab covers new text."""
+    """Fertility (tokens per whitespace word) and unknown rate: how well the vocab fits new text."""
     encodings = tokenizer.encode_batch(documents, add_special_tokens=False)
     tokens = sum(len(encoding.ids) for encoding in encodings)
     unknown = sum(encoding.ids.count(unk_id) for encoding in encodings)
     words = sum(len(document.split()) for document in documents)
-    return {"fertility": tokens / max(words, 1), "unknown_rate": unknown / max(tokens, 1),
-            "heldout_documents": len(documents)}
+    return {
+        "fertility": tokens / max(words, 1),
+        "unknown_rate": unknown / max(tokens, 1),
+        "heldout_documents": len(documents),
+    }
 
 
-def train_tokenizer(settings: TokenizerSettings, corpus: Corpus, store: ArtifactStore) -> ArtifactRef:
-    record: dict[str, Any] = {"settings": output_settings(settings),
-                              "inputs": {"corpus": corpus.fingerprint()}}
+def train_tokenizer(
+    settings: TokenizerSettings, corpus: Corpus, store: ArtifactStore
+) -> ArtifactRef:
+    record: dict[str, Any] = {
+        "settings": output_settings(settings),
+        "inputs": {"corpus": corpus.fingerprint()},
+    }
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
 
     def build(directory: Path) -> dict[str, Any]:
@@ -112,10 +143,12 @@ def train_tokenizer(settings: TokenizerSettings, corpus: Corpus, store: Artifact
         tokenizer.train_from_iterator(corpus.split("train"), trainer)
         seconds = time.perf_counter() - started
         if corpus.stats.documents == 0:
-            raise ValueError("the corpus is empty after cleaning: no document has "
-                             f"corpus.min_words={corpus.settings.min_words} words")
+            raise ValueError(
+                "the corpus is empty after cleaning: no document has "
+                f"corpus.min_words={corpus.settings.min_words} words"
+            )
         specials = settings.special_tokens
-        ids = {role: tokenizer.token_to_id(specials[role]) for role in SPECIAL_ROLES}
+        ids = {role: special_token_id(tokenizer, specials[role]) for role in SPECIAL_ROLES}
         tokenizer.post_processor = processors.TemplateProcessing(
             single=f"{specials['cls']} $A {specials['sep']}",
             pair=f"{specials['cls']} $A {specials['sep']} $B:1 {specials['sep']}:1",
@@ -124,8 +157,11 @@ def train_tokenizer(settings: TokenizerSettings, corpus: Corpus, store: Artifact
         tokenizer.save(str(directory / TOKENIZER_FILE))
         (directory / SPECIAL_TOKENS_FILE).write_text(json.dumps(ids, indent=2))
         heldout = list(itertools.islice(corpus.split("validation"), STATS_DOCUMENTS))
-        return {"vocab_size": tokenizer.get_vocab_size(), "training_seconds": seconds,
-                "corpus_documents": corpus.stats.documents,
-                **measure(tokenizer, heldout, ids["unk"])}
+        return {
+            "vocab_size": tokenizer.get_vocab_size(),
+            "training_seconds": seconds,
+            "corpus_documents": corpus.stats.documents,
+            **measure(tokenizer, heldout, ids["unk"]),
+        }
 
     return store.get_or_build(STAGE, key, build, record)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytorch_lightning as pl
 import torch
@@ -30,7 +30,7 @@ class TrainerSettings:
     beta2: float = 0.98
     grad_clip: float = 1.0
     accumulate_grad_batches: int = 1
-    precision: str = "32-true"
+    precision: Literal["32-true", "bf16-mixed"] = "32-true"
     val_every_steps: int = 200
     max_validation_sequences: int = 1024
     checkpoint_every_steps: int = 200
@@ -41,38 +41,66 @@ class TrainerSettings:
     threads: int | None = None
 
     # Where and how verbosely a run executes does not change the trained weights.
-    NOT_IN_KEY = ("checkpoint_every_steps", "log_every_steps", "num_workers", "accelerator",
-                  "devices", "threads")
+    NOT_IN_KEY = (
+        "checkpoint_every_steps",
+        "log_every_steps",
+        "num_workers",
+        "accelerator",
+        "devices",
+        "threads",
+    )
 
     def __post_init__(self) -> None:
-        for key in ("max_steps", "batch_size", "accumulate_grad_batches", "val_every_steps",
-                    "checkpoint_every_steps", "log_every_steps", "devices"):
+        for key in (
+            "max_steps",
+            "batch_size",
+            "accumulate_grad_batches",
+            "val_every_steps",
+            "checkpoint_every_steps",
+            "log_every_steps",
+            "devices",
+        ):
             if getattr(self, key) < 1:
                 raise ConfigError(f"trainer.{key}={getattr(self, key)} must be at least 1")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"trainer.precision={self.precision!r} must be one of {PRECISIONS}")
         if self.warmup_steps < 0 or self.warmup_steps >= self.max_steps:
-            raise ConfigError(f"trainer.warmup_steps={self.warmup_steps} must be in "
-                              f"[0, trainer.max_steps={self.max_steps})")
+            raise ConfigError(
+                f"trainer.warmup_steps={self.warmup_steps} must be in "
+                f"[0, trainer.max_steps={self.max_steps})"
+            )
 
 
 def encoder_config(model: Mapping[str, Any], vocab_size: int, pad_token_id: int) -> EncoderConfig:
     """`model.*` (minus its display `name`) plus what only the tokenizer knows."""
     fields = {key: value for key, value in model.items() if key != "name"}
-    return settings_from(EncoderConfig,
-                         {**fields, "vocab_size": vocab_size, "pad_token_id": pad_token_id},
-                         "model")
+    return settings_from(
+        EncoderConfig, {**fields, "vocab_size": vocab_size, "pad_token_id": pad_token_id}, "model"
+    )
 
 
-def make_trainer(settings: TrainerSettings, root_dir: Path, loggers: Sequence[Logger],
-                 callbacks: list[pl.Callback], **limits: Any) -> pl.Trainer:
+def make_trainer(
+    settings: TrainerSettings,
+    root_dir: Path,
+    loggers: Sequence[Logger],
+    callbacks: list[pl.Callback],
+    **limits: Any,
+) -> pl.Trainer:
     if settings.threads:
         torch.set_num_threads(settings.threads)
     return pl.Trainer(
-        accelerator=settings.accelerator, devices=settings.devices, precision=settings.precision,
+        accelerator=settings.accelerator,
+        devices=settings.devices,
+        precision=settings.precision,
         gradient_clip_val=settings.grad_clip or None,
         accumulate_grad_batches=settings.accumulate_grad_batches,
-        log_every_n_steps=settings.log_every_steps, logger=list(loggers) or False,
-        callbacks=callbacks, default_root_dir=str(root_dir), enable_progress_bar=False,
-        enable_model_summary=False, num_sanity_val_steps=0, deterministic=True, **limits,
+        log_every_n_steps=settings.log_every_steps,
+        logger=list(loggers) or False,
+        callbacks=callbacks,
+        default_root_dir=str(root_dir),
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        deterministic=True,
+        **limits,
     )

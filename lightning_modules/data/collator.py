@@ -29,7 +29,9 @@ class MaskingRule:
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"objective.{key}={value!r} must be between 0 and 1")
         if self.mask_rate == 0.0:
-            raise ValueError("objective.mask_rate=0 selects no tokens, so there is nothing to learn")
+            raise ValueError(
+                "objective.mask_rate=0 selects no tokens, so there is nothing to learn"
+            )
         if self.replace_with_mask + self.replace_with_random > 1.0 + 1e-9:
             raise ValueError(
                 "objective.replace_with_mask + objective.replace_with_random must not exceed 1 "

@@ -1,4 +1,4 @@
-"""Lightning data module over packed shards: dynamic masks for training, one fixed mask for validation."""
+"""Data module over packed shards: dynamic masks for training, one fixed mask for validation."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from lightning_modules.data.shard_format import PackedSequenceDataset, ShardInde
 
 
 class FixedMaskDataset(Dataset[dict[str, torch.Tensor]]):
-    """Validation sequences masked once with a fixed seed, so every evaluation scores the same task."""
+    """Validation sequences masked once with a fixed seed: every evaluation scores the same task."""
 
     def __init__(self, batch: dict[str, torch.Tensor]) -> None:
         self.batch = batch
@@ -67,8 +67,12 @@ class MaskedLMDataModule(pl.LightningDataModule):
         assert self.train_set is not None, "setup() must run first"
         sampler = RandomSampler(self.train_set, generator=torch.Generator().manual_seed(self.seed))
         return DataLoader(
-            self.train_set, batch_size=self.batch_size, sampler=sampler, drop_last=True,
-            collate_fn=self.collator, num_workers=self.num_workers,
+            self.train_set,
+            batch_size=self.batch_size,
+            sampler=sampler,
+            drop_last=True,
+            collate_fn=self.collator,
+            num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
 

@@ -56,8 +56,9 @@ class ShardIndex:
         if not path.is_file():
             raise CorruptShardError(f"{path} is missing: {directory} is not a complete shard set")
         raw = json.loads(path.read_text())
-        splits = {name: [ShardInfo(**info) for info in infos]
-                  for name, infos in raw.pop("splits").items()}
+        splits = {
+            name: [ShardInfo(**info) for info in infos] for name, infos in raw.pop("splits").items()
+        }
         return cls(splits=splits, **raw)
 
 
@@ -89,8 +90,9 @@ def verify_shards(directory: Path, index: ShardIndex) -> None:
 class ShardWriter:
     """Buffers packed sequences of one split and writes them as shards of a fixed size."""
 
-    def __init__(self, directory: Path, split: str, seq_len: int, dtype: np.dtype,
-                 sequences_per_shard: int) -> None:
+    def __init__(
+        self, directory: Path, split: str, seq_len: int, dtype: np.dtype, sequences_per_shard: int
+    ) -> None:
         self.directory = directory
         self.split = split
         self.seq_len = seq_len
@@ -108,7 +110,7 @@ class ShardWriter:
         while self.pending_sequences >= self.sequences_per_shard:
             block = np.concatenate(self.pending)
             self._write(block[: self.sequences_per_shard])
-            rest = block[self.sequences_per_shard:]
+            rest = block[self.sequences_per_shard :]
             self.pending = [rest] if len(rest) else []
             self.pending_sequences = len(rest)
 

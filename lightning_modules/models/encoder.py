@@ -35,8 +35,15 @@ class EncoderConfig:
     pad_token_id: int = 0
 
     def __post_init__(self) -> None:
-        for key in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
-                    "max_position_embeddings", "type_vocab_size"):
+        for key in (
+            "vocab_size",
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ):
             value = getattr(self, key)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"model.{key}={value!r} must be a positive integer")
@@ -94,7 +101,10 @@ class SelfAttention(nn.Module):
         qkv = self.qkv(hidden).view(batch, seq_len, 3, self.num_heads, self.head_dim)
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         context = F.scaled_dot_product_attention(
-            query, key, value, attn_mask=attn_mask,
+            query,
+            key,
+            value,
+            attn_mask=attn_mask,
             dropout_p=self.attention_dropout if self.training else 0.0,
         )
         return self.out(context.transpose(1, 2).reshape(batch, seq_len, width))
@@ -140,7 +150,8 @@ class BertEncoder(nn.Module):
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_layers))
         self.final_norm = (
             nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-            if config.norm_placement == "pre" else nn.Identity()
+            if config.norm_placement == "pre"
+            else nn.Identity()
         )
         self.apply(lambda module: init_bert_weights(module, config.initializer_range))
 

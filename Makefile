@@ -1,0 +1,45 @@
+# Cloze developer commands. Every target installs what it needs into .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TORCH_VERSION ?= 2.13.0
+ARGS ?=
+
+.PHONY: install demo test test-slow lint format bench ui clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	# torch first and pinned: a bare `torch` requirement would pull a multi-GB CUDA build.
+	$(BIN)/pip install -q "torch==$(TORCH_VERSION)"
+	$(BIN)/pip install -q -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)  ## the whole pipeline on the embedded default corpus (make demo ARGS="model=bert-mini")
+	$(BIN)/python -m flows $(ARGS)
+
+test: $(STAMP)  ## fast suite: unit tests plus a tiny end-to-end pipeline
+	$(BIN)/python -m pytest -m "not slow" -q
+
+test-slow: $(STAMP)  ## slow checks (real servers, kill-and-resume); exit 5 means none selected
+	$(BIN)/python -m pytest -m slow -q || [ $$? -eq 5 ]
+
+lint: $(STAMP)
+	$(BIN)/ruff check flows lightning_modules tests
+	$(BIN)/ruff format --check flows lightning_modules tests
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format flows lightning_modules tests
+	$(BIN)/ruff check --fix flows lightning_modules tests
+
+ui: $(STAMP)  ## browse local runs: Prefect UI on :4200, MLflow UI on :5000 (Ctrl-C stops both)
+	CLOZE_ROOT=$${CLOZE_HOME:-.cloze}; \
+	PREFECT_HOME=$$CLOZE_ROOT/prefect $(BIN)/prefect server start --host 127.0.0.1 --port 4200 & \
+	$(BIN)/mlflow server --host 127.0.0.1 --port 5000 --workers 1 \
+	  --backend-store-uri sqlite:///$$CLOZE_ROOT/mlflow.db; kill %1
+
+clean:
+	rm -rf .cloze

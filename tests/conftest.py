@@ -1,0 +1,15 @@
+"""Test isolation: Prefect and MLflow point at a throwaway directory before they are imported."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+_SESSION_HOME = Path(tempfile.mkdtemp(prefix="cloze-tests-"))
+os.environ.pop("PREFECT_API_URL", None)
+os.environ["PREFECT_HOME"] = str(_SESSION_HOME / "prefect")
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
+os.environ["DO_NOT_TRACK"] = "1"
+os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{_SESSION_HOME / 'mlflow.db'}"

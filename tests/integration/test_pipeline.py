@@ -1,0 +1,125 @@
+"""The whole pipeline on a tiny config, through real local Prefect and a SQLite MLflow store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from flows.config import compose_config
+
+TINY = [
+    "experiment=smoke",
+    "corpus.max_documents=800",
+    "trainer.max_steps=40",
+    "trainer.val_every_steps=20",
+    "finetune.max_train_examples=200",
+]
+STAGES = ("tokenizer", "shards", "pretrain", "finetune")
+
+
+def run_pipeline(root: Path, *overrides: str) -> Any:
+    from flows.pipeline import pretraining_pipeline
+
+    config = compose_config([*TINY, f"paths.root={root}", *overrides])
+    return pretraining_pipeline(config, return_state=True)
+
+
+def child_runs(root: Path, parent_run_id: str) -> dict[str, Any]:
+    client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("cloze")
+    runs = client.search_runs(
+        [experiment.experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}'"
+    )
+    return {run.info.run_name: run for run in runs}
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("pipeline")
+
+
+@pytest.fixture(scope="module")
+def first(root: Path) -> Any:
+    return run_pipeline(root)
+
+
+def test_flow_run_completes_and_is_recorded_in_prefect(first: Any) -> None:
+    from prefect.client.orchestration import get_client
+
+    assert first.is_completed()
+    with get_client(sync_client=True) as client:
+        flow_run = client.read_flow_run(first.state_details.flow_run_id)
+        flow = client.read_flow(flow_run.flow_id)
+    assert flow.name == "pretraining-pipeline"
+    assert flow_run.state.name == "Completed"
+
+
+def test_each_stage_is_a_child_run_with_its_metrics(root: Path, first: Any) -> None:
+    summary = first.result()
+    children = child_runs(root, summary["mlflow_run_id"])
+    assert sorted(children) == sorted(STAGES)
+    assert children["tokenizer"].data.metrics["vocab_size"] == 2000
+    assert children["shards"].data.metrics["train_sequences"] > 100
+    assert 0 < children["finetune"].data.metrics["pretrained_accuracy"] <= 1
+    assert "lift_accuracy" in children["finetune"].data.metrics
+    assert all(run.data.tags["cloze.cache_hit"] == "false" for run in children.values())
+    assert all(run.info.status == "FINISHED" for run in children.values())
+
+
+def test_mlm_loss_falls_and_the_curve_reaches_mlflow(root: Path, first: Any) -> None:
+    summary = first.result()
+    pretrain = summary["stages"]["pretrain"]
+    assert pretrain["val_loss"] < pretrain["initial_val_loss"] - 0.5
+    client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    run_id = child_runs(root, summary["mlflow_run_id"])["pretrain"].info.run_id
+    history = client.get_metric_history(run_id, "val/loss")
+    assert len(history) >= 3
+    assert history[-1].value < history[0].value
+    assert client.get_metric_history(run_id, "train/loss")
+
+
+def test_rerun_with_the_same_config_reuses_every_stage(root: Path, first: Any) -> None:
+    again = run_pipeline(root)
+    summary = again.result()
+    assert all(summary["stages"][stage]["cache_hit"] for stage in STAGES)
+    assert summary["stages"]["pretrain"]["key"] == first.result()["stages"]["pretrain"]["key"]
+    children = child_runs(root, summary["mlflow_run_id"])
+    assert all(run.data.tags["cloze.cache_hit"] == "true" for run in children.values())
+
+
+def test_changing_only_the_mask_rate_reuses_tokenizer_and_shards(root: Path, first: Any) -> None:
+    summary = run_pipeline(root, "objective.mask_rate=0.3").result()
+    hits = {stage: summary["stages"][stage]["cache_hit"] for stage in STAGES}
+    assert hits == {"tokenizer": True, "shards": True, "pretrain": False, "finetune": False}
+
+
+def test_cli_runs_the_flow_and_prints_the_summary(root: Path, first: Any) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "flows", *TINY, f"paths.root={root}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    assert output.count("reused (cache hit)") == 4
+    assert "pretraining lift: accuracy" in output
+    assert f"sqlite:///{root / 'mlflow.db'}" in output
+
+
+def test_cli_rejects_an_unknown_key_by_name() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "flows", "trainer.max_stepz=3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "max_stepz" in result.stderr

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from flows.artifacts import MANIFEST_FILE, ArtifactStore, stage_key
+
+
+def test_key_ignores_dict_order_and_changes_with_settings_inputs_and_version() -> None:
+    base = stage_key("shards", 1, {"a": 1, "b": 2}, {"tokenizer": "k"})
+    assert base == stage_key("shards", 1, {"b": 2, "a": 1}, {"tokenizer": "k"})
+    assert base != stage_key("shards", 1, {"a": 1, "b": 3}, {"tokenizer": "k"})
+    assert base != stage_key("shards", 1, {"a": 1, "b": 2}, {"tokenizer": "other"})
+    assert base != stage_key("shards", 2, {"a": 1, "b": 2}, {"tokenizer": "k"})
+
+
+def build_counter(calls: list[Path]):
+    def build(directory: Path) -> dict:
+        calls.append(directory)
+        (directory / "data.txt").write_text("payload")
+        return {"rows": 3}
+
+    return build
+
+
+def test_second_request_is_a_cache_hit_that_does_no_work(tmp_path: Path) -> None:
+    store, calls = ArtifactStore(tmp_path), []
+    first = store.get_or_build("stage", "k1", build_counter(calls), {"settings": {}})
+    second = store.get_or_build("stage", "k1", build_counter(calls), {"settings": {}})
+    assert len(calls) == 1
+    assert (first.cache_hit, second.cache_hit) == (False, True)
+    assert second.outputs == {"rows": 3}
+    assert (second.path / "data.txt").read_text() == "payload"
+    assert (second.path / MANIFEST_FILE).is_file()
+
+
+def test_a_failed_build_leaves_no_artifact_and_no_temp_dir(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+
+    def failing(directory: Path) -> dict:
+        (directory / "half.bin").write_bytes(b"x")
+        raise RuntimeError("killed halfway")
+
+    with pytest.raises(RuntimeError, match="killed halfway"):
+        store.get_or_build("stage", "k1", failing, {})
+    assert store.lookup("stage", "k1") is None
+    assert [p.name for p in (tmp_path / "stage").iterdir()] == [".k1.lock"]
+
+
+def test_temp_dirs_left_by_a_killed_run_are_cleared_on_rebuild(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    stale = tmp_path / "stage" / ".tmp-k1-deadbeef"
+    stale.mkdir(parents=True)
+    store.get_or_build("stage", "k1", build_counter([]), {})
+    assert not stale.exists()
+
+
+def test_an_artifact_failing_validation_is_quarantined_and_rebuilt(tmp_path: Path) -> None:
+    store, calls = ArtifactStore(tmp_path), []
+    store.get_or_build("stage", "k1", build_counter(calls), {})
+
+    def reject(ref) -> None:
+        raise ValueError("corrupt")
+
+    rebuilt = store.get_or_build("stage", "k1", build_counter(calls), {}, validate=reject)
+    assert len(calls) == 2 and not rebuilt.cache_hit
+    assert len(list((tmp_path / "stage").glob(".corrupt-k1-*"))) == 1
+
+
+def test_concurrent_requests_build_once(tmp_path: Path) -> None:
+    store, calls, results = ArtifactStore(tmp_path), [], []
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(
+                store.get_or_build("stage", "k1", build_counter(calls), {})
+            )
+        )
+        for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 1
+    assert sorted(ref.cache_hit for ref in results) == [False, True, True, True]

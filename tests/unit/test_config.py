@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import pytest
+
+from flows.config import compose_config
+from flows.pipeline import PipelinePlan
+from flows.settings import ConfigError
+
+
+def test_default_config_composes_and_validates() -> None:
+    config = compose_config()
+    plan = PipelinePlan.from_config(config)
+    assert plan.corpus.kind == "pydoc"
+    assert plan.tokenizer.kind == "wordpiece"
+    assert plan.pretrain.objective.mask_rate == 0.15
+    assert config["model"]["name"] == "bert-tiny"
+
+
+def test_experiment_bundle_overrides_groups() -> None:
+    config = compose_config(["experiment=smoke", "model=bert-mini"])
+    assert config["trainer"]["max_steps"] == 60
+    assert config["model"]["hidden_size"] == 256
+
+
+def test_unknown_override_key_is_named() -> None:
+    with pytest.raises(ConfigError, match="max_stepz"):
+        compose_config(["trainer.max_stepz=5"])
+
+
+def test_missing_mandatory_value_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"corpus\.paths"):
+        compose_config(["corpus=files"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("model.num_heads=3", "model.hidden_size=128 is not divisible by model.num_heads=3"),
+        ("objective.mask_rate=1.5", "objective.mask_rate=1.5 must be between 0 and 1"),
+        ("trainer.precision=fp8", "trainer.precision='fp8' must be one of"),
+        ("trainer.warmup_steps=5000", "trainer.warmup_steps=5000 must be in"),
+        ("tokenizer.kind=sentencepiece", "tokenizer.kind='sentencepiece'"),
+        ("finetune.task=mnli", "finetune.task='mnli' must be one of"),
+    ],
+)
+def test_bad_values_fail_before_any_stage_runs_and_name_the_key(
+    override: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        PipelinePlan.from_config(compose_config([override]))
+
+
+def test_a_hand_built_dict_with_an_unknown_key_is_named() -> None:
+    config = compose_config()
+    config["shards"]["seq_length"] = 64
+    with pytest.raises(ConfigError, match=r"unknown config key shards\.seq_length"):
+        PipelinePlan.from_config(config)

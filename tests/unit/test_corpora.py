@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.corpora import CorpusSettings, open_corpus
+from flows.corpora.base import clean_text
+from flows.corpora.file_source import CorpusInputError
+from flows.corpora.pydoc_topics_task import LABELS, load_pydoc_topics, module_splits
+from flows.settings import ConfigError
+
+PARAGRAPHS = [
+    "The quick brown fox jumps over the lazy dog today.",
+    "A second paragraph talks about something else entirely, at length.",
+    "Short one.",
+]
+
+
+def files_corpus(*paths: Path, **overrides) -> list[str]:
+    settings = CorpusSettings(kind="files", paths=[str(p) for p in paths], **overrides)
+    return list(open_corpus(settings).documents())
+
+
+def test_text_files_split_into_paragraphs_and_short_ones_are_dropped(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("\n\n".join(PARAGRAPHS) + "\n")
+    assert files_corpus(tmp_path / "a.txt") == PARAGRAPHS[:2]
+
+
+def test_jsonl_reads_the_configured_field_and_dedupes_exact_copies(tmp_path: Path) -> None:
+    lines = [{"body": PARAGRAPHS[0]}, {"body": PARAGRAPHS[1]}, {"body": PARAGRAPHS[0].upper()}]
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(line) for line in lines))
+    settings = CorpusSettings(kind="files", paths=[str(tmp_path / "a.jsonl")], text_field="body")
+    corpus = open_corpus(settings)
+    assert list(corpus.documents()) == PARAGRAPHS[:2]
+    assert corpus.stats.dropped_duplicate == 1
+
+
+def test_directories_and_globs_are_expanded_in_sorted_order(tmp_path: Path) -> None:
+    (tmp_path / "b.txt").write_text(PARAGRAPHS[1])
+    (tmp_path / "a.txt").write_text(PARAGRAPHS[0])
+    assert files_corpus(tmp_path) == PARAGRAPHS[:2]
+    assert files_corpus(Path(f"{tmp_path}/*.txt")) == PARAGRAPHS[:2]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (
+            "latin1.txt",
+            "caf\xe9 au lait is a drink with milk in it".encode("latin-1"),
+            r"latin1.txt:1 is not valid UTF-8 .*corpus.decode_errors=replace\|skip",
+        ),
+        ("blob.txt", b"\x00\x01\x02binary", r"blob.txt looks binary"),
+        ("rows.jsonl", b'{"content": "no text field here"}\n', r"rows.jsonl:1 has no field 'text'"),
+        ("rows2.jsonl", b'{"text": broken\n', r"rows2.jsonl:1 is not valid JSON"),
+    ],
+)
+def test_bad_files_fail_with_the_file_and_line(
+    tmp_path: Path, name: str, content: bytes, message: str
+) -> None:
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(CorpusInputError, match=message):
+        files_corpus(tmp_path / name)
+
+
+def test_decode_policies_replace_and_skip(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.txt"
+    path.write_bytes(b"good line with enough words in it here\n\nbad \xff line with enough words\n")
+    replaced = files_corpus(path, decode_errors="replace")
+    assert replaced[1] == "bad \ufffd line with enough words"
+    assert files_corpus(path, decode_errors="skip") == ["good line with enough words in it here"]
+
+
+def test_missing_paths_and_empty_globs_are_named(tmp_path: Path) -> None:
+    with pytest.raises(CorpusInputError, match=r"nowhere\.txt does not exist"):
+        files_corpus(tmp_path / "nowhere.txt")
+    with pytest.raises(CorpusInputError, match=r"the glob .*\*.md' matches no file"):
+        files_corpus(Path(f"{tmp_path}/*.md"))
+
+
+def test_files_kind_without_paths_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"corpus\.kind=files needs corpus\.paths"):
+        CorpusSettings(kind="files")
+
+
+def test_validation_split_is_stable_and_disjoint(tmp_path: Path) -> None:
+    texts = [f"document number {i} has several words of text" for i in range(400)]
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps({"text": t}) for t in texts))
+    corpus = open_corpus(
+        CorpusSettings(kind="files", paths=[str(tmp_path / "a.jsonl")], validation_fraction=0.1)
+    )
+    train, validation = list(corpus.split("train")), list(corpus.split("validation"))
+    assert sorted(train + validation) == sorted(texts)
+    assert 20 <= len(validation) <= 60
+    assert validation == list(corpus.split("validation"))
+
+
+def test_a_save_to_disk_dataset_is_read_as_a_corpus(tmp_path: Path) -> None:
+    import datasets
+
+    datasets.Dataset.from_dict({"body": PARAGRAPHS}).save_to_disk(str(tmp_path / "ds"))
+    settings = CorpusSettings(kind="huggingface", name=str(tmp_path / "ds"), text_field="body")
+    assert list(open_corpus(settings).documents()) == PARAGRAPHS[:2]
+
+
+def test_pydoc_topics_has_every_label_on_every_side_and_no_module_on_two_sides() -> None:
+    data = load_pydoc_topics(min_words=5, max_train_examples=None, seed=0)
+    for split, examples in data.splits.items():
+        assert {example.label for example in examples} == set(range(len(LABELS))), split
+    assert len(data.splits["train"]) > len(data.splits["test"]) > len(data.splits["validation"])
+    assert set(module_splits().values()) == {"train", "validation", "test"}
+
+
+def test_pydoc_corpus_leaves_out_the_downstream_test_text() -> None:
+    test_texts = {example.text for example in load_pydoc_topics(5, None, 0).splits["test"]}
+    corpus = open_corpus(CorpusSettings(kind="pydoc", min_words=1))
+    seen = set(corpus.documents())
+    assert len(seen) > 3000
+    assert not {clean_text(text) for text in test_texts} & seen

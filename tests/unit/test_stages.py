@@ -1,0 +1,123 @@
+"""Tokenizer and shards stages on a small corpus written by the test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flows.artifacts import ArtifactStore
+from flows.corpora import CorpusSettings, open_corpus
+from flows.stages.shards import ShardSettings, build_shards
+from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
+from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex
+
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "iota",
+    "kappa",
+    "lambda",
+    "mu",
+    "nu",
+    "xi",
+    "omicron",
+    "pi",
+    "rho",
+    "sigma",
+    "tau",
+    "upsilon",
+    "phi",
+    "chi",
+    "psi",
+    "omega",
+]
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rng = np.random.default_rng(0)
+    paragraphs = [" ".join(rng.choice(WORDS, size=int(rng.integers(8, 40)))) for _ in range(600)]
+    path = tmp_path_factory.mktemp("corpus") / "text.txt"
+    path.write_text("\n\n".join(paragraphs))
+    return path
+
+
+def corpus_for(path: Path):
+    return open_corpus(CorpusSettings(kind="files", paths=[str(path)]))
+
+
+def test_tokenizer_covers_its_corpus_and_records_stats(tmp_path: Path, corpus_file: Path) -> None:
+    ref = train_tokenizer(
+        TokenizerSettings(vocab_size=200), corpus_for(corpus_file), ArtifactStore(tmp_path)
+    )
+    trained = load_tokenizer(ref)
+    assert ref.outputs["unknown_rate"] == 0.0
+    assert 1.0 <= ref.outputs["fertility"] < 3.0
+    assert trained.special.pad == 0 and trained.special.mask == 4
+    encoding = trained.tokenizer.encode("alpha omega")
+    assert encoding.ids[0] == trained.special.cls and encoding.ids[-1] == trained.special.sep
+
+
+def test_shards_are_byte_identical_given_the_same_tokenizer(
+    tmp_path: Path, corpus_file: Path
+) -> None:
+    tokenizer = train_tokenizer(
+        TokenizerSettings(vocab_size=200), corpus_for(corpus_file), ArtifactStore(tmp_path / "tok")
+    )
+    settings = ShardSettings(seq_len=32, sequences_per_shard=50)
+    first = build_shards(
+        settings, corpus_for(corpus_file), tokenizer, ArtifactStore(tmp_path / "a")
+    )
+    second = build_shards(
+        ShardSettings(seq_len=32, sequences_per_shard=50, batch_documents=7),
+        corpus_for(corpus_file),
+        tokenizer,
+        ArtifactStore(tmp_path / "b"),
+    )
+    assert first.key == second.key
+    files = sorted(p.name for p in first.path.glob("*.bin"))
+    assert len(files) > 2
+    for name in files:
+        assert (first.path / name).read_bytes() == (second.path / name).read_bytes()
+    assert first.outputs["train_sequences"] > 0 and first.outputs["validation_sequences"] > 0
+
+
+def test_shards_decode_back_to_the_corpus_text(tmp_path: Path, corpus_file: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    tokenizer = train_tokenizer(TokenizerSettings(vocab_size=200), corpus_for(corpus_file), store)
+    shards = build_shards(ShardSettings(seq_len=32), corpus_for(corpus_file), tokenizer, store)
+    index = ShardIndex.load(shards.path)
+    assert index.dtype == "uint16" and index.tokenizer_key == tokenizer.key
+    first = PackedSequenceDataset(shards.path, index, "train")[0]
+    decoded = load_tokenizer(tokenizer).tokenizer.decode(first.tolist(), skip_special_tokens=True)
+    words = decoded.split()
+    assert len(words) > 5 and set(words) <= set(WORDS)
+
+
+def test_a_corrupt_shard_is_rebuilt_on_the_next_run(tmp_path: Path, corpus_file: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    tokenizer = train_tokenizer(TokenizerSettings(vocab_size=200), corpus_for(corpus_file), store)
+    shards = build_shards(ShardSettings(seq_len=32), corpus_for(corpus_file), tokenizer, store)
+    shard = shards.path / "train-00000.bin"
+    original = shard.read_bytes()
+    shard.write_bytes(b"\x00" + original[1:])
+    rebuilt = build_shards(ShardSettings(seq_len=32), corpus_for(corpus_file), tokenizer, store)
+    assert not rebuilt.cache_hit
+    assert (rebuilt.path / "train-00000.bin").read_bytes() == original
+
+
+def test_an_empty_corpus_fails_and_publishes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.txt"
+    path.write_text("too short\n\nalso short\n")
+    store = ArtifactStore(tmp_path / "store")
+    with pytest.raises(ValueError, match="the corpus is empty after cleaning"):
+        train_tokenizer(TokenizerSettings(vocab_size=200), corpus_for(path), store)
+    assert not list((tmp_path / "store" / "tokenizer").glob("[!.]*"))

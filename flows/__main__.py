@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 
 from flows.config import compose_config, to_yaml
 from flows.environment import configure_services
@@ -34,6 +35,9 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     for name in ("flows", "lightning_modules", "cloze"):
         logging.getLogger(name).setLevel(logging.INFO)
+    # Lightning's hardware banner and tips repeat for every Trainer; our own lines say more.
+    logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=DeprecationWarning)
 
     from flows.pipeline import (
         pretraining_pipeline,

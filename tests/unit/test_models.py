@@ -73,7 +73,7 @@ def test_a_few_steps_lower_the_loss_on_a_fixed_batch(norm_placement: str) -> Non
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]
 
 

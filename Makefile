@@ -27,13 +27,16 @@ test-slow: $(STAMP)  ## slow checks (real servers, kill-and-resume); exit 5 mean
 	$(BIN)/python -m pytest -m slow -q || [ $$? -eq 5 ]
 
 lint: $(STAMP)
-	$(BIN)/ruff check flows lightning_modules tests
-	$(BIN)/ruff format --check flows lightning_modules tests
+	$(BIN)/ruff check flows lightning_modules tests benchmarks
+	$(BIN)/ruff format --check flows lightning_modules tests benchmarks
 	$(BIN)/mypy
 
 format: $(STAMP)
-	$(BIN)/ruff format flows lightning_modules tests
-	$(BIN)/ruff check --fix flows lightning_modules tests
+	$(BIN)/ruff format flows lightning_modules tests benchmarks
+	$(BIN)/ruff check --fix flows lightning_modules tests benchmarks
+
+bench: $(STAMP)  ## pretraining throughput against transformers on WikiText-2 (needs ../shared/data)
+	$(BIN)/python -m benchmarks.train_throughput $(ARGS)
 
 ui: $(STAMP)  ## browse local runs: Prefect UI on :4200, MLflow UI on :5000 (Ctrl-C stops both)
 	CLOZE_ROOT=$${CLOZE_HOME:-.cloze}; \

@@ -19,11 +19,11 @@ from flows.corpora import CorpusSettings, open_corpus
 from flows.environment import RunPaths
 from flows.settings import settings_from
 from flows.stages.finetune import FinetuneSettings, finetune
-from flows.stages.pretrain import PretrainSettings, pretrain
+from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
 from flows.stages.shards import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.summary import build_summary, render_summary
-from flows.tracking import RunHandle, Tracker
+from flows.tracking import RunHandle, Tracker, TrackingSettings
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class PipelinePlan:
     shards: ShardSettings
     pretrain: PretrainSettings
     finetune: FinetuneSettings
+    tracking: TrackingSettings
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> PipelinePlan:
@@ -44,6 +45,7 @@ class PipelinePlan:
             settings_from(ShardSettings, config["shards"], "shards"),
             PretrainSettings.from_config(config),
             FinetuneSettings.from_config(config),
+            settings_from(TrackingSettings, config["tracking"], "tracking"),
         )
 
 
@@ -98,12 +100,18 @@ def pretrain_task(
     parent: RunHandle,
     tracker: Tracker,
 ) -> ArtifactRef:
-    return tracked(
-        "pretrain",
-        parent,
-        tracker,
-        lambda run: pretrain(plan.pretrain, shards, tokenizer, store, [run.lightning_logger()]),
-    )
+    def pretrain_and_publish(run: RunHandle) -> ArtifactRef:
+        ref = pretrain(plan.pretrain, shards, tokenizer, store, [run.lightning_logger()])
+        export = ref.path / HUGGINGFACE_DIR
+        if not ref.cache_hit and export.is_dir():
+            run.log_artifacts(export, HUGGINGFACE_DIR)
+            name = plan.tracking.registered_model
+            if name:
+                version = tracker.register_model(name, run, HUGGINGFACE_DIR)
+                run.set_tags({"cloze.registered_model": f"{name}/{version}"})
+        return ref
+
+    return tracked("pretrain", parent, tracker, pretrain_and_publish)
 
 
 @task(name="finetune", cache_policy=NO_CACHE)
@@ -137,8 +145,8 @@ def pretraining_pipeline(config: dict[str, Any]) -> dict[str, Any]:
     plan = PipelinePlan.from_config(config)
     paths = RunPaths.from_config(config)
     store = ArtifactStore(paths.artifacts)
-    tracking_uri = paths.tracking_uri(config["tracking"]["uri"])
-    experiment = config["tracking"]["experiment"]
+    tracking_uri = paths.tracking_uri(plan.tracking.uri)
+    experiment = plan.tracking.experiment
     tracker = Tracker(
         tracking_uri,
         experiment,

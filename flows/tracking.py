@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from flows.artifacts import ArtifactRef
+from flows.settings import ConfigError
 
 MAX_PARAM_LENGTH = 6000
 BATCH_LIMIT = 100
@@ -69,6 +72,9 @@ class RunHandle:
         )
         self.log_metrics(ref.outputs)
 
+    def log_artifacts(self, directory: Path, artifact_path: str) -> None:
+        self.client.log_artifacts(self.run_id, str(directory), artifact_path)
+
     def finish(self, status: str = "FINISHED") -> None:
         self.client.set_terminated(self.run_id, status=status)
 
@@ -76,6 +82,19 @@ class RunHandle:
         from pytorch_lightning.loggers import MLFlowLogger
 
         return MLFlowLogger(tracking_uri=self.tracking_uri, run_id=self.run_id, prefix=prefix)
+
+
+@dataclass(frozen=True)
+class TrackingSettings:
+    """`tracking.*`."""
+
+    uri: str | None = None
+    experiment: str = "cloze"
+    registered_model: str | None = "cloze-encoder"
+
+    def __post_init__(self) -> None:
+        if not self.experiment:
+            raise ConfigError("tracking.experiment must be a non-empty name")
 
 
 class Tracker:
@@ -97,3 +116,14 @@ class Tracker:
             all_tags[PARENT_TAG] = parent.run_id
         run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
         return RunHandle(self.client, run.info.run_id, self.tracking_uri)
+
+    def register_model(self, name: str, run: RunHandle, artifact_path: str) -> str:
+        """Registers `artifact_path` of `run` as a new version of `name`; returns the version."""
+        try:
+            self.client.create_registered_model(name)
+        except MlflowException as error:
+            if error.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        source = f"{self.client.get_run(run.run_id).info.artifact_uri}/{artifact_path}"
+        version = self.client.create_model_version(name, source, run_id=run.run_id)
+        return str(version.version)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -13,3 +14,7 @@ os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 os.environ["DO_NOT_TRACK"] = "1"
 os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{_SESSION_HOME / 'mlflow.db'}"
+
+# Prefect logs "Stopping temporary server" from an atexit hook, after pytest has closed the
+# captured streams; without this, every run ends with a harmless "I/O on closed file" traceback.
+logging.raiseExceptions = False

@@ -15,11 +15,12 @@ from pytorch_lightning.loggers import Logger
 
 from flows.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.settings import output_settings, settings_from
-from flows.stages.tokenizer import load_tokenizer
+from flows.stages.tokenizer import TOKENIZER_FILE, load_tokenizer
 from flows.stages.training import TrainerSettings, encoder_config, make_trainer
 from lightning_modules.callbacks import ProgressLog
 from lightning_modules.data.collator import MaskingCollator, MaskingRule
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
+from lightning_modules.export import export_masked_lm
 from lightning_modules.mlm import MaskedLanguageModelingModule
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import count_parameters, save_masked_lm
@@ -28,6 +29,7 @@ from lightning_modules.optim import OptimizerSettings
 STAGE = "pretrain"
 VERSION = 1
 LAST_CHECKPOINT = "last.ckpt"
+HUGGINGFACE_DIR = "huggingface"  # loadable with transformers' from_pretrained (post-LN models)
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,15 @@ def pretrain(
         fit_seconds = time.perf_counter() - started
         final = trainer.validate(module, datamodule=data, verbose=False)[0]
         save_masked_lm(model, directory)
+        exported = model.config.norm_placement == "post"
+        if exported:
+            export_masked_lm(
+                model,
+                tokenizer_ref.path / TOKENIZER_FILE,
+                trained.special_tokens(),
+                trained.lowercase,
+                directory / HUGGINGFACE_DIR,
+            )
         trained_tokens = (
             trainer.global_step
             * trainer_settings.batch_size
@@ -144,6 +155,7 @@ def pretrain(
             "fit_seconds": fit_seconds,
             "parameters": count_parameters(model),
             "resumed": resumed,
+            "huggingface_export": exported,
         }
 
     return store.get_or_build(STAGE, key, build, record)

@@ -85,6 +85,17 @@ class TrainedTokenizer:
     def vocab_size(self) -> int:
         return self.tokenizer.get_vocab_size()
 
+    @property
+    def lowercase(self) -> bool:
+        return bool(getattr(self.tokenizer.normalizer, "lowercase", False))
+
+    def special_tokens(self) -> dict[str, str]:
+        """Role -> token string, e.g. {"mask": "[MASK]"}."""
+        return {
+            role: str(self.tokenizer.id_to_token(getattr(self.special, role)))
+            for role in SPECIAL_ROLES
+        }
+
 
 def load_tokenizer(ref: ArtifactRef) -> TrainedTokenizer:
     tokenizer = Tokenizer.from_file(str(ref.path / TOKENIZER_FILE))

@@ -59,6 +59,7 @@ class TrainerSettings:
             "checkpoint_every_steps",
             "log_every_steps",
             "devices",
+            "max_validation_sequences",
         ):
             if getattr(self, key) < 1:
                 raise ConfigError(f"trainer.{key}={getattr(self, key)} must be at least 1")

@@ -57,6 +57,11 @@ class MaskedLMDataModule(pl.LightningDataModule):
                 f"trainer.batch_size={self.batch_size}: add text or lower the batch size"
             )
         validation = PackedSequenceDataset(self.shard_dir, self.index, "validation")
+        if self.max_validation_sequences and not len(validation):
+            raise ValueError(
+                f"{self.shard_dir} holds no validation sequence: raise "
+                "corpus.validation_fraction or add text"
+            )
         count = min(len(validation), self.max_validation_sequences)
         if count:
             sequences = torch.stack([validation[i] for i in range(count)])

@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 
 from flows.config import compose_config
+from lightning_modules.models.serialization import load_masked_lm
 
 TINY = [
     "experiment=smoke",
@@ -82,6 +84,27 @@ def test_mlm_loss_falls_and_the_curve_reaches_mlflow(root: Path, first: Any) -> 
     assert len(history) >= 3
     assert history[-1].value < history[0].value
     assert client.get_metric_history(run_id, "train/loss")
+
+
+def test_the_encoder_is_exported_for_transformers_and_registered(root: Path, first: Any) -> None:
+    from transformers import AutoModelForMaskedLM
+
+    summary = first.result()
+    pretrain_dir = Path(summary["stages"]["pretrain"]["path"])
+    ours = load_masked_lm(pretrain_dir).eval()
+    theirs = AutoModelForMaskedLM.from_pretrained(pretrain_dir / "huggingface").eval()
+    input_ids = torch.randint(5, ours.config.vocab_size, (2, 16))
+    with torch.no_grad():
+        expected = ours.head(ours.encoder(input_ids))
+        assert torch.allclose(theirs(input_ids=input_ids).logits, expected, atol=1e-4)
+
+    client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    run = child_runs(root, summary["mlflow_run_id"])["pretrain"]
+    artifacts = {item.path for item in client.list_artifacts(run.info.run_id, "huggingface")}
+    assert "huggingface/model.safetensors" in artifacts
+    versions = client.search_model_versions("name='cloze-encoder'")
+    assert run.info.run_id in {version.run_id for version in versions}
+    assert run.data.tags["cloze.registered_model"].startswith("cloze-encoder/")
 
 
 def test_rerun_with_the_same_config_reuses_every_stage(root: Path, first: Any) -> None:

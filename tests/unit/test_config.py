@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from flows.config import compose_config
+from flows.config import CONF_DIR, compose_config
 from flows.pipeline import PipelinePlan
 from flows.settings import ConfigError
 
@@ -55,3 +55,12 @@ def test_a_hand_built_dict_with_an_unknown_key_is_named() -> None:
     config["shards"]["seq_length"] = 64
     with pytest.raises(ConfigError, match=r"unknown config key shards\.seq_length"):
         PipelinePlan.from_config(config)
+
+
+@pytest.mark.parametrize(
+    "preset", sorted(path.stem for path in (CONF_DIR / "model").glob("*.yaml"))
+)
+def test_every_model_preset_composes_into_a_valid_encoder(preset: str) -> None:
+    config = compose_config([f"model={preset}"])
+    plan = PipelinePlan.from_config(config)
+    assert plan.pretrain.model["name"] == preset

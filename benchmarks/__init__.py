@@ -1,0 +1,1 @@
+"""Side-by-side measurements of Cloze against the Hugging Face reference path."""

@@ -1,0 +1,72 @@
+"""Shared benchmark plumbing: the real data set, child processes for clean peak-memory figures."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import resource
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+DATA_DIR = Path(
+    os.environ.get("CLOZE_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data")
+)
+
+
+def data_file(relative: str) -> Path:
+    path = DATA_DIR / relative
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: set CLOZE_DATA_DIR to the shared data folder")
+    return path
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _child(target: Callable[..., dict[str, Any]], kwargs: dict[str, Any], queue: Any) -> None:
+    result = target(**kwargs)
+    result["peak_rss_mb"] = peak_rss_mb()
+    queue.put(result)
+
+
+def in_child_process(target: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+    """Runs one measurement in a fresh process, so each path's peak RSS is its own."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=_child, args=(target, kwargs, queue))
+    process.start()
+    result = queue.get()
+    process.join()
+    return result
+
+
+def matmul_peak_gflops(dtype: torch.dtype, size: int = 2048, repeats: int = 5) -> float:
+    """Achievable dense matmul rate on this machine: the denominator of MFU."""
+    a = torch.randn(size, size, dtype=dtype)
+    b = torch.randn(size, size, dtype=dtype)
+    a @ b
+    started = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    elapsed = time.perf_counter() - started
+    return 2 * size**3 * repeats / elapsed / 1e9
+
+
+def markdown_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    def cell(value: Any) -> str:
+        return (
+            f"{value:,.3f}"
+            if isinstance(value, float) and abs(value) < 100
+            else (f"{value:,.0f}" if isinstance(value, float) else str(value))
+        )
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += [
+        "| " + " | ".join(cell(row.get(column, "")) for column in columns) + " |" for row in rows
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""An exported model loads in `transformers` and computes the same logits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+
+from lightning_modules.export import export_masked_lm
+from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.heads import BertForMaskedLM
+
+SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+
+
+def tiny_tokenizer(path: Path) -> Path:
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.train_from_iterator(
+        ["the cat sat on the mat", "a dog ran in the park", "paris is the capital of france"] * 20,
+        trainers.WordPieceTrainer(vocab_size=120, special_tokens=list(SPECIALS.values())),
+    )
+    tokenizer.post_processor = processors.BertProcessing(("[SEP]", 3), ("[CLS]", 2))
+    tokenizer.save(str(path))
+    return path
+
+
+@pytest.fixture
+def exported(tmp_path: Path) -> tuple[BertForMaskedLM, Path]:
+    torch.manual_seed(0)
+    tokenizer_file = tiny_tokenizer(tmp_path / "tokenizer.json")
+    vocab = Tokenizer.from_file(str(tokenizer_file)).get_vocab_size()
+    model = BertForMaskedLM(
+        EncoderConfig(
+            vocab_size=vocab, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64
+        )
+    )
+    with torch.no_grad():  # non-trivial biases and norms, so a misplaced tensor shows
+        for parameter in model.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    export_masked_lm(model, tokenizer_file, SPECIALS, lowercase=True, directory=tmp_path / "hf")
+    return model.eval(), tmp_path / "hf"
+
+
+def test_transformers_loads_the_export_with_equal_logits(exported) -> None:
+    from transformers import AutoModelForMaskedLM
+
+    model, directory = exported
+    theirs = AutoModelForMaskedLM.from_pretrained(directory).eval()
+    input_ids = torch.randint(5, model.config.vocab_size, (2, 12))
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, 9:] = 0
+    with torch.no_grad():
+        ours = model.head(model.encoder(input_ids, attention_mask))
+        reference = theirs(input_ids=input_ids, attention_mask=attention_mask).logits
+    assert torch.allclose(ours[0], reference[0], atol=1e-4)
+    assert torch.allclose(ours[1, :9], reference[1, :9], atol=1e-4)
+
+
+def test_fill_mask_pipeline_runs_on_the_export(exported) -> None:
+    from transformers import pipeline
+
+    _, directory = exported
+    predictions = pipeline("fill-mask", model=str(directory), top_k=3)("the cat sat on the [MASK]")
+    assert len(predictions) == 3
+    assert all("[MASK]" not in prediction["sequence"] for prediction in predictions)
+
+
+def test_pre_layer_norm_models_cannot_be_exported_as_bert(tmp_path: Path) -> None:
+    model = BertForMaskedLM(
+        EncoderConfig(vocab_size=50, hidden_size=32, num_heads=4, norm_placement="pre")
+    )
+    with pytest.raises(ValueError, match="norm_placement=pre has no BertForMaskedLM equivalent"):
+        export_masked_lm(model, tmp_path / "x", SPECIALS, True, tmp_path / "hf")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,9 @@ from lightning_modules.mlm import MaskedLanguageModelingModule
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import count_parameters, save_masked_lm
 from lightning_modules.optim import OptimizerSettings
+
+# TrainingStreamState makes mid-epoch resume exact; Lightning cannot see that and warns anyway.
+warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that ended before")
 
 STAGE = "pretrain"
 VERSION = 1
@@ -117,7 +121,7 @@ def pretrain(
             trainer_settings,
             work_dir,
             loggers,
-            [checkpoints, ProgressLog(trainer_settings.log_every_steps, STAGE)],
+            [data.stream_state, checkpoints, ProgressLog(trainer_settings.log_every_steps, STAGE)],
             max_steps=trainer_settings.max_steps,
             val_check_interval=trainer_settings.val_every_steps,
             check_val_every_n_epoch=None,

@@ -7,6 +7,7 @@ reproducible for a fixed worker count without workers drawing identical masks.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -58,9 +59,26 @@ class MaskingCollator:
         self.random_candidates = (~is_special).nonzero().squeeze(1)
         self.seed = seed
         self._generator: torch.Generator | None = None
+        self.batches_produced = 0
+        # Generator states before the last few batches: the loader prefetches ahead of training,
+        # so a checkpoint needs the state from before the first batch not yet trained on.
+        self._recent_states: deque[tuple[int, torch.Tensor]] = deque(maxlen=8)
 
     def __call__(self, sequences: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
-        return self.mask(torch.stack(list(sequences)).long(), self._worker_generator())
+        generator = self._worker_generator()
+        self._recent_states.append((self.batches_produced, generator.get_state()))
+        self.batches_produced += 1
+        return self.mask(torch.stack(list(sequences)).long(), generator)
+
+    def generator_state_before(self, batch_number: int) -> torch.Tensor:
+        for number, state in self._recent_states:
+            if number == batch_number:
+                return state
+        return self._worker_generator().get_state()
+
+    def resume_at(self, batch_number: int, generator_state: torch.Tensor) -> None:
+        self._worker_generator().set_state(generator_state)
+        self.batches_produced = batch_number
 
     def _worker_generator(self) -> torch.Generator:
         if self._generator is None:

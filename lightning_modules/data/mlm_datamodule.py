@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Dataset, RandomSampler
+from torch.utils.data import DataLoader, Dataset
 
 from lightning_modules.data.collator import MaskingCollator
+from lightning_modules.data.resume import EpochShuffleSampler, TrainingStreamState
 from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex, verify_shards
 
 
@@ -44,6 +45,8 @@ class MaskedLMDataModule(pl.LightningDataModule):
         self.num_workers = num_workers
         self.max_validation_sequences = max_validation_sequences
         self.train_set: PackedSequenceDataset | None = None
+        self.sampler = EpochShuffleSampler(0, seed)
+        self.stream_state = TrainingStreamState(self.sampler, collator, batch_size)
         self.validation_set: FixedMaskDataset | None = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -51,6 +54,7 @@ class MaskedLMDataModule(pl.LightningDataModule):
             return
         verify_shards(self.shard_dir, self.index)
         self.train_set = PackedSequenceDataset(self.shard_dir, self.index, "train")
+        self.sampler.size = len(self.train_set)
         if len(self.train_set) < self.batch_size:
             raise ValueError(
                 f"{self.shard_dir} holds {len(self.train_set)} training sequences, fewer than "
@@ -70,11 +74,13 @@ class MaskedLMDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         assert self.train_set is not None, "setup() must run first"
-        sampler = RandomSampler(self.train_set, generator=torch.Generator().manual_seed(self.seed))
         return DataLoader(
             self.train_set,
             batch_size=self.batch_size,
-            sampler=sampler,
+            sampler=self.sampler,
+            # Its own generator: a loader otherwise draws its worker base seed from torch's
+            # global RNG, which would shift dropout between a resumed and an uninterrupted run.
+            generator=torch.Generator().manual_seed(self.seed),
             drop_last=True,
             collate_fn=self.collator,
             num_workers=self.num_workers,
@@ -84,4 +90,8 @@ class MaskedLMDataModule(pl.LightningDataModule):
     def val_dataloader(self) -> DataLoader | list:
         if self.validation_set is None:
             return []
-        return DataLoader(self.validation_set, batch_size=self.batch_size)
+        return DataLoader(
+            self.validation_set,
+            batch_size=self.batch_size,
+            generator=torch.Generator().manual_seed(self.seed),
+        )

@@ -1,0 +1,69 @@
+"""Kill pretraining mid-run, rerun, and get the same weights as a run that was never killed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from lightning_modules.models.serialization import WEIGHTS_FILE
+from tests.integration import pretrain_worker
+
+pytestmark = pytest.mark.slow
+WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly hex").split()  # noqa: SIM905
+
+
+def write_corpus(path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    path.write_text(
+        "\n\n".join(" ".join(rng.choice(WORDS, size=int(rng.integers(8, 30)))) for _ in range(300))
+    )
+    return path
+
+
+def test_resumed_pretraining_ends_with_the_weights_of_an_uninterrupted_run(tmp_path: Path) -> None:
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    reference = pretrain_worker.run(tmp_path / "a", corpus)
+    assert not reference.outputs["resumed"]
+    # Same tokenizer and shards in a second store: only pretraining is redone there.
+    for stage in ("tokenizer", "shards"):
+        shutil.copytree(tmp_path / "a" / stage, tmp_path / "b" / stage)
+
+    command = [
+        sys.executable,
+        "-m",
+        "tests.integration.pretrain_worker",
+        str(tmp_path / "b"),
+        str(corpus),
+    ]
+    process = subprocess.Popen(command, start_new_session=True)
+    checkpoint = (
+        tmp_path / "b" / "pretrain" / f".work-{reference.key}" / "checkpoints" / "last.ckpt"
+    )
+    deadline = time.monotonic() + 180
+    while not checkpoint.is_file():
+        assert process.poll() is None and time.monotonic() < deadline, "no checkpoint in time"
+        time.sleep(0.05)
+    time.sleep(0.5)  # let training run past the checkpoint, so the kill loses real progress
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (tmp_path / "b" / "pretrain" / reference.key).exists()
+
+    subprocess.run(command, check=True, timeout=300)
+    resumed = pretrain_worker.run(tmp_path / "b", corpus)  # a cache hit: reads the manifest
+    assert resumed.outputs["resumed"] is True
+    assert resumed.outputs["steps"] == reference.outputs["steps"] == 90
+    expected = load_file(str(reference.path / WEIGHTS_FILE))
+    actual = load_file(str(resumed.path / WEIGHTS_FILE))
+    for name, tensor in expected.items():
+        assert torch.allclose(actual[name], tensor, atol=1e-6), name
+    assert resumed.outputs["val_loss"] == pytest.approx(reference.outputs["val_loss"], abs=1e-6)

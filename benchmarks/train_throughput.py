@@ -25,6 +25,8 @@ import pytorch_lightning as pl
 import torch
 
 from benchmarks.common import data_file, in_child_process, markdown_table, matmul_peak_gflops
+from lightning_modules.flops import mlm_training_flops_per_token
+from lightning_modules.models.encoder import EncoderConfig
 
 MODELS = {
     "bert-tiny": {"hidden_size": 128, "num_layers": 2, "num_heads": 2, "intermediate_size": 512},
@@ -59,28 +61,26 @@ def prepare_shards(work_dir: Path) -> tuple[Path, Path]:
     return shards.path, tokenizer.path
 
 
-def flops_per_token(shape: dict[str, int]) -> float:
-    """Training FLOPs the MLM objective needs: the vocabulary projection at masked tokens only.
-
-    A path that projects every position (the peer) does more work than this for the same
-    learning, so its MFU is lower: the metric credits useful work, as PaLM's MFU does.
-    """
-    hidden, layers, ffn = shape["hidden_size"], shape["num_layers"], shape["intermediate_size"]
-    per_layer = 4 * hidden * hidden + 2 * hidden * ffn
-    matmul_parameters = layers * per_layer + MASK_RATE * (hidden * hidden + hidden * VOCAB_SIZE)
-    return 6 * matmul_parameters + 12 * layers * hidden * SEQ_LEN
+def flops_per_token(model: str) -> float:
+    config = EncoderConfig(vocab_size=VOCAB_SIZE, **MODELS[model])
+    return mlm_training_flops_per_token(config, SEQ_LEN, MASK_RATE)
 
 
 def run_cloze(
-    model: str, steps: int, warmup: int, shard_dir: str, tokenizer_dir: str, precision: str
+    model: str,
+    steps: int,
+    warmup: int,
+    shard_dir: str,
+    tokenizer_dir: str,
+    precision: str,
+    compile_encoder: bool = False,
 ) -> dict[str, Any]:
     from flows.artifacts import ArtifactRef
     from flows.stages.tokenizer import load_tokenizer
     from flows.stages.training import TrainerSettings, make_trainer
     from lightning_modules.data.collator import MaskingCollator, MaskingRule
     from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
-    from lightning_modules.mlm import MaskedLanguageModelingModule
-    from lightning_modules.models.encoder import EncoderConfig
+    from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings
     from lightning_modules.models.heads import BertForMaskedLM
     from lightning_modules.optim import OptimizerSettings
 
@@ -89,6 +89,8 @@ def run_cloze(
     network = BertForMaskedLM(
         EncoderConfig(vocab_size=VOCAB_SIZE, pad_token_id=trained.special.pad, **MODELS[model])
     )
+    if compile_encoder:
+        network.encoder.compile()  # as trainer.compile=true does; compiles in the warm-up steps
     collator = MaskingCollator(
         MaskingRule(), trained.vocab_size, trained.special.mask, trained.special.all(), SEED
     )
@@ -98,7 +100,7 @@ def run_cloze(
     module = MaskedLanguageModelingModule(
         network,
         OptimizerSettings(learning_rate=LEARNING_RATE, total_steps=steps, schedule="constant"),
-        throughput_every_steps=steps,
+        ThroughputSettings(steps, flops_per_token(model)),
     )
     clock = StepClock(warmup)
     settings = TrainerSettings(
@@ -221,6 +223,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--work-dir", type=Path, default=Path(".cloze/bench"))
     parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument("--compile", action="store_true", help="add torch.compile variants")
     args = parser.parse_args()
     shard_dir, tokenizer_dir = prepare_shards(args.work_dir)
     peaks = {"fp32": matmul_peak_gflops(torch.float32), "bf16": matmul_peak_gflops(torch.bfloat16)}
@@ -234,15 +237,19 @@ def main() -> None:
             "tokenizer_dir": str(tokenizer_dir),
         }
         reference = in_child_process(run_transformers, precision="32-true", **common)
-        for name, target, precision in (
-            ("transformers fp32", None, "32-true"),
-            ("cloze fp32", run_cloze, "32-true"),
-            ("cloze bf16", run_cloze, "bf16-mixed"),
-        ):
+        variants = [("cloze fp32", "32-true", False), ("cloze bf16", "bf16-mixed", False)]
+        if args.compile:
+            variants += [
+                ("cloze fp32 compiled", "32-true", True),
+                ("cloze bf16 compiled", "bf16-mixed", True),
+            ]
+        for name, precision, compiled in [("transformers fp32", "32-true", False), *variants]:
             result = (
                 reference
-                if target is None
-                else in_child_process(target, precision=precision, **common)
+                if name.startswith("transformers")
+                else in_child_process(
+                    run_cloze, precision=precision, compile_encoder=compiled, **common
+                )
             )
             peak = peaks["bf16" if precision == "bf16-mixed" else "fp32"]
             rows.append(
@@ -251,7 +258,7 @@ def main() -> None:
                     "path": name,
                     **result,
                     "speedup": result["tokens_per_s"] / reference["tokens_per_s"],
-                    "mfu": result["tokens_per_s"] * flops_per_token(MODELS[model]) / (peak * 1e9),
+                    "mfu": result["tokens_per_s"] * flops_per_token(model) / (peak * 1e9),
                 }
             )
             print(json.dumps(rows[-1]), flush=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import pytorch_lightning as pl
 import torch
@@ -13,17 +14,27 @@ from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.optim import OptimizerSettings, build_optimizer
 
 
+@dataclass(frozen=True)
+class ThroughputSettings:
+    """How often to log speed, and what to divide it by: `peak_flops` (FLOP/s) enables MFU."""
+
+    every_steps: int
+    flops_per_token: float
+    peak_flops: float | None = None
+
+
 class MaskedLanguageModelingModule(pl.LightningModule):
     def __init__(
-        self, model: BertForMaskedLM, optimizer: OptimizerSettings, throughput_every_steps: int
+        self, model: BertForMaskedLM, optimizer: OptimizerSettings, throughput: ThroughputSettings
     ) -> None:
         super().__init__()
         self.model = model
         self.optimizer_settings = optimizer
-        self.throughput_every_steps = throughput_every_steps
+        self.throughput = throughput
         self._validation_sums = torch.zeros(3, dtype=torch.float64)
         self._window_tokens = 0
         self._window_start = time.perf_counter()
+        self._validation_started = 0.0
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         output = self.model(batch["input_ids"], batch["labels"])
@@ -35,13 +46,20 @@ class MaskedLanguageModelingModule(pl.LightningModule):
         return output.loss
 
     def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
-        if self.global_step % self.throughput_every_steps == 0:
-            elapsed = time.perf_counter() - self._window_start
-            self.log("train/tokens_per_second", self._window_tokens / max(elapsed, 1e-9))
-            self._window_tokens, self._window_start = 0, time.perf_counter()
+        if self.global_step % self.throughput.every_steps:
+            return
+        elapsed = max(time.perf_counter() - self._window_start, 1e-9)
+        tokens_per_second = self._window_tokens / elapsed
+        flops = tokens_per_second * self.throughput.flops_per_token
+        self.log("train/tokens_per_second", tokens_per_second)
+        self.log("train/model_tflops", flops / 1e12)
+        if self.throughput.peak_flops:
+            self.log("train/mfu", flops / self.throughput.peak_flops)
+        self._window_tokens, self._window_start = 0, time.perf_counter()
 
     def on_validation_epoch_start(self) -> None:
         self._validation_sums.zero_()
+        self._validation_started = time.perf_counter()
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         output = self.model(batch["input_ids"], batch["labels"])
@@ -52,6 +70,8 @@ class MaskedLanguageModelingModule(pl.LightningModule):
         )
 
     def on_validation_epoch_end(self) -> None:
+        # Validation time is not training time: keep it out of the throughput window.
+        self._window_start += time.perf_counter() - self._validation_started
         if self.trainer.sanity_checking:
             return
         loss_sum, correct, count = self._validation_sums.tolist()

@@ -22,7 +22,8 @@ from lightning_modules.callbacks import ProgressLog
 from lightning_modules.data.collator import MaskingCollator, MaskingRule
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
 from lightning_modules.export import export_masked_lm
-from lightning_modules.mlm import MaskedLanguageModelingModule
+from lightning_modules.flops import mlm_training_flops_per_token
+from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import count_parameters, save_masked_lm
 from lightning_modules.optim import OptimizerSettings
@@ -91,6 +92,8 @@ def pretrain(
             settings.seed,
         )
         trainer_settings = settings.trainer
+        if trainer_settings.compile:
+            model.encoder.compile()  # in place: parameter names, checkpoints and export unchanged
         data = MaskedLMDataModule(
             shards_ref.path,
             collator,
@@ -99,17 +102,24 @@ def pretrain(
             trainer_settings.num_workers,
             trainer_settings.max_validation_sequences,
         )
+        total_steps = trainer_settings.total_steps(data.index.seq_len)
         module = MaskedLanguageModelingModule(
             model,
             OptimizerSettings(
                 learning_rate=trainer_settings.learning_rate,
                 weight_decay=trainer_settings.weight_decay,
                 warmup_steps=trainer_settings.warmup_steps,
-                total_steps=trainer_settings.max_steps,
+                total_steps=total_steps,
                 schedule=trainer_settings.schedule,
                 beta2=trainer_settings.beta2,
             ),
-            throughput_every_steps=trainer_settings.log_every_steps,
+            ThroughputSettings(
+                trainer_settings.log_every_steps,
+                mlm_training_flops_per_token(
+                    model.config, data.index.seq_len, settings.objective.mask_rate
+                ),
+                trainer_settings.peak_flops,
+            ),
         )
         checkpoints = ModelCheckpoint(
             dirpath=work_dir / "checkpoints",
@@ -122,7 +132,7 @@ def pretrain(
             work_dir,
             loggers,
             [data.stream_state, checkpoints, ProgressLog(trainer_settings.log_every_steps, STAGE)],
-            max_steps=trainer_settings.max_steps,
+            max_steps=total_steps,
             val_check_interval=trainer_settings.val_every_steps,
             check_val_every_n_epoch=None,
         )

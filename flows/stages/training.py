@@ -22,6 +22,7 @@ class TrainerSettings:
     """`trainer.*`: the pretraining recipe and where it runs."""
 
     max_steps: int = 1000
+    max_tokens: int | None = None
     batch_size: int = 32
     learning_rate: float = 5e-4
     weight_decay: float = 0.01
@@ -39,6 +40,8 @@ class TrainerSettings:
     accelerator: str = "cpu"
     devices: int = 1
     threads: int | None = None
+    compile: bool = False
+    peak_flops: float | None = None
 
     # Where and how verbosely a run executes does not change the trained weights.
     NOT_IN_KEY = (
@@ -48,6 +51,8 @@ class TrainerSettings:
         "accelerator",
         "devices",
         "threads",
+        "compile",
+        "peak_flops",
     )
 
     def __post_init__(self) -> None:
@@ -65,11 +70,30 @@ class TrainerSettings:
                 raise ConfigError(f"trainer.{key}={getattr(self, key)} must be at least 1")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"trainer.precision={self.precision!r} must be one of {PRECISIONS}")
-        if self.warmup_steps < 0 or self.warmup_steps >= self.max_steps:
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ConfigError(f"trainer.max_tokens={self.max_tokens} must be positive or null")
+        if self.peak_flops is not None and self.peak_flops <= 0:
+            raise ConfigError(f"trainer.peak_flops={self.peak_flops} must be positive or null")
+        if self.warmup_steps < 0 or (
+            self.max_tokens is None and self.warmup_steps >= self.max_steps
+        ):
             raise ConfigError(
                 f"trainer.warmup_steps={self.warmup_steps} must be in "
                 f"[0, trainer.max_steps={self.max_steps})"
             )
+
+    def total_steps(self, seq_len: int) -> int:
+        """Optimizer steps to train: `max_tokens` (a token budget) wins over `max_steps`."""
+        if self.max_tokens is None:
+            return self.max_steps
+        tokens_per_step = self.batch_size * self.accumulate_grad_batches * seq_len
+        steps = -(-self.max_tokens // tokens_per_step)
+        if self.warmup_steps >= steps:
+            raise ConfigError(
+                f"trainer.max_tokens={self.max_tokens} gives {steps} steps of {tokens_per_step} "
+                f"tokens, not more than trainer.warmup_steps={self.warmup_steps}"
+            )
+        return steps
 
 
 def encoder_config(model: Mapping[str, Any], vocab_size: int, pad_token_id: int) -> EncoderConfig:

@@ -64,3 +64,14 @@ def test_every_model_preset_composes_into_a_valid_encoder(preset: str) -> None:
     config = compose_config([f"model={preset}"])
     plan = PipelinePlan.from_config(config)
     assert plan.pretrain.model["name"] == preset
+
+
+def test_a_token_budget_sets_the_step_count() -> None:
+    plan = PipelinePlan.from_config(compose_config(["trainer.max_tokens=4096000"]))
+    assert plan.pretrain.trainer.total_steps(seq_len=128) == 1000  # batch 32 x 128
+
+
+def test_a_token_budget_smaller_than_the_warmup_is_named() -> None:
+    plan = PipelinePlan.from_config(compose_config(["trainer.max_tokens=4096"]))
+    with pytest.raises(ConfigError, match=r"trainer\.max_tokens=4096 gives 1 steps"):
+        plan.pretrain.trainer.total_steps(seq_len=128)

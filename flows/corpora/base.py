@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from flows.corpora.formats import FORMATS
 from flows.settings import ConfigError
 
 CORPUS_KINDS = ("pydoc", "files", "huggingface")
@@ -47,8 +48,8 @@ class CorpusSettings:
             raise ConfigError(
                 "corpus.kind=huggingface needs corpus.name (a hub name or a save_to_disk folder)"
             )
-        if self.format not in ("auto", "txt", "jsonl"):
-            raise ConfigError(f"corpus.format={self.format!r} must be auto, txt or jsonl")
+        if self.format not in FORMATS:
+            raise ConfigError(f"corpus.format={self.format!r} must be one of {FORMATS}")
         if self.decode_errors not in ("fail", "replace", "skip"):
             raise ConfigError(
                 f"corpus.decode_errors={self.decode_errors!r} must be fail, replace or skip"

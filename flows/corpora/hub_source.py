@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from flows.corpora.file_source import CorpusInputError
+from flows.corpora.formats import CorpusInputError
 
 
 class HubSource:

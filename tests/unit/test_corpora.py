@@ -7,7 +7,7 @@ import pytest
 
 from flows.corpora import CorpusSettings, open_corpus
 from flows.corpora.base import clean_text
-from flows.corpora.file_source import CorpusInputError
+from flows.corpora.formats import CorpusInputError
 from flows.corpora.pydoc_topics_task import LABELS, load_pydoc_topics, module_splits
 from flows.settings import ConfigError
 

@@ -1,0 +1,175 @@
+"""Streaming document readers, one per file format; each yields documents, never whole files.
+
+Line-based formats decode line by line, so one bad byte names its line and a policy
+(`corpus.decode_errors`) decides whether it fails the run, is replaced, or drops the line.
+"""
+
+from __future__ import annotations
+
+import bz2
+import csv
+import gzip
+import io
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+COMPRESSIONS = (".gz", ".bz2", ".zst")
+FORMAT_BY_SUFFIX = {
+    ".txt": "txt",
+    ".text": "txt",
+    ".md": "txt",
+    ".raw": "txt",
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+}
+FORMATS = ("auto", "txt", "jsonl", "csv", "parquet", "wikiextractor")
+Lines = Iterator[tuple[int, str]]
+
+
+class CorpusInputError(ValueError):
+    """An input file or path cannot be read as text; the message names it and the fix."""
+
+
+def logical_suffix(path: Path) -> str:
+    """`notes.txt.gz` -> `.txt`: the format behind an optional compression suffix."""
+    suffixes = [suffix.lower() for suffix in path.suffixes]
+    if suffixes and suffixes[-1] in COMPRESSIONS:
+        suffixes.pop()
+    return suffixes[-1] if suffixes else ""
+
+
+def open_binary(path: Path) -> io.BufferedIOBase:
+    suffix = path.suffix.lower()
+    if suffix == ".gz":
+        return gzip.open(path, "rb")
+    if suffix == ".bz2":
+        return bz2.open(path, "rb")
+    if suffix == ".zst":
+        try:
+            import zstandard
+        except ImportError as error:
+            raise CorpusInputError(f"{path} is zstd-compressed: pip install zstandard") from error
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(path.open("rb")))
+    return path.open("rb")
+
+
+def detect_format(path: Path) -> str:
+    """By suffix; files without one are sniffed (WikiExtractor output is named `wiki_00`)."""
+    known = FORMAT_BY_SUFFIX.get(logical_suffix(path))
+    if known:
+        return known
+    with open_binary(path) as handle:
+        return "wikiextractor" if handle.read(5) == b"<doc " else "txt"
+
+
+def decoded_lines(path: Path, decode_errors: str) -> Lines:
+    errors = "replace" if decode_errors == "replace" else "strict"
+    with open_binary(path) as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                yield number, raw.decode("utf-8", errors=errors)
+            except UnicodeDecodeError as error:
+                if decode_errors == "skip":
+                    log.warning("skipping undecodable line %d of %s", number, path)
+                    continue
+                raise CorpusInputError(
+                    f"{path}:{number} is not valid UTF-8 ({error.reason} at byte "
+                    f"{error.start}); fix the file or set corpus.decode_errors=replace|skip"
+                ) from error
+
+
+def paragraphs(lines: Lines) -> Iterator[str]:
+    """Blank-line separated paragraphs: the document unit of most plain-text dumps."""
+    paragraph: list[str] = []
+    for _, line in lines:
+        if line.strip():
+            paragraph.append(line)
+        elif paragraph:
+            yield "".join(paragraph)
+            paragraph = []
+    if paragraph:
+        yield "".join(paragraph)
+
+
+def jsonl_records(path: Path, lines: Lines, text_field: str) -> Iterator[str]:
+    for number, line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise CorpusInputError(f"{path}:{number} is not valid JSON: {error.msg}") from error
+        if not isinstance(record, dict) or text_field not in record:
+            raise CorpusInputError(
+                f"{path}:{number} has no field {text_field!r}; set corpus.text_field "
+                "to the field that holds the text"
+            )
+        yield str(record[text_field])
+
+
+def wikiextractor_documents(path: Path, lines: Lines) -> Iterator[str]:
+    """`<doc ...>` blocks; the repeated title line is dropped, title-only stubs yield nothing."""
+    body: list[str] | None = None
+    title_pending = False
+    for number, line in lines:
+        if line.startswith("<doc "):
+            body, title_pending = [], True
+        elif line.startswith("</doc>"):
+            if body is None:
+                raise CorpusInputError(f"{path}:{number}: </doc> without an opening <doc>")
+            if "".join(body).strip():
+                yield "".join(body)
+            body = None
+        elif body is not None:
+            if title_pending and line.strip():
+                title_pending = False  # WikiExtractor repeats the title as the first line
+            else:
+                body.append(line)
+
+
+def csv_rows(path: Path, lines: Lines, text_field: str) -> Iterator[str]:
+    reader = csv.DictReader(line for _, line in lines)
+    if reader.fieldnames is None or text_field not in reader.fieldnames:
+        raise CorpusInputError(
+            f"{path} has no column {text_field!r} (columns: {', '.join(reader.fieldnames or [])});"
+            " set corpus.text_field"
+        )
+    for row in reader:
+        if row[text_field]:
+            yield row[text_field]
+
+
+def parquet_rows(path: Path, text_field: str) -> Iterator[str]:
+    import pyarrow.parquet as pq
+
+    table = pq.ParquetFile(path)
+    if text_field not in table.schema_arrow.names:
+        raise CorpusInputError(
+            f"{path} has no column {text_field!r} (columns: "
+            f"{', '.join(table.schema_arrow.names)}); set corpus.text_field"
+        )
+    for batch in table.iter_batches(batch_size=1024, columns=[text_field]):
+        yield from (text for text in batch.column(0).to_pylist() if text)
+
+
+def read_documents(
+    path: Path, file_format: str, text_field: str, decode_errors: str
+) -> Iterator[str]:
+    if file_format == "parquet":
+        yield from parquet_rows(path, text_field)
+        return
+    lines = decoded_lines(path, decode_errors)
+    if file_format == "jsonl":
+        yield from jsonl_records(path, lines, text_field)
+    elif file_format == "csv":
+        yield from csv_rows(path, lines, text_field)
+    elif file_format == "wikiextractor":
+        yield from wikiextractor_documents(path, lines)
+    else:
+        yield from paragraphs(lines)

@@ -1,0 +1,69 @@
+"""Every reader format, compressed or not, on files written by the test."""
+
+from __future__ import annotations
+
+import bz2
+import csv
+import gzip
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from flows.corpora import CorpusSettings, open_corpus
+from flows.corpora.formats import CorpusInputError
+
+DOCS = [
+    "First document has enough words to be kept by the cleaner.",
+    "Second document also has plenty of words for the minimum.",
+]
+
+
+def read(*paths: Path, **settings: object) -> list[str]:
+    corpus = CorpusSettings(kind="files", paths=[str(path) for path in paths], **settings)
+    return list(open_corpus(corpus).documents())
+
+
+def test_gzip_text_and_bzip2_jsonl_stream_like_plain_files(tmp_path: Path) -> None:
+    with gzip.open(tmp_path / "a.txt.gz", "wt") as handle:
+        handle.write("\n\n".join(DOCS))
+    with bz2.open(tmp_path / "b.jsonl.bz2", "wt") as handle:
+        handle.write("\n".join(json.dumps({"text": doc}) for doc in DOCS))
+    assert read(tmp_path / "a.txt.gz") == DOCS
+    assert read(tmp_path / "b.jsonl.bz2") == DOCS
+
+
+def test_csv_and_parquet_read_the_configured_column(tmp_path: Path) -> None:
+    with (tmp_path / "a.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "body"])
+        writer.writerows([[1, DOCS[0]], [2, 'quoted, "with" commas and enough words here too']])
+    pq.write_table(pa.table({"body": DOCS, "id": [1, 2]}), tmp_path / "b.parquet")
+    assert read(tmp_path / "a.csv", text_field="body") == [
+        DOCS[0],
+        'quoted, "with" commas and enough words here too',
+    ]
+    assert read(tmp_path / "b.parquet", text_field="body") == DOCS
+    with pytest.raises(CorpusInputError, match=r"b\.parquet has no column 'text'"):
+        read(tmp_path / "b.parquet")
+    with pytest.raises(
+        CorpusInputError, match=r"a\.csv has no column 'text' \(columns: id, body\)"
+    ):
+        read(tmp_path / "a.csv")
+
+
+def test_wikiextractor_blocks_drop_titles_and_stub_articles(tmp_path: Path) -> None:
+    (tmp_path / "AA").mkdir()
+    (tmp_path / "AA" / "wiki_00").write_text(
+        '<doc id="1" url="?curid=1" title="Stub">\nStub\n\n</doc>\n'
+        f'<doc id="2" url="?curid=2" title="Fox">\nFox\n\n{DOCS[0]}\nHistory.\n{DOCS[1]}\n</doc>\n'
+    )
+    (tmp_path / "AA" / "README").write_text("not a corpus file, skipped in directory mode")
+    assert read(tmp_path) == [f"{DOCS[0]}\nHistory.\n{DOCS[1]}"]
+
+
+def test_unknown_format_is_a_config_error() -> None:
+    with pytest.raises(ValueError, match=r"corpus\.format='xml' must be one of"):
+        CorpusSettings(kind="files", paths=["x"], format="xml")

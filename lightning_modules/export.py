@@ -85,6 +85,7 @@ def export_masked_lm(
     model: BertForMaskedLM,
     tokenizer_file: Path,
     special_tokens: dict[str, str],
+    tokenizer_kind: str,
     lowercase: bool,
     directory: Path,
 ) -> None:
@@ -101,7 +102,10 @@ def export_masked_lm(
     (directory / "tokenizer_config.json").write_text(
         json.dumps(
             {
-                "tokenizer_class": "BertTokenizerFast",
+                # BERT's class only fits WordPiece; the generic fast class loads any tokenizer.json.
+                "tokenizer_class": "BertTokenizerFast"
+                if tokenizer_kind == "wordpiece"
+                else "PreTrainedTokenizerFast",
                 "do_lower_case": lowercase,
                 "model_max_length": model.config.max_position_embeddings,
                 **token_names,

@@ -149,8 +149,9 @@ def pretrain(
             export_masked_lm(
                 model,
                 tokenizer_ref.path / TOKENIZER_FILE,
-                trained.special_tokens(),
-                trained.lowercase,
+                trained.settings.special_tokens,
+                trained.settings.kind,
+                trained.settings.lowercase,
                 directory / HUGGINGFACE_DIR,
             )
         trained_tokens = (

@@ -1,4 +1,4 @@
-"""Stage 1: train a WordPiece tokenizer on the corpus and measure it on held-out documents.
+"""Stage 1: train a tokenizer (WordPiece, BPE or Unigram) and measure it on held-out documents.
 
 WordPiece training in `tokenizers` is not bit-reproducible (its trainer iterates hash maps, so
 ties at the vocabulary cut-off fall differently from run to run, even single-threaded). The
@@ -15,24 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenizers import (
-    Tokenizer,
-    decoders,
-    models,
-    normalizers,
-    pre_tokenizers,
-    processors,
-    trainers,
-)
+from tokenizers import Tokenizer, processors
 
 from flows.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.corpora import Corpus
 from flows.settings import ConfigError, output_settings
+from flows.stages.tokenizer_models import TOKENIZER_KINDS, build_tokenizer
 
 STAGE = "tokenizer"
 VERSION = 1
 TOKENIZER_FILE = "tokenizer.json"
 SPECIAL_TOKENS_FILE = "special_tokens.json"
+SETTINGS_FILE = "tokenizer_settings.json"
 SPECIAL_ROLES = ("pad", "unk", "cls", "sep", "mask")
 STATS_DOCUMENTS = 2000
 
@@ -56,8 +50,8 @@ class TokenizerSettings:
     )
 
     def __post_init__(self) -> None:
-        if self.kind != "wordpiece":
-            raise ConfigError(f"tokenizer.kind={self.kind!r}: only wordpiece is available so far")
+        if self.kind not in TOKENIZER_KINDS:
+            raise ConfigError(f"tokenizer.kind={self.kind!r} must be one of {TOKENIZER_KINDS}")
         if self.vocab_size < 100:
             raise ConfigError(f"tokenizer.vocab_size={self.vocab_size} is too small (min 100)")
         if sorted(self.special_tokens) != sorted(SPECIAL_ROLES):
@@ -80,43 +74,18 @@ class SpecialTokenIds:
 class TrainedTokenizer:
     tokenizer: Tokenizer
     special: SpecialTokenIds
+    settings: TokenizerSettings
 
     @property
     def vocab_size(self) -> int:
         return self.tokenizer.get_vocab_size()
 
-    @property
-    def lowercase(self) -> bool:
-        return bool(getattr(self.tokenizer.normalizer, "lowercase", False))
-
-    def special_tokens(self) -> dict[str, str]:
-        """Role -> token string, e.g. {"mask": "[MASK]"}."""
-        return {
-            role: str(self.tokenizer.id_to_token(getattr(self.special, role)))
-            for role in SPECIAL_ROLES
-        }
-
 
 def load_tokenizer(ref: ArtifactRef) -> TrainedTokenizer:
     tokenizer = Tokenizer.from_file(str(ref.path / TOKENIZER_FILE))
     special = SpecialTokenIds(**json.loads((ref.path / SPECIAL_TOKENS_FILE).read_text()))
-    return TrainedTokenizer(tokenizer, special)
-
-
-def build_wordpiece(settings: TokenizerSettings) -> tuple[Tokenizer, trainers.WordPieceTrainer]:
-    specials = settings.special_tokens
-    tokenizer = Tokenizer(models.WordPiece(unk_token=specials["unk"]))
-    tokenizer.normalizer = normalizers.BertNormalizer(
-        lowercase=settings.lowercase, strip_accents=settings.lowercase or None
-    )
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=settings.vocab_size,
-        min_frequency=settings.min_frequency,
-        special_tokens=[specials[role] for role in SPECIAL_ROLES],
-    )
-    return tokenizer, trainer
+    settings = TokenizerSettings(**json.loads((ref.path / SETTINGS_FILE).read_text()))
+    return TrainedTokenizer(tokenizer, special, settings)
 
 
 def special_token_id(tokenizer: Tokenizer, token: str) -> int:
@@ -149,7 +118,15 @@ def train_tokenizer(
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
 
     def build(directory: Path) -> dict[str, Any]:
-        tokenizer, trainer = build_wordpiece(settings)
+        specials = settings.special_tokens
+        tokenizer, trainer = build_tokenizer(
+            settings.kind,
+            settings.vocab_size,
+            settings.lowercase,
+            settings.min_frequency,
+            [specials[role] for role in SPECIAL_ROLES],
+            specials["unk"],
+        )
         started = time.perf_counter()
         tokenizer.train_from_iterator(corpus.split("train"), trainer)
         seconds = time.perf_counter() - started
@@ -158,7 +135,6 @@ def train_tokenizer(
                 "the corpus is empty after cleaning: no document has "
                 f"corpus.min_words={corpus.settings.min_words} words"
             )
-        specials = settings.special_tokens
         ids = {role: special_token_id(tokenizer, specials[role]) for role in SPECIAL_ROLES}
         tokenizer.post_processor = processors.TemplateProcessing(
             single=f"{specials['cls']} $A {specials['sep']}",
@@ -167,6 +143,7 @@ def train_tokenizer(
         )
         tokenizer.save(str(directory / TOKENIZER_FILE))
         (directory / SPECIAL_TOKENS_FILE).write_text(json.dumps(ids, indent=2))
+        (directory / SETTINGS_FILE).write_text(json.dumps(record["settings"], indent=2))
         heldout = list(itertools.islice(corpus.split("validation"), STATS_DOCUMENTS))
         return {
             "vocab_size": tokenizer.get_vocab_size(),

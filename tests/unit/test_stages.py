@@ -121,3 +121,30 @@ def test_an_empty_corpus_fails_and_publishes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="the corpus is empty after cleaning"):
         train_tokenizer(TokenizerSettings(vocab_size=200), corpus_for(path), store)
     assert not list((tmp_path / "store" / "tokenizer").glob("[!.]*"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "specials"),
+    [
+        ("bpe", {"pad": "<pad>", "unk": "<unk>", "cls": "<s>", "sep": "</s>", "mask": "<mask>"}),
+        (
+            "unigram",
+            {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
+        ),
+    ],
+)
+def test_bpe_and_unigram_tokenizers_train_shard_and_round_trip(
+    tmp_path: Path, corpus_file: Path, kind: str, specials: dict[str, str]
+) -> None:
+    store = ArtifactStore(tmp_path)
+    settings = TokenizerSettings(kind=kind, vocab_size=150, special_tokens=specials)
+    ref = train_tokenizer(settings, corpus_for(corpus_file), store)
+    trained = load_tokenizer(ref)
+    assert trained.settings.kind == kind
+    assert ref.outputs["unknown_rate"] == 0.0
+    encoding = trained.tokenizer.encode("alpha omega")
+    assert encoding.ids[0] == trained.special.cls and encoding.ids[-1] == trained.special.sep
+    decoded = trained.tokenizer.decode(encoding.ids, skip_special_tokens=True)
+    assert decoded.split() == ["alpha", "omega"]
+    shards = build_shards(ShardSettings(seq_len=32), corpus_for(corpus_file), ref, store)
+    assert shards.outputs["train_sequences"] > 10

@@ -35,7 +35,8 @@ format: $(STAMP)
 	$(BIN)/ruff format flows lightning_modules tests benchmarks
 	$(BIN)/ruff check --fix flows lightning_modules tests benchmarks
 
-bench: $(STAMP)  ## pretraining throughput against transformers on WikiText-2 (needs ../shared/data)
+bench: $(STAMP)  ## side by side with the Hugging Face path, on ../shared/data (CLOZE_DATA_DIR)
+	$(BIN)/python -m benchmarks.shard_throughput
 	$(BIN)/python -m benchmarks.train_throughput $(ARGS)
 
 ui: $(STAMP)  ## browse local runs: Prefect UI on :4200, MLflow UI on :5000 (Ctrl-C stops both)

@@ -8,6 +8,7 @@ import resource
 import time
 from collections.abc import Callable
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
 import torch
@@ -40,7 +41,16 @@ def in_child_process(target: Callable[..., dict[str, Any]], **kwargs: Any) -> di
     queue = context.Queue()
     process = context.Process(target=_child, args=(target, kwargs, queue))
     process.start()
-    result = queue.get()
+    while True:
+        try:
+            result = queue.get(timeout=5)
+            break
+        except Empty:
+            if not process.is_alive():
+                raise RuntimeError(
+                    f"{target.__name__} failed in its process (exit code "
+                    f"{process.exitcode}); its traceback is above"
+                ) from None
     process.join()
     return result
 

@@ -7,6 +7,7 @@ import sys
 import warnings
 
 from flows.config import compose_config, to_yaml
+from flows.corpora.formats import CorpusInputError
 from flows.environment import configure_services
 from flows.settings import ConfigError
 
@@ -45,7 +46,7 @@ def main(argv: list[str]) -> int:
 
     try:
         pretraining_pipeline(config)
-    except ConfigError as error:
+    except (ConfigError, CorpusInputError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0

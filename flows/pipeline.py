@@ -15,7 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.artifacts import ArtifactRef, ArtifactStore
 from flows.config import to_yaml
-from flows.corpora import CorpusSettings, open_corpus
+from flows.corpora import Corpus, CorpusSettings, open_corpus
 from flows.environment import RunPaths
 from flows.settings import settings_from
 from flows.stages.finetune import FinetuneSettings, finetune
@@ -65,19 +65,17 @@ def tracked(
 
 @task(name="tokenizer", cache_policy=NO_CACHE)
 def tokenizer_task(
-    plan: PipelinePlan, store: ArtifactStore, parent: RunHandle, tracker: Tracker
+    plan: PipelinePlan, corpus: Corpus, store: ArtifactStore, parent: RunHandle, tracker: Tracker
 ) -> ArtifactRef:
     return tracked(
-        "tokenizer",
-        parent,
-        tracker,
-        lambda run: train_tokenizer(plan.tokenizer, open_corpus(plan.corpus), store),
+        "tokenizer", parent, tracker, lambda run: train_tokenizer(plan.tokenizer, corpus, store)
     )
 
 
 @task(name="shards", cache_policy=NO_CACHE)
 def shards_task(
     plan: PipelinePlan,
+    corpus: Corpus,
     tokenizer: ArtifactRef,
     store: ArtifactStore,
     parent: RunHandle,
@@ -87,7 +85,7 @@ def shards_task(
         "shards",
         parent,
         tracker,
-        lambda run: build_shards(plan.shards, open_corpus(plan.corpus), tokenizer, store),
+        lambda run: build_shards(plan.shards, corpus, tokenizer, store),
     )
 
 
@@ -143,6 +141,7 @@ def finetune_task(
 def pretraining_pipeline(config: dict[str, Any]) -> dict[str, Any]:
     """Tokenizer -> shards -> pretrain -> finetune, each reused when its inputs are unchanged."""
     plan = PipelinePlan.from_config(config)
+    corpus = open_corpus(plan.corpus)  # a missing path or empty glob fails here, before tracking
     paths = RunPaths.from_config(config)
     store = ArtifactStore(paths.artifacts)
     tracking_uri = paths.tracking_uri(plan.tracking.uri)
@@ -158,8 +157,8 @@ def pretraining_pipeline(config: dict[str, Any]) -> dict[str, Any]:
     parent.log_params(config)
     parent.log_text(to_yaml(config), "config.yaml")
     try:
-        refs = {"tokenizer": tokenizer_task(plan, store, parent, tracker)}
-        refs["shards"] = shards_task(plan, refs["tokenizer"], store, parent, tracker)
+        refs = {"tokenizer": tokenizer_task(plan, corpus, store, parent, tracker)}
+        refs["shards"] = shards_task(plan, corpus, refs["tokenizer"], store, parent, tracker)
         refs["pretrain"] = pretrain_task(
             plan, refs["shards"], refs["tokenizer"], store, parent, tracker
         )

@@ -23,7 +23,7 @@ from flows.settings import ConfigError, output_settings
 from flows.stages.tokenizer_models import TOKENIZER_KINDS, build_tokenizer
 
 STAGE = "tokenizer"
-VERSION = 1
+VERSION = 2  # 2: tokenizer_settings.json is part of the artifact
 TOKENIZER_FILE = "tokenizer.json"
 SPECIAL_TOKENS_FILE = "special_tokens.json"
 SETTINGS_FILE = "tokenizer_settings.json"

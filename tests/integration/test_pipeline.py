@@ -146,3 +146,21 @@ def test_cli_rejects_an_unknown_key_by_name() -> None:
     )
     assert result.returncode == 2
     assert "max_stepz" in result.stderr
+
+
+def test_cli_names_a_missing_corpus_path(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flows",
+            "corpus=files",
+            f"corpus.paths=[{tmp_path}/none.txt]",
+            f"paths.root={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert f"corpus.paths: {tmp_path}/none.txt does not exist" in result.stderr

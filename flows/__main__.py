@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
         logging.getLogger(name).setLevel(logging.INFO)
     # Lightning's hardware banner and tips repeat for every Trainer; our own lines say more.
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
 
     from flows.pipeline import (
         pretraining_pipeline,

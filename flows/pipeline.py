@@ -23,7 +23,7 @@ from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
 from flows.stages.shards import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.summary import build_summary, render_summary
-from flows.tracking import RunHandle, Tracker, TrackingSettings
+from flows.tracking import RunHandle, Tracker, TrackingSettings, redact_secrets
 
 
 @dataclass(frozen=True)
@@ -154,8 +154,9 @@ def pretraining_pipeline(config: dict[str, Any]) -> dict[str, Any]:
     parent = tracker.start_run(
         "pipeline", tags={"cloze.model": config["model"]["name"], "cloze.corpus": plan.corpus.kind}
     )
-    parent.log_params(config)
-    parent.log_text(to_yaml(config), "config.yaml")
+    loggable = redact_secrets(config)
+    parent.log_params(loggable)
+    parent.log_text(to_yaml(loggable), "config.yaml")
     try:
         refs = {"tokenizer": tokenizer_task(plan, corpus, store, parent, tracker)}
         refs["shards"] = shards_task(plan, corpus, refs["tokenizer"], store, parent, tracker)

@@ -6,6 +6,7 @@ Prefect runs tasks on worker threads; passing run ids around works in every exec
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -22,6 +23,26 @@ from flows.settings import ConfigError
 MAX_PARAM_LENGTH = 6000
 BATCH_LIMIT = 100
 PARENT_TAG = "mlflow.parentRunId"
+
+
+SECRET_LEAF = re.compile(r"(?:^|_)(?:token|secret|password|passwd|credentials?|key)$", re.I)
+REDACTED = "***"
+
+
+def redact_secrets(tree: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy whose values under secret-looking keys (`api_token`, `db_password`) are masked.
+
+    Secrets belong in the environment, not in `conf/`; this keeps one pasted into an override
+    out of MLflow's params and the logged config.yaml all the same.
+    """
+    return {
+        key: redact_secrets(value)
+        if isinstance(value, Mapping)
+        else REDACTED
+        if SECRET_LEAF.search(key)
+        else value
+        for key, value in tree.items()
+    }
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:

@@ -51,10 +51,8 @@ def open_binary(path: Path) -> io.BufferedIOBase:
     if suffix == ".bz2":
         return bz2.open(path, "rb")
     if suffix == ".zst":
-        try:
-            import zstandard
-        except ImportError as error:
-            raise CorpusInputError(f"{path} is zstd-compressed: pip install zstandard") from error
+        import zstandard
+
         return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(path.open("rb")))
     return path.open("rb")
 

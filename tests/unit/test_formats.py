@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import zstandard
 
 from flows.corpora import CorpusSettings, open_corpus
 from flows.corpora.formats import CorpusInputError
@@ -26,12 +27,16 @@ def read(*paths: Path, **settings: object) -> list[str]:
     return list(open_corpus(corpus).documents())
 
 
-def test_gzip_text_and_bzip2_jsonl_stream_like_plain_files(tmp_path: Path) -> None:
+def test_gzip_text_bzip2_jsonl_and_zstd_text_stream_like_plain_files(tmp_path: Path) -> None:
     with gzip.open(tmp_path / "a.txt.gz", "wt") as handle:
         handle.write("\n\n".join(DOCS))
     with bz2.open(tmp_path / "b.jsonl.bz2", "wt") as handle:
         handle.write("\n".join(json.dumps({"text": doc}) for doc in DOCS))
+    (tmp_path / "c.md.zst").write_bytes(
+        zstandard.ZstdCompressor().compress("\n\n".join(DOCS).encode())
+    )
     assert read(tmp_path / "a.txt.gz") == DOCS
+    assert read(tmp_path / "c.md.zst") == DOCS
     assert read(tmp_path / "b.jsonl.bz2") == DOCS
 
 

@@ -49,89 +49,72 @@ class PipelinePlan:
         )
 
 
-def tracked(
-    stage: str, parent: RunHandle, tracker: Tracker, produce: Callable[[RunHandle], ArtifactRef]
-) -> ArtifactRef:
-    run = tracker.start_run(stage, parent, tags={"cloze.stage": stage})
-    try:
-        ref = produce(run)
-    except BaseException:
-        run.finish("FAILED")
-        raise
-    run.record_artifact(ref)
-    run.finish()
-    return ref
+@dataclass(frozen=True)
+class StageContext:
+    """What every stage task needs beside its inputs: the plan, the store and the parent run."""
+
+    plan: PipelinePlan
+    store: ArtifactStore
+    tracker: Tracker
+    parent: RunHandle
+
+    def tracked(self, stage: str, produce: Callable[[RunHandle], ArtifactRef]) -> ArtifactRef:
+        """Runs `produce` inside a child run that records the artifact, computed or reused."""
+        run = self.tracker.start_run(stage, self.parent, tags={"cloze.stage": stage})
+        try:
+            ref = produce(run)
+        except BaseException:
+            run.finish("FAILED")
+            raise
+        run.record_artifact(ref)
+        run.finish()
+        return ref
 
 
 @task(name="tokenizer", cache_policy=NO_CACHE)
-def tokenizer_task(
-    plan: PipelinePlan, corpus: Corpus, store: ArtifactStore, parent: RunHandle, tracker: Tracker
-) -> ArtifactRef:
-    return tracked(
-        "tokenizer", parent, tracker, lambda run: train_tokenizer(plan.tokenizer, corpus, store)
+def tokenizer_task(ctx: StageContext, corpus: Corpus) -> ArtifactRef:
+    return ctx.tracked(
+        "tokenizer", lambda run: train_tokenizer(ctx.plan.tokenizer, corpus, ctx.store)
     )
 
 
 @task(name="shards", cache_policy=NO_CACHE)
-def shards_task(
-    plan: PipelinePlan,
-    corpus: Corpus,
-    tokenizer: ArtifactRef,
-    store: ArtifactStore,
-    parent: RunHandle,
-    tracker: Tracker,
-) -> ArtifactRef:
-    return tracked(
-        "shards",
-        parent,
-        tracker,
-        lambda run: build_shards(plan.shards, corpus, tokenizer, store),
+def shards_task(ctx: StageContext, corpus: Corpus, tokenizer: ArtifactRef) -> ArtifactRef:
+    return ctx.tracked(
+        "shards", lambda run: build_shards(ctx.plan.shards, corpus, tokenizer, ctx.store)
     )
 
 
 @task(name="pretrain", cache_policy=NO_CACHE)
-def pretrain_task(
-    plan: PipelinePlan,
-    shards: ArtifactRef,
-    tokenizer: ArtifactRef,
-    store: ArtifactStore,
-    parent: RunHandle,
-    tracker: Tracker,
-) -> ArtifactRef:
+def pretrain_task(ctx: StageContext, shards: ArtifactRef, tokenizer: ArtifactRef) -> ArtifactRef:
     def pretrain_and_publish(run: RunHandle) -> ArtifactRef:
-        ref = pretrain(plan.pretrain, shards, tokenizer, store, [run.lightning_logger()])
+        ref = pretrain(ctx.plan.pretrain, shards, tokenizer, ctx.store, [run.lightning_logger()])
         export = ref.path / HUGGINGFACE_DIR
         if not ref.cache_hit and export.is_dir():
             run.log_artifacts(export, HUGGINGFACE_DIR)
-            name = plan.tracking.registered_model
+            name = ctx.plan.tracking.registered_model
             if name:
-                version = tracker.register_model(name, run, HUGGINGFACE_DIR)
+                version = ctx.tracker.register_model(name, run, HUGGINGFACE_DIR)
                 run.set_tags({"cloze.registered_model": f"{name}/{version}"})
         return ref
 
-    return tracked("pretrain", parent, tracker, pretrain_and_publish)
+    return ctx.tracked("pretrain", pretrain_and_publish)
 
 
 @task(name="finetune", cache_policy=NO_CACHE)
 def finetune_task(
-    plan: PipelinePlan,
-    pretrained: ArtifactRef,
-    tokenizer: ArtifactRef,
-    store: ArtifactStore,
-    parent: RunHandle,
-    tracker: Tracker,
+    ctx: StageContext, pretrained: ArtifactRef, tokenizer: ArtifactRef
 ) -> ArtifactRef:
-    return tracked(
+    plan = ctx.plan
+    return ctx.tracked(
         "finetune",
-        parent,
-        tracker,
         lambda run: finetune(
             plan.finetune,
             plan.pretrain.seed,
             plan.pretrain.trainer,
             pretrained,
             tokenizer,
-            store,
+            ctx.store,
             lambda arm: [run.lightning_logger(prefix=arm)],
         ),
     )
@@ -157,15 +140,12 @@ def pretraining_pipeline(config: dict[str, Any]) -> dict[str, Any]:
     loggable = redact_secrets(config)
     parent.log_params(loggable)
     parent.log_text(to_yaml(loggable), "config.yaml")
+    ctx = StageContext(plan, store, tracker, parent)
     try:
-        refs = {"tokenizer": tokenizer_task(plan, corpus, store, parent, tracker)}
-        refs["shards"] = shards_task(plan, corpus, refs["tokenizer"], store, parent, tracker)
-        refs["pretrain"] = pretrain_task(
-            plan, refs["shards"], refs["tokenizer"], store, parent, tracker
-        )
-        refs["finetune"] = finetune_task(
-            plan, refs["pretrain"], refs["tokenizer"], store, parent, tracker
-        )
+        refs = {"tokenizer": tokenizer_task(ctx, corpus)}
+        refs["shards"] = shards_task(ctx, corpus, refs["tokenizer"])
+        refs["pretrain"] = pretrain_task(ctx, refs["shards"], refs["tokenizer"])
+        refs["finetune"] = finetune_task(ctx, refs["pretrain"], refs["tokenizer"])
     except BaseException:
         parent.finish("FAILED")
         raise

@@ -128,12 +128,16 @@ class Corpus:
             if stats.documents == self.settings.max_documents:
                 return
 
-    def split(self, which: str) -> Iterator[str]:
-        """Documents of the `train` or `validation` side of the hash split."""
-        want_validation = which == "validation"
+    def training_documents(self, heldout: list[str], keep: int) -> Iterator[str]:
+        """Train-side documents; up to `keep` validation-side ones go into `heldout` on the way.
+
+        One pass gives both, so measuring a tokenizer on held-out text costs no second read.
+        """
         for text in self.documents():
-            if is_validation(text, self.settings.validation_fraction) == want_validation:
+            if not is_validation(text, self.settings.validation_fraction):
                 yield text
+            elif len(heldout) < keep:
+                heldout.append(text)
 
 
 def batched(items: Iterable[str], size: int) -> Iterator[list[str]]:

@@ -8,7 +8,6 @@ its content address, and shards are byte-identical given the same tokenizer arti
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from dataclasses import dataclass, field
@@ -128,7 +127,8 @@ def train_tokenizer(
             specials["unk"],
         )
         started = time.perf_counter()
-        tokenizer.train_from_iterator(corpus.split("train"), trainer)
+        heldout: list[str] = []
+        tokenizer.train_from_iterator(corpus.training_documents(heldout, STATS_DOCUMENTS), trainer)
         seconds = time.perf_counter() - started
         if corpus.stats.documents == 0:
             raise ValueError(
@@ -144,7 +144,6 @@ def train_tokenizer(
         tokenizer.save(str(directory / TOKENIZER_FILE))
         (directory / SPECIAL_TOKENS_FILE).write_text(json.dumps(ids, indent=2))
         (directory / SETTINGS_FILE).write_text(json.dumps(record["settings"], indent=2))
-        heldout = list(itertools.islice(corpus.split("validation"), STATS_DOCUMENTS))
         return {
             "vocab_size": tokenizer.get_vocab_size(),
             "training_seconds": seconds,

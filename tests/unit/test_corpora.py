@@ -91,10 +91,15 @@ def test_validation_split_is_stable_and_disjoint(tmp_path: Path) -> None:
     corpus = open_corpus(
         CorpusSettings(kind="files", paths=[str(tmp_path / "a.jsonl")], validation_fraction=0.1)
     )
-    train, validation = list(corpus.split("train")), list(corpus.split("validation"))
+    validation: list[str] = []
+    train = list(corpus.training_documents(validation, keep=1000))
     assert sorted(train + validation) == sorted(texts)
     assert 20 <= len(validation) <= 60
-    assert validation == list(corpus.split("validation"))
+    again: list[str] = []
+    assert train == list(corpus.training_documents(again, keep=1000)) and again == validation
+    capped: list[str] = []
+    list(corpus.training_documents(capped, keep=5))
+    assert capped == validation[:5]
 
 
 def test_a_save_to_disk_dataset_is_read_as_a_corpus(tmp_path: Path) -> None:

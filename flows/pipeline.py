@@ -24,6 +24,7 @@ from flows.stages.shards import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.summary import build_summary, render_summary
 from flows.tracking import RunHandle, Tracker, TrackingSettings, redact_secrets
+from flows.unit_runners import prefect_unit_mapper
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,12 @@ def tokenizer_task(ctx: StageContext, corpus: Corpus) -> ArtifactRef:
 
 @task(name="shards", cache_policy=NO_CACHE)
 def shards_task(ctx: StageContext, corpus: Corpus, tokenizer: ArtifactRef) -> ArtifactRef:
+    settings = ctx.plan.shards
     return ctx.tracked(
-        "shards", lambda run: build_shards(ctx.plan.shards, corpus, tokenizer, ctx.store)
+        "shards",
+        lambda run: build_shards(
+            settings, corpus, tokenizer, ctx.store, prefect_unit_mapper(settings)
+        ),
     )
 
 

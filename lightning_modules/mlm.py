@@ -37,12 +37,15 @@ class MaskedLanguageModelingModule(pl.LightningModule):
         self._validation_started = 0.0
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        output = self.model(batch["input_ids"], batch["labels"])
+        attention_mask = batch.get("attention_mask")
+        output = self.model(batch["input_ids"], batch["labels"], attention_mask)
         accuracy = (output.logits.argmax(-1) == output.targets).float().mean()
         self.log("train/loss", output.loss, prog_bar=True)
         self.log("train/accuracy", accuracy)
         self.log("train/learning_rate", self.trainer.optimizers[0].param_groups[0]["lr"])
-        self._window_tokens += batch["input_ids"].numel()
+        self._window_tokens += int(
+            batch["input_ids"].numel() if attention_mask is None else attention_mask.sum()
+        )
         return output.loss
 
     def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
@@ -62,7 +65,7 @@ class MaskedLanguageModelingModule(pl.LightningModule):
         self._validation_started = time.perf_counter()
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        output = self.model(batch["input_ids"], batch["labels"])
+        output = self.model(batch["input_ids"], batch["labels"], batch.get("attention_mask"))
         count = output.targets.numel()
         correct = (output.logits.argmax(-1) == output.targets).sum()
         self._validation_sums += torch.tensor(

@@ -12,12 +12,15 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, cast
 
-from flows.corpora.formats import FORMATS
+from flows.corpora.formats import FORMATS, CorpusInputError, ReadRules
+from flows.corpora.stats import CorpusStats
 from flows.settings import ConfigError
 
 CORPUS_KINDS = ("pydoc", "files", "huggingface")
+NORMALIZATIONS = ("NFC", "NFKC", "NFD", "NFKD", "none")
+NormalForm = Literal["NFC", "NFD", "NFKC", "NFKD"]
 _SPACES = re.compile(r"[ \t\f\v\u00a0]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 
@@ -35,7 +38,9 @@ class CorpusSettings:
     config_name: str | None = None
     split: str = "train"
     exclude_downstream_test: bool = True
+    normalization: str = "NFC"
     min_words: int = 5
+    max_chars: int = 1_000_000
     max_documents: int | None = None
     validation_fraction: float = 0.05
 
@@ -58,21 +63,46 @@ class CorpusSettings:
             raise ConfigError(
                 f"corpus.validation_fraction={self.validation_fraction} must be in (0, 0.5)"
             )
+        if self.normalization not in NORMALIZATIONS:
+            raise ConfigError(
+                f"corpus.normalization={self.normalization!r} must be one of {NORMALIZATIONS}"
+            )
         if self.min_words < 1:
             raise ConfigError(f"corpus.min_words={self.min_words} must be at least 1")
+        if self.max_chars < 100:
+            raise ConfigError(f"corpus.max_chars={self.max_chars} must be at least 100")
         if self.max_documents is not None and self.max_documents < 1:
             raise ConfigError(f"corpus.max_documents={self.max_documents} must be positive")
+
+    @property
+    def read_rules(self) -> ReadRules:
+        return ReadRules(self.decode_errors, self.max_chars)
+
+
+class SourceUnit(Protocol):
+    """A picklable slice of a source (a file, a dataset) that a worker can read on its own."""
+
+    @property
+    def name(self) -> str: ...
+
+    def texts(self, stats: CorpusStats) -> Iterator[str]: ...
 
 
 class RawSource(Protocol):
     def fingerprint(self) -> dict[str, Any]: ...
 
-    def texts(self) -> Iterator[str]: ...
+    def units(self) -> list[Any]: ...
 
 
-def clean_text(text: str) -> str:
-    """NFC, no control characters, single spaces, no trailing blanks: cheap and lossless for MLM."""
-    text = _CONTROL.sub("", unicodedata.normalize("NFC", text))
+def clean_text(text: str, normalization: str = "NFC") -> str:
+    """Unicode normal form, no control characters, single spaces, no blank lines.
+
+    Cheap and lossless for MLM; NFKC (compatibility forms, as ALBERT's SentencePiece does) is
+    a config choice because it folds characters some domains need to keep apart.
+    """
+    if normalization != "none":
+        text = unicodedata.normalize(cast(NormalForm, normalization), text)
+    text = _CONTROL.sub("", text)
     lines = (_SPACES.sub(" ", line).strip() for line in text.splitlines())
     return "\n".join(line for line in lines if line)
 
@@ -81,15 +111,35 @@ def text_hash(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
+def dedupe_key(text: str) -> int:
+    """64 bits of the case-folded text: a collision needs ~4e9 distinct documents to be likely."""
+    return int.from_bytes(text_hash(text.lower())[:8], "big")
+
+
 def is_validation(text: str, fraction: float) -> bool:
     return int.from_bytes(text_hash(text)[:8], "big") / 2**64 < fraction
 
 
-@dataclass
-class CorpusStats:
-    documents: int = 0
-    dropped_short: int = 0
-    dropped_duplicate: int = 0
+def cleaned_documents(
+    unit: SourceUnit, settings: CorpusSettings, stats: CorpusStats
+) -> Iterator[str]:
+    """One unit's documents, cleaned and length-filtered but not deduplicated.
+
+    Deduplication needs every earlier unit, so it happens where units meet, in order.
+    """
+    normalization, min_words, max_chars = (
+        settings.normalization,
+        settings.min_words,
+        settings.max_chars,
+    )
+    for raw in unit.texts(stats):
+        text = clean_text(raw, normalization)
+        if len(text) > max_chars:
+            stats.dropped_long += 1
+        elif len(text.split()) < min_words:
+            stats.dropped_short += 1
+        else:
+            yield text
 
 
 class Corpus:
@@ -104,40 +154,77 @@ class Corpus:
         return {
             "source": self.source.fingerprint(),
             "rules": {
+                "normalization": self.settings.normalization,
                 "min_words": self.settings.min_words,
+                "max_chars": self.settings.max_chars,
                 "max_documents": self.settings.max_documents,
                 "validation_fraction": self.settings.validation_fraction,
             },
         }
 
-    def documents(self) -> Iterator[str]:
-        stats = self.stats = CorpusStats()
-        seen: set[bytes] = set()
-        for raw in self.source.texts():
-            text = clean_text(raw)
-            if len(text.split()) < self.settings.min_words:
-                stats.dropped_short += 1
-                continue
-            digest = text_hash(text.lower())
-            if digest in seen:
-                stats.dropped_duplicate += 1
-                continue
-            seen.add(digest)
-            stats.documents += 1
-            yield text
-            if stats.documents == self.settings.max_documents:
-                return
+    def units(self) -> list[SourceUnit]:
+        return self.source.units()
 
-    def training_documents(self, heldout: list[str], keep: int) -> Iterator[str]:
+    def cleaned(self, unit: SourceUnit, stats: CorpusStats) -> Iterator[str]:
+        return cleaned_documents(unit, self.settings, stats)
+
+    def documents(self, chars_per_unit: int | None = None) -> Iterator[str]:
+        """All documents, deduplicated in order; optionally only the first characters of each unit.
+
+        A per-unit quota samples every file of a large corpus without reading all of it.
+        """
+        stats = self.stats = CorpusStats()
+        seen: set[int] = set()
+        for unit in self.units():
+            taken = 0
+            for text in self.cleaned(unit, stats):
+                key = dedupe_key(text)
+                if key in seen:
+                    stats.dropped_duplicate += 1
+                    continue
+                seen.add(key)
+                stats.documents += 1
+                yield text
+                if stats.documents == self.settings.max_documents:
+                    return
+                taken += len(text)
+                if chars_per_unit is not None and taken >= chars_per_unit:
+                    break
+
+    def training_documents(
+        self, heldout: list[str], keep: int, max_chars: int | None = None
+    ) -> Iterator[str]:
         """Train-side documents; up to `keep` validation-side ones go into `heldout` on the way.
 
         One pass gives both, so measuring a tokenizer on held-out text costs no second read.
+        `max_chars` caps the text read, spread evenly over the units.
         """
-        for text in self.documents():
+        quota = None if max_chars is None else max(1, max_chars // len(self.units()))
+        for text in self.documents(quota):
             if not is_validation(text, self.settings.validation_fraction):
                 yield text
             elif len(heldout) < keep:
                 heldout.append(text)
+
+
+def empty_corpus_error(corpus: Corpus, stats: CorpusStats) -> CorpusInputError:
+    """Says where the text went, so the fix (a path, a threshold) is obvious."""
+    units = [unit.name for unit in corpus.units()]
+    shown = ", ".join(units[:3]) + (f" and {len(units) - 3} more" if len(units) > 3 else "")
+    settings = corpus.settings
+    reasons = {
+        f"shorter than corpus.min_words={settings.min_words}": stats.dropped_short,
+        f"longer than corpus.max_chars={settings.max_chars}": stats.dropped_long,
+        "duplicates": stats.dropped_duplicate,
+        "binary files skipped": stats.binary_files_skipped,
+        "undecodable lines skipped": stats.undecodable_lines_skipped,
+    }
+    dropped = "; ".join(f"{count} {reason}" for reason, count in reasons.items() if count)
+    return CorpusInputError(
+        f"the corpus is empty after cleaning: no training document is left from {shown}"
+        f" ({dropped or 'the input holds no text'}); check corpus.paths or relax the cleaning "
+        "rules"
+    )
 
 
 def batched(items: Iterable[str], size: int) -> Iterator[list[str]]:
@@ -161,9 +248,7 @@ def open_corpus(settings: CorpusSettings) -> Corpus:
 
         return Corpus(
             settings,
-            FileSource(
-                settings.paths, settings.format, settings.text_field, settings.decode_errors
-            ),
+            FileSource(settings.paths, settings.format, settings.text_field, settings.read_rules),
         )
     from flows.corpora.hub_source import HubSource
 

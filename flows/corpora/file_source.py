@@ -6,6 +6,7 @@ import glob
 import hashlib
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,13 @@ from flows.corpora.formats import (
     COMPRESSIONS,
     FORMAT_BY_SUFFIX,
     CorpusInputError,
+    ReadRules,
     detect_format,
     logical_suffix,
     open_binary,
     read_documents,
 )
+from flows.corpora.stats import CorpusStats
 
 log = logging.getLogger(__name__)
 BINARY_SNIFF_BYTES = 8192
@@ -60,14 +63,44 @@ def resolve_paths(patterns: list[str]) -> list[Path]:
     return sorted(file.resolve() for file in files)
 
 
+@dataclass(frozen=True)
+class FileUnit:
+    """One file: the unit of parallel work, small and picklable for process and Dask workers."""
+
+    path: Path
+    file_format: str
+    text_field: str
+    rules: ReadRules
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
+
+    def texts(self, stats: CorpusStats) -> Iterator[str]:
+        path = self.path
+        file_format = detect_format(path) if self.file_format == "auto" else self.file_format
+        if file_format != "parquet" and looks_binary(path):
+            # A stray binary file in a text directory is common (images, archives); it is
+            # skipped and counted, never decoded into garbage tokens.
+            stats.binary_files_skipped += 1
+            log.warning("skipping %s: it looks binary (it holds NUL bytes)", path)
+            return
+        yield from read_documents(path, file_format, self.text_field, self.rules, stats)
+
+
+def looks_binary(path: Path) -> bool:
+    with open_binary(path) as handle:
+        return b"\0" in handle.read(BINARY_SNIFF_BYTES)
+
+
 class FileSource:
     def __init__(
-        self, paths: list[str], file_format: str, text_field: str, decode_errors: str
+        self, paths: list[str], file_format: str, text_field: str, rules: ReadRules
     ) -> None:
         self.files = resolve_paths(list(paths))
         self.file_format = file_format
         self.text_field = text_field
-        self.decode_errors = decode_errors
+        self.rules = rules
 
     def fingerprint(self) -> dict[str, Any]:
         digest = hashlib.sha256()
@@ -79,23 +112,10 @@ class FileSource:
             "files": digest.hexdigest()[:20],
             "format": self.file_format,
             "text_field": self.text_field,
-            "decode_errors": self.decode_errors,
+            "decode_errors": self.rules.decode_errors,
         }
 
-    def texts(self) -> Iterator[str]:
-        for path in self.files:
-            file_format = detect_format(path) if self.file_format == "auto" else self.file_format
-            if file_format != "parquet" and self._is_binary(path):
-                if self.decode_errors == "fail":
-                    raise CorpusInputError(
-                        f"{path} looks binary (it holds NUL bytes); remove it "
-                        "from corpus.paths or set corpus.decode_errors=skip"
-                    )
-                log.warning("skipping binary file %s", path)
-                continue
-            yield from read_documents(path, file_format, self.text_field, self.decode_errors)
-
-    @staticmethod
-    def _is_binary(path: Path) -> bool:
-        with open_binary(path) as handle:
-            return b"\0" in handle.read(BINARY_SNIFF_BYTES)
+    def units(self) -> list[FileUnit]:
+        return [
+            FileUnit(path, self.file_format, self.text_field, self.rules) for path in self.files
+        ]

@@ -13,7 +13,10 @@ import io
 import json
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+from flows.corpora.stats import CorpusStats
 
 log = logging.getLogger(__name__)
 COMPRESSIONS = (".gz", ".bz2", ".zst")
@@ -66,33 +69,92 @@ def detect_format(path: Path) -> str:
         return "wikiextractor" if handle.read(5) == b"<doc " else "txt"
 
 
-def decoded_lines(path: Path, decode_errors: str) -> Lines:
-    errors = "replace" if decode_errors == "replace" else "strict"
+@dataclass(frozen=True)
+class ReadRules:
+    """How a reader treats bad bytes and oversized text; `max_chars` bounds a reader's memory."""
+
+    decode_errors: str = "fail"
+    max_chars: int = 1_000_000
+
+    @property
+    def max_line_bytes(self) -> int:
+        return 4 * self.max_chars + 1  # UTF-8 needs at most 4 bytes per character
+
+
+def decoded_lines(path: Path, rules: ReadRules, stats: CorpusStats) -> Lines:
+    """Lines of a file, decoded one at a time; a line over the size bound is skipped in pieces.
+
+    The skipped line still yields an empty line, so it ends the paragraph it interrupts instead
+    of gluing its neighbours into one document.
+    """
+    limit = rules.max_line_bytes
     with open_binary(path) as handle:
-        for number, raw in enumerate(handle, start=1):
+        number = 0
+        while raw := handle.readline(limit):
+            number += 1
+            if len(raw) == limit and not raw.endswith(b"\n"):
+                while (rest := handle.readline(limit)) and not rest.endswith(b"\n"):
+                    pass
+                stats.dropped_long += 1
+                log.warning(
+                    "%s:%d is a line over %d characters: dropped (corpus.max_chars)",
+                    path,
+                    number,
+                    rules.max_chars,
+                )
+                yield number, "\n"
+                continue
             try:
-                yield number, raw.decode("utf-8", errors=errors)
+                yield number, raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                if decode_errors == "skip":
+                if rules.decode_errors == "replace":
+                    stats.undecodable_lines_replaced += 1
+                    yield number, raw.decode("utf-8", errors="replace")
+                elif rules.decode_errors == "skip":
+                    stats.undecodable_lines_skipped += 1
                     log.warning("skipping undecodable line %d of %s", number, path)
-                    continue
-                raise CorpusInputError(
-                    f"{path}:{number} is not valid UTF-8 ({error.reason} at byte "
-                    f"{error.start}); fix the file or set corpus.decode_errors=replace|skip"
-                ) from error
+                else:
+                    raise CorpusInputError(
+                        f"{path}:{number} is not valid UTF-8 ({error.reason} at byte "
+                        f"{error.start}); fix the file or set corpus.decode_errors=replace|skip"
+                    ) from error
 
 
-def paragraphs(lines: Lines) -> Iterator[str]:
+class BoundedText:
+    """Collects the lines of one document; past `max_chars` it keeps nothing and counts a drop."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self.lines: list[str] = []
+        self.size = 0
+        self.overflowed = False
+
+    def append(self, line: str) -> None:
+        self.size += len(line)
+        if self.size > self.max_chars:
+            self.overflowed, self.lines = True, []
+        elif not self.overflowed:
+            self.lines.append(line)
+
+    def finish(self, stats: CorpusStats) -> str:
+        """The document, or "" when it was empty or too long; resets for the next document."""
+        text = "" if self.overflowed else "".join(self.lines)
+        if self.overflowed:
+            stats.dropped_long += 1
+        self.lines, self.size, self.overflowed = [], 0, False
+        return text
+
+
+def paragraphs(lines: Lines, rules: ReadRules, stats: CorpusStats) -> Iterator[str]:
     """Blank-line separated paragraphs: the document unit of most plain-text dumps."""
-    paragraph: list[str] = []
+    paragraph = BoundedText(rules.max_chars)
     for _, line in lines:
         if line.strip():
             paragraph.append(line)
-        elif paragraph:
-            yield "".join(paragraph)
-            paragraph = []
-    if paragraph:
-        yield "".join(paragraph)
+        elif paragraph.size and (text := paragraph.finish(stats)):
+            yield text
+    if paragraph.size and (text := paragraph.finish(stats)):
+        yield text
 
 
 def jsonl_records(path: Path, lines: Lines, text_field: str) -> Iterator[str]:
@@ -111,27 +173,31 @@ def jsonl_records(path: Path, lines: Lines, text_field: str) -> Iterator[str]:
         yield str(record[text_field])
 
 
-def wikiextractor_documents(path: Path, lines: Lines) -> Iterator[str]:
+def wikiextractor_documents(
+    path: Path, lines: Lines, rules: ReadRules, stats: CorpusStats
+) -> Iterator[str]:
     """`<doc ...>` blocks; the repeated title line is dropped, title-only stubs yield nothing."""
-    body: list[str] | None = None
-    title_pending = False
+    body = BoundedText(rules.max_chars)
+    inside = title_pending = False
     for number, line in lines:
         if line.startswith("<doc "):
-            body, title_pending = [], True
+            inside, title_pending = True, True
         elif line.startswith("</doc>"):
-            if body is None:
+            if not inside:
                 raise CorpusInputError(f"{path}:{number}: </doc> without an opening <doc>")
-            if "".join(body).strip():
-                yield "".join(body)
-            body = None
-        elif body is not None:
+            text = body.finish(stats)
+            if text.strip():
+                yield text
+            inside = False
+        elif inside:
             if title_pending and line.strip():
                 title_pending = False  # WikiExtractor repeats the title as the first line
             else:
                 body.append(line)
 
 
-def csv_rows(path: Path, lines: Lines, text_field: str) -> Iterator[str]:
+def csv_rows(path: Path, lines: Lines, text_field: str, rules: ReadRules) -> Iterator[str]:
+    csv.field_size_limit(rules.max_line_bytes)
     reader = csv.DictReader(line for _, line in lines)
     if reader.fieldnames is None or text_field not in reader.fieldnames:
         raise CorpusInputError(
@@ -157,17 +223,17 @@ def parquet_rows(path: Path, text_field: str) -> Iterator[str]:
 
 
 def read_documents(
-    path: Path, file_format: str, text_field: str, decode_errors: str
+    path: Path, file_format: str, text_field: str, rules: ReadRules, stats: CorpusStats
 ) -> Iterator[str]:
     if file_format == "parquet":
         yield from parquet_rows(path, text_field)
         return
-    lines = decoded_lines(path, decode_errors)
+    lines = decoded_lines(path, rules, stats)
     if file_format == "jsonl":
         yield from jsonl_records(path, lines, text_field)
     elif file_format == "csv":
-        yield from csv_rows(path, lines, text_field)
+        yield from csv_rows(path, lines, text_field, rules)
     elif file_format == "wikiextractor":
-        yield from wikiextractor_documents(path, lines)
+        yield from wikiextractor_documents(path, lines, rules, stats)
     else:
-        yield from paragraphs(lines)
+        yield from paragraphs(lines, rules, stats)

@@ -3,27 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from flows.corpora import pydoc_topics_task
 from flows.corpora.base import clean_text
+from flows.corpora.stats import CorpusStats
 from flows.corpora.stdlib_docs import pydoc_topics, stdlib_docstrings, stdlib_fingerprint
 
 
-class PydocSource:
-    def __init__(self, exclude_downstream_test: bool) -> None:
-        # Leaving the downstream test modules out keeps evaluation text unseen during pretraining,
-        # so the measured lift is transfer, not memorisation of the test inputs.
-        self.exclude_downstream_test = exclude_downstream_test
+@dataclass(frozen=True)
+class PydocUnit:
+    # Leaving the downstream test modules out keeps evaluation text unseen during pretraining,
+    # so the measured lift is transfer, not memorisation of the test inputs.
+    exclude_downstream_test: bool
+    name: str = "pydoc"
 
-    def fingerprint(self) -> dict[str, Any]:
-        return {
-            "kind": "pydoc",
-            "stdlib": stdlib_fingerprint(),
-            "exclude_downstream_test": self.exclude_downstream_test,
-        }
-
-    def texts(self) -> Iterator[str]:
+    def texts(self, stats: CorpusStats) -> Iterator[str]:
         # By cleaned text, not only by module: one docstring can appear in several modules.
         held_out = (
             {
@@ -38,3 +34,18 @@ class PydocSource:
             if clean_text(docstring.text) not in held_out:
                 yield docstring.text
         yield from pydoc_topics()
+
+
+class PydocSource:
+    def __init__(self, exclude_downstream_test: bool) -> None:
+        self.unit = PydocUnit(exclude_downstream_test)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "kind": "pydoc",
+            "stdlib": stdlib_fingerprint(),
+            "exclude_downstream_test": self.unit.exclude_downstream_test,
+        }
+
+    def units(self) -> list[PydocUnit]:
+        return [self.unit]

@@ -1,17 +1,32 @@
-"""Stage 2: stream the corpus, tokenize in batches, pack, and write checksummed token shards."""
+"""Stage 2: the corpus as checksummed shards of packed token sequences.
+
+Two parts. Units of the corpus (files) are read, cleaned and tokenized independently and in
+parallel (`shard_units.py`, mapped by whatever runs them: local processes or a Dask cluster).
+Then one merge walks the units in order, drops duplicates, splits train from validation, packs
+and writes the shards. The merge is numpy copies only, so it is cheap, and doing it in unit order
+is what makes the shards byte-identical whatever the number of workers.
+"""
 
 from __future__ import annotations
 
+import multiprocessing
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from flows.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.corpora import Corpus
-from flows.corpora.base import batched, is_validation
-from flows.packing import SequencePacker
+from flows.corpora.base import empty_corpus_error
+from flows.corpora.stats import CorpusStats
+from flows.packing import PACKING_MODES, make_packer
 from flows.settings import ConfigError, output_settings
-from flows.stages.tokenizer import load_tokenizer
+from flows.stages.shard_units import UnitJob, UnitResult, encode_unit
+from flows.stages.tokenizer import TOKENIZER_FILE, load_tokenizer
 from lightning_modules.data.shard_format import (
     SPLITS,
     ShardIndex,
@@ -21,38 +36,112 @@ from lightning_modules.data.shard_format import (
 )
 
 STAGE = "shards"
-VERSION = 1
+VERSION = 2  # 2: units merged in order; packing modes
+MERGE_CHUNK_TOKENS = 1 << 23
+EXECUTORS = ("local", "dask")
+UnitMapper = Callable[[list[UnitJob]], list[UnitResult]]
 
 
 @dataclass(frozen=True)
 class ShardSettings:
-    """`shards.*`; `batch_documents` only trades memory for speed, so it stays out of the key."""
+    """`shards.*`; how the work is spread (workers, executor) never changes the shards' bytes."""
 
     seq_len: int = 128
+    packing: str = "concat"
     sequences_per_shard: int = 8192
     batch_documents: int = 512
+    num_workers: int = 1
+    executor: str = "local"
+    dask_address: str | None = None
 
     def __post_init__(self) -> None:
         if not 8 <= self.seq_len <= 8192:
             raise ConfigError(f"shards.seq_len={self.seq_len} must be between 8 and 8192")
-        if self.sequences_per_shard < 1 or self.batch_documents < 1:
-            raise ConfigError("shards.sequences_per_shard and shards.batch_documents must be >= 1")
+        if self.packing not in PACKING_MODES:
+            raise ConfigError(f"shards.packing={self.packing!r} must be one of {PACKING_MODES}")
+        for key in ("sequences_per_shard", "batch_documents", "num_workers"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"shards.{key}={getattr(self, key)} must be >= 1")
+        if self.executor not in EXECUTORS:
+            raise ConfigError(f"shards.executor={self.executor!r} must be one of {EXECUTORS}")
+
+
+NOT_IN_KEY = ("batch_documents", "num_workers", "executor", "dask_address")
+
+
+def map_in_processes(num_workers: int) -> UnitMapper:
+    """Runs units in a local process pool (spawned: no forked tokenizer thread pools)."""
+
+    def run(jobs: list[UnitJob]) -> list[UnitResult]:
+        if num_workers == 1 or len(jobs) == 1:
+            return [encode_unit(job) for job in jobs]
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(num_workers, len(jobs)), mp_context=context) as pool:
+            return list(pool.map(encode_unit, jobs))
+
+    return run
+
+
+class SeenKeys:
+    """Dedupe keys seen so far, as sorted runs merged when they grow alike (a log-structured set).
+
+    Eight bytes per kept document, and each unit's lookups cost a binary search per run; a
+    Python set would take about eight times the memory on a corpus of tens of millions.
+    """
+
+    def __init__(self) -> None:
+        self.runs: list[np.ndarray] = []
+
+    def first_occurrences(self, keys: np.ndarray) -> np.ndarray:
+        """Marks each key that neither an earlier unit nor an earlier position here had."""
+        keep = np.zeros(len(keys), dtype=bool)
+        keep[np.unique(keys, return_index=True)[1]] = True
+        for run in self.runs:
+            found = np.searchsorted(run, keys).clip(max=len(run) - 1)
+            keep &= run[found] != keys
+        new = np.sort(keys[keep])
+        while self.runs and len(self.runs[-1]) <= 2 * len(new):
+            new = np.sort(np.concatenate([self.runs.pop(), new]), kind="stable")
+        if len(new):
+            self.runs.append(new)
+        return keep
 
 
 def build_shards(
-    settings: ShardSettings, corpus: Corpus, tokenizer_ref: ArtifactRef, store: ArtifactStore
+    settings: ShardSettings,
+    corpus: Corpus,
+    tokenizer_ref: ArtifactRef,
+    store: ArtifactStore,
+    map_units: UnitMapper | None = None,
 ) -> ArtifactRef:
     record: dict[str, Any] = {
-        "settings": output_settings(settings, exclude=("batch_documents",)),
+        "settings": output_settings(settings, exclude=NOT_IN_KEY),
         "inputs": {"tokenizer": tokenizer_ref.key, "corpus": corpus.fingerprint()},
     }
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
+    run_units = map_units or map_in_processes(settings.num_workers)
 
     def build(directory: Path) -> dict[str, Any]:
         trained = load_tokenizer(tokenizer_ref)
         dtype = token_dtype(trained.vocab_size)
+        units = corpus.units()
+        jobs = [
+            UnitJob(
+                index,
+                unit,
+                corpus.settings,
+                str(tokenizer_ref.path / TOKENIZER_FILE),
+                dtype.name,
+                settings.batch_documents,
+                str(store.work_dir(STAGE, key) / "units"),
+            )
+            for index, unit in enumerate(units)
+        ]
+        special = trained.special
         packers = {
-            split: SequencePacker(settings.seq_len, trained.special.cls, trained.special.sep)
+            split: make_packer(
+                settings.packing, settings.seq_len, special.cls, special.sep, special.pad
+            )
             for split in SPLITS
         }
         writers = {
@@ -61,43 +150,42 @@ def build_shards(
             )
             for split in SPLITS
         }
-        documents = dict.fromkeys(SPLITS, 0)
-        tokens = dict.fromkeys(SPLITS, 0)
-        fraction = corpus.settings.validation_fraction
-        for batch in batched(corpus.documents(), settings.batch_documents):
-            encodings = trained.tokenizer.encode_batch(batch, add_special_tokens=False)
-            grouped: dict[str, list[list[int]]] = {split: [] for split in SPLITS}
-            for text, encoding in zip(batch, encodings, strict=True):
-                split = "validation" if is_validation(text, fraction) else "train"
-                grouped[split].append(encoding.ids)
-                tokens[split] += len(encoding.ids)
-            for split, ids in grouped.items():
-                documents[split] += len(ids)
-                writers[split].add(packers[split].add(ids))
-        if documents["train"] == 0:
-            raise ValueError("the corpus is empty after cleaning: nothing to shard")
+        counts = {f"{split}_{name}": 0 for split in SPLITS for name in ("documents", "tokens")}
+        stats = CorpusStats()
+        seen = SeenKeys()
+        for result in run_units(jobs):
+            stats.add(result.stats)
+            keep = seen.first_occurrences(result.array("keys"))
+            stats.dropped_duplicate += int((~keep).sum())
+            keep = cap_documents(keep, counts, corpus.settings.max_documents)
+            lengths = result.array("lengths")
+            validation = result.array("validation")
+            for split in SPLITS:
+                chosen = keep & (validation == (split == "validation"))
+                counts[f"{split}_documents"] += int(chosen.sum())
+                counts[f"{split}_tokens"] += int(lengths[chosen].sum())
+                for tokens, chunk_lengths in chosen_documents(result, lengths, chosen):
+                    writers[split].add(packers[split].add(tokens, chunk_lengths))
+        stats.documents = counts["train_documents"] + counts["validation_documents"]
+        if counts["train_documents"] == 0:
+            raise empty_corpus_error(corpus, stats)
         index = ShardIndex(
             settings.seq_len,
             trained.vocab_size,
             dtype.name,
             tokenizer_ref.key,
             {split: writer.close() for split, writer in writers.items()},
+            packing=settings.packing,
+            pad_id=special.pad,
         )
         index.save(directory)
         return {
-            **{
-                f"{split}_{name}": value
-                for split in SPLITS
-                for name, value in (
-                    ("documents", documents[split]),
-                    ("tokens", tokens[split]),
-                    ("sequences", index.sequences(split)),
-                    ("shards", len(index.splits[split])),
-                    ("dropped_tail_tokens", packers[split].leftover_tokens),
-                )
-            },
-            "duplicates_dropped": corpus.stats.dropped_duplicate,
-            "short_documents_dropped": corpus.stats.dropped_short,
+            **counts,
+            **{f"{split}_sequences": index.sequences(split) for split in SPLITS},
+            **{f"{split}_shards": len(index.splits[split]) for split in SPLITS},
+            **{f"{split}_dropped_tokens": packers[split].dropped_tokens for split in SPLITS},
+            **{f"corpus_{name}": value for name, value in stats.as_dict().items()},
+            "units": len(jobs),
             "seq_len": settings.seq_len,
             "dtype": dtype.name,
         }
@@ -106,3 +194,30 @@ def build_shards(
         verify_shards(ref.path, ShardIndex.load(ref.path))
 
     return store.get_or_build(STAGE, key, build, record, validate=validate)
+
+
+def cap_documents(keep: np.ndarray, counts: dict[str, int], limit: int | None) -> np.ndarray:
+    """`corpus.max_documents`: the first `limit` kept documents over all units, in order."""
+    if limit is None:
+        return keep
+    room = limit - counts["train_documents"] - counts["validation_documents"]
+    return keep & (np.cumsum(keep) <= max(room, 0))
+
+
+def chosen_documents(
+    result: UnitResult, lengths: np.ndarray, chosen: np.ndarray
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The chosen documents' ids back to back, in chunks of about MERGE_CHUNK_TOKENS tokens."""
+    if not chosen.any():
+        return
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    tokens = result.token_ids()
+    boundaries = np.searchsorted(ends, np.arange(MERGE_CHUNK_TOKENS, ends[-1], MERGE_CHUNK_TOKENS))
+    edges = [0, *np.unique(boundaries + 1).tolist(), len(lengths)]
+    for first, last in pairwise(edges):
+        if first >= last or not chosen[first:last].any():
+            continue
+        window = np.asarray(tokens[starts[first] : ends[last - 1]])
+        mask = np.repeat(chosen[first:last], lengths[first:last])
+        yield window[mask], lengths[first:last][chosen[first:last]]

@@ -18,11 +18,12 @@ from tokenizers import Tokenizer, processors
 
 from flows.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.corpora import Corpus
+from flows.corpora.base import empty_corpus_error
 from flows.settings import ConfigError, output_settings
 from flows.stages.tokenizer_models import TOKENIZER_KINDS, build_tokenizer
 
 STAGE = "tokenizer"
-VERSION = 2  # 2: tokenizer_settings.json is part of the artifact
+VERSION = 3  # 3: trained on at most max_training_mb, spread over the corpus's units
 TOKENIZER_FILE = "tokenizer.json"
 SPECIAL_TOKENS_FILE = "special_tokens.json"
 SETTINGS_FILE = "tokenizer_settings.json"
@@ -38,6 +39,7 @@ class TokenizerSettings:
     vocab_size: int = 8000
     lowercase: bool = True
     min_frequency: int = 2
+    max_training_mb: float | None = 256.0
     special_tokens: dict[str, str] = field(
         default_factory=lambda: {
             "pad": "[PAD]",
@@ -53,6 +55,10 @@ class TokenizerSettings:
             raise ConfigError(f"tokenizer.kind={self.kind!r} must be one of {TOKENIZER_KINDS}")
         if self.vocab_size < 100:
             raise ConfigError(f"tokenizer.vocab_size={self.vocab_size} is too small (min 100)")
+        if self.max_training_mb is not None and self.max_training_mb <= 0:
+            raise ConfigError(
+                f"tokenizer.max_training_mb={self.max_training_mb} must be positive or null"
+            )
         if sorted(self.special_tokens) != sorted(SPECIAL_ROLES):
             raise ConfigError(f"tokenizer.special_tokens must define exactly {SPECIAL_ROLES}")
 
@@ -128,13 +134,14 @@ def train_tokenizer(
         )
         started = time.perf_counter()
         heldout: list[str] = []
-        tokenizer.train_from_iterator(corpus.training_documents(heldout, STATS_DOCUMENTS), trainer)
+        budget = settings.max_training_mb
+        documents = corpus.training_documents(
+            heldout, STATS_DOCUMENTS, None if budget is None else int(budget * 1e6)
+        )
+        tokenizer.train_from_iterator(documents, trainer)
         seconds = time.perf_counter() - started
         if corpus.stats.documents == 0:
-            raise ValueError(
-                "the corpus is empty after cleaning: no document has "
-                f"corpus.min_words={corpus.settings.min_words} words"
-            )
+            raise empty_corpus_error(corpus, corpus.stats)
         ids = {role: special_token_id(tokenizer, specials[role]) for role in SPECIAL_ROLES}
         tokenizer.post_processor = processors.TemplateProcessing(
             single=f"{specials['cls']} $A {specials['sep']}",

@@ -26,6 +26,24 @@ class FixedMaskDataset(Dataset[dict[str, torch.Tensor]]):
         return {name: tensor[position] for name, tensor in self.batch.items()}
 
 
+class PaddingMask:
+    """Adds the attention mask that `document`-packed (padded) sequences need.
+
+    Masking never selects or produces [PAD], so the masked ids still show where padding is.
+    A class, not a closure, so DataLoader workers can pickle it.
+    """
+
+    def __init__(self, collator: MaskingCollator, pad_id: int) -> None:
+        self.collator = collator
+        self.pad_id = pad_id
+
+    def __call__(self, sequences: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        return self.add_mask(self.collator(sequences))
+
+    def add_mask(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {**batch, "attention_mask": batch["input_ids"] != self.pad_id}
+
+
 class MaskedLMDataModule(pl.LightningDataModule):
     def __init__(
         self,
@@ -48,6 +66,10 @@ class MaskedLMDataModule(pl.LightningDataModule):
         self.sampler = EpochShuffleSampler(0, seed)
         self.stream_state = TrainingStreamState(self.sampler, collator, batch_size)
         self.validation_set: FixedMaskDataset | None = None
+        # Concat-packed shards hold no padding: no mask, which keeps attention on its fast path.
+        self.padding = (
+            PaddingMask(collator, self.index.pad_id) if self.index.packing == "document" else None
+        )
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
@@ -70,7 +92,10 @@ class MaskedLMDataModule(pl.LightningDataModule):
         if count:
             sequences = torch.stack([validation[i] for i in range(count)])
             generator = torch.Generator().manual_seed(self.seed + 7919)
-            self.validation_set = FixedMaskDataset(self.collator.mask(sequences, generator))
+            masked = self.collator.mask(sequences, generator)
+            if self.padding is not None:
+                masked = self.padding.add_mask(masked)
+            self.validation_set = FixedMaskDataset(masked)
 
     def train_dataloader(self) -> DataLoader:
         assert self.train_set is not None, "setup() must run first"
@@ -82,7 +107,7 @@ class MaskedLMDataModule(pl.LightningDataModule):
             # global RNG, which would shift dropout between a resumed and an uninterrupted run.
             generator=torch.Generator().manual_seed(self.seed),
             drop_last=True,
-            collate_fn=self.collator,
+            collate_fn=self.padding or self.collator,
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )

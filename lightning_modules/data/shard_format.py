@@ -43,6 +43,8 @@ class ShardIndex:
     dtype: str
     tokenizer_key: str
     splits: dict[str, list[ShardInfo]] = field(default_factory=dict)
+    packing: str = "concat"
+    pad_id: int = 0
 
     def sequences(self, split: str) -> int:
         return sum(info.sequences for info in self.splits.get(split, []))

@@ -52,7 +52,6 @@ def test_directories_and_globs_are_expanded_in_sorted_order(tmp_path: Path) -> N
             "caf\xe9 au lait is a drink with milk in it".encode("latin-1"),
             r"latin1.txt:1 is not valid UTF-8 .*corpus.decode_errors=replace\|skip",
         ),
-        ("blob.txt", b"\x00\x01\x02binary", r"blob.txt looks binary"),
         ("rows.jsonl", b'{"content": "no text field here"}\n', r"rows.jsonl:1 has no field 'text'"),
         ("rows2.jsonl", b'{"text": broken\n', r"rows2.jsonl:1 is not valid JSON"),
     ],
@@ -65,12 +64,71 @@ def test_bad_files_fail_with_the_file_and_line(
         files_corpus(tmp_path / name)
 
 
-def test_decode_policies_replace_and_skip(tmp_path: Path) -> None:
+def test_decode_policies_replace_and_skip_are_counted(tmp_path: Path) -> None:
     path = tmp_path / "mixed.txt"
     path.write_bytes(b"good line with enough words in it here\n\nbad \xff line with enough words\n")
-    replaced = files_corpus(path, decode_errors="replace")
-    assert replaced[1] == "bad \ufffd line with enough words"
-    assert files_corpus(path, decode_errors="skip") == ["good line with enough words in it here"]
+    replacing = open_corpus(
+        CorpusSettings(kind="files", paths=[str(path)], decode_errors="replace")
+    )
+    assert list(replacing.documents())[1] == "bad \ufffd line with enough words"
+    assert replacing.stats.undecodable_lines_replaced == 1
+    skipping = open_corpus(CorpusSettings(kind="files", paths=[str(path)], decode_errors="skip"))
+    assert list(skipping.documents()) == ["good line with enough words in it here"]
+    assert skipping.stats.undecodable_lines_skipped == 1
+
+
+def test_binary_files_are_skipped_and_counted(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text(PARAGRAPHS[0])
+    (tmp_path / "blob.txt").write_bytes(b"\x00\x01\x02binary")
+    corpus = open_corpus(CorpusSettings(kind="files", paths=[str(tmp_path)]))
+    assert list(corpus.documents()) == PARAGRAPHS[:1]
+    assert corpus.stats.binary_files_skipped == 1
+
+
+def test_a_100_mb_line_is_dropped_in_bounded_memory(tmp_path: Path) -> None:
+    import resource
+
+    path = tmp_path / "huge.txt"
+    with path.open("w") as handle:
+        handle.write(PARAGRAPHS[0] + "\n\n")
+        for _ in range(100):
+            handle.write("word " * 200_000)  # 1 MB per write, no newline: one 100 MB line
+        handle.write("\n\n" + PARAGRAPHS[1] + "\n")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    corpus = open_corpus(CorpusSettings(kind="files", paths=[str(path)], max_chars=100_000))
+    assert list(corpus.documents()) == PARAGRAPHS[:2]
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert corpus.stats.dropped_long == 1
+    assert grown_mb < 20, f"reading a 100 MB line grew peak RSS by {grown_mb:.0f} MB"
+
+
+def test_documents_over_max_chars_are_dropped_from_any_format(tmp_path: Path) -> None:
+    lines = [{"text": PARAGRAPHS[0]}, {"text": "long " * 100}]
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(line) for line in lines))
+    corpus = open_corpus(
+        CorpusSettings(kind="files", paths=[str(tmp_path / "a.jsonl")], max_chars=100)
+    )
+    assert list(corpus.documents()) == PARAGRAPHS[:1]
+    assert corpus.stats.dropped_long == 1
+
+
+@pytest.mark.parametrize(
+    ("normalization", "expected"),
+    [("NFC", "ﬁne café ①"), ("NFKC", "fine café 1"), ("none", "ﬁne cafe\u0301 ①")],
+)
+def test_unicode_normalization_is_configurable(normalization: str, expected: str) -> None:
+    assert clean_text("ﬁne cafe\u0301 ①", normalization) == expected
+
+
+def test_a_tokenizer_sample_cap_reads_a_share_of_every_file(tmp_path: Path) -> None:
+    for name in "ab":
+        docs = [f"file {name} document {i} with a few more words" for i in range(100)]
+        (tmp_path / f"{name}.txt").write_text("\n\n".join(docs))
+    corpus = open_corpus(CorpusSettings(kind="files", paths=[str(tmp_path)]))
+    heldout: list[str] = []
+    sample = list(corpus.training_documents(heldout, keep=0, max_chars=800))
+    from_a = [text for text in sample if text.startswith("file a")]
+    assert 5 <= len(from_a) <= 12 and 5 <= len(sample) - len(from_a) <= 12
 
 
 def test_missing_paths_and_empty_globs_are_named(tmp_path: Path) -> None:

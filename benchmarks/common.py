@@ -32,6 +32,8 @@ def peak_rss_mb() -> float:
 def _child(target: Callable[..., dict[str, Any]], kwargs: dict[str, Any], queue: Any) -> None:
     result = target(**kwargs)
     result["peak_rss_mb"] = peak_rss_mb()
+    # Paths that spread work over processes (num_proc, num_workers): the largest worker's peak.
+    result["worker_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     queue.put(result)
 
 

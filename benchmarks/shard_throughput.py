@@ -1,8 +1,10 @@
 """Corpus-to-shards throughput: Cloze's shards stage against the `run_mlm.py` path, same tokenizer.
 
 Input: the WikiExtractor Wikipedia dump in ../shared/data, written once as plain paragraphs
-(blank-line separated) so every path reads identical text. Paths, each in its own process:
-- Cloze: the shards stage (streaming read, clean, dedupe, split, `encode_batch`, pack, checksum);
+(blank-line separated) in files of about 1 MB, as the dump itself is laid out, so every path
+reads identical text. Paths, each in its own process:
+- Cloze: the shards stage (streaming read, clean, dedupe, split, `encode_batch`, pack, checksum)
+  with `shards.num_workers` = N;
 - Hugging Face: `load_dataset("text")` + `map(tokenize, batched=True, num_proc=N)` +
   `map(group_texts)`, as in transformers' examples/pytorch/language-modeling/run_mlm.py;
 - raw `tokenizers`: `encode_batch` over the same paragraphs packed into one uint16 array (the
@@ -34,24 +36,36 @@ VOCAB_SIZE = 30522
 
 
 def write_paragraph_corpus(work_dir: Path, megabytes: int) -> Path:
-    """The first `megabytes` of article text, one paragraph per blank-line separated block."""
-    from flows.corpora.formats import decoded_lines, wikiextractor_documents
+    """The first `megabytes` of article text as blank-line separated paragraphs, 1 MB per file."""
+    from flows.corpora.formats import ReadRules, decoded_lines, wikiextractor_documents
+    from flows.corpora.stats import CorpusStats
 
-    target = work_dir / f"wiki-{megabytes}mb.txt"
+    target = work_dir / f"wiki-{megabytes}mb"
     if target.exists():
         return target
-    budget = megabytes * 1_000_000
+    partial = work_dir / f"wiki-{megabytes}mb.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    rules, stats = ReadRules(), CorpusStats()
     written = 0
-    with target.open("w") as output:
-        for path in sorted(data_file("wikipedia_en_wikiextractor/AA").glob("wiki_*")):
-            for document in wikiextractor_documents(path, decoded_lines(path, "strict")):
+    for number, path in enumerate(
+        sorted(data_file("wikipedia_en_wikiextractor/AA").glob("wiki_*"))
+    ):
+        with (partial / f"part-{number:03d}.txt").open("w") as output:
+            lines = decoded_lines(path, rules, stats)
+            for document in wikiextractor_documents(path, lines, rules, stats):
                 for paragraph in document.splitlines():
                     if paragraph.strip():
                         output.write(paragraph + "\n\n")
                         written += len(paragraph) + 2
-                if written >= budget:
-                    return target
+        if written >= megabytes * 1_000_000:
+            break
+    partial.rename(target)
     return target
+
+
+def corpus_files(corpus_dir: str) -> list[str]:
+    return [str(path) for path in sorted(Path(corpus_dir).glob("*.txt"))]
 
 
 def train_shared_tokenizer(work_dir: Path, corpus_file: Path) -> Path:
@@ -64,24 +78,23 @@ def train_shared_tokenizer(work_dir: Path, corpus_file: Path) -> Path:
     return ref.path
 
 
-def run_cloze(corpus_file: str, tokenizer_dir: str) -> dict[str, Any]:
+def run_cloze(corpus_dir: str, tokenizer_dir: str, num_proc: int) -> dict[str, Any]:
     from flows.artifacts import ArtifactRef, ArtifactStore
     from flows.corpora import CorpusSettings, open_corpus
     from flows.stages.shards import ShardSettings, build_shards
 
     tokenizer = ArtifactRef("tokenizer", Path(tokenizer_dir).name, Path(tokenizer_dir), {}, True)
-    corpus = open_corpus(CorpusSettings(kind="files", paths=[corpus_file]))
+    corpus = open_corpus(CorpusSettings(kind="files", paths=[corpus_dir]))
+    settings = ShardSettings(seq_len=SEQ_LEN, num_workers=num_proc)
     with tempfile.TemporaryDirectory() as scratch:
         started = time.perf_counter()
-        ref = build_shards(
-            ShardSettings(seq_len=SEQ_LEN), corpus, tokenizer, ArtifactStore(Path(scratch))
-        )
+        ref = build_shards(settings, corpus, tokenizer, ArtifactStore(Path(scratch)))
         wall = time.perf_counter() - started
     tokens = ref.outputs["train_tokens"] + ref.outputs["validation_tokens"]
     return {"tokens": tokens, "wall_s": wall}
 
 
-def run_transformers(corpus_file: str, tokenizer_dir: str, num_proc: int) -> dict[str, Any]:
+def run_transformers(corpus_dir: str, tokenizer_dir: str, num_proc: int) -> dict[str, Any]:
     import datasets
     from transformers import PreTrainedTokenizerFast
 
@@ -102,7 +115,8 @@ def run_transformers(corpus_file: str, tokenizer_dir: str, num_proc: int) -> dic
     cache = tempfile.mkdtemp()
     try:
         started = time.perf_counter()
-        raw = datasets.load_dataset("text", data_files={"train": corpus_file}, cache_dir=cache)
+        files = {"train": corpus_files(corpus_dir)}
+        raw = datasets.load_dataset("text", data_files=files, cache_dir=cache)
         tokenized = raw.map(tokenize, batched=True, num_proc=num_proc, remove_columns=["text"])
         grouped = tokenized.map(group_texts, batched=True, num_proc=num_proc)
         wall = time.perf_counter() - started
@@ -112,20 +126,21 @@ def run_transformers(corpus_file: str, tokenizer_dir: str, num_proc: int) -> dic
     return {"tokens": tokens, "wall_s": wall}
 
 
-def run_raw_tokenizers(corpus_file: str, tokenizer_dir: str) -> dict[str, Any]:
+def run_raw_tokenizers(corpus_dir: str, tokenizer_dir: str) -> dict[str, Any]:
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(Path(tokenizer_dir) / "tokenizer.json"))
     started = time.perf_counter()
     arrays: list[np.ndarray] = []
     batch: list[str] = []
-    with open(corpus_file, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                batch.append(line)
-            if len(batch) == 1000:
-                arrays += [np.asarray(e.ids, np.uint16) for e in tokenizer.encode_batch(batch)]
-                batch = []
+    for path in corpus_files(corpus_dir):
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    batch.append(line)
+                if len(batch) == 1000:
+                    arrays += [np.asarray(e.ids, np.uint16) for e in tokenizer.encode_batch(batch)]
+                    batch = []
     arrays += [np.asarray(e.ids, np.uint16) for e in tokenizer.encode_batch(batch)]
     flat = np.concatenate(arrays)
     return {"tokens": int(flat.size), "wall_s": time.perf_counter() - started}
@@ -144,16 +159,19 @@ def main() -> None:
     rows = []
     for size in sizes:
         corpus = str(write_paragraph_corpus(args.work_dir, size))
-        megabytes = Path(corpus).stat().st_size / 1e6
-        common = {"corpus_file": corpus, "tokenizer_dir": str(tokenizer_dir)}
+        megabytes = sum(Path(path).stat().st_size for path in corpus_files(corpus)) / 1e6
+        common = {"corpus_dir": corpus, "tokenizer_dir": str(tokenizer_dir)}
         results = {
             f"transformers num_proc={args.num_proc}": in_child_process(
                 run_transformers, num_proc=args.num_proc, **common
             ),
-            "cloze shards stage": in_child_process(run_cloze, **common),
+            f"cloze shards num_workers={args.num_proc}": in_child_process(
+                run_cloze, num_proc=args.num_proc, **common
+            ),
             "raw encode_batch": in_child_process(run_raw_tokenizers, **common),
         }
         reference = results[f"transformers num_proc={args.num_proc}"]
+        limit = results["raw encode_batch"]
         for name, result in results.items():
             tokens_per_s = result["tokens"] / result["wall_s"]
             rows.append(
@@ -164,6 +182,7 @@ def main() -> None:
                     "tokens_per_s": tokens_per_s,
                     "input_mb_per_s": megabytes / result["wall_s"],
                     "vs_transformers": reference["wall_s"] / result["wall_s"],
+                    "vs_raw_encode": limit["wall_s"] / result["wall_s"],
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
@@ -179,7 +198,9 @@ def main() -> None:
                 "tokens_per_s",
                 "input_mb_per_s",
                 "vs_transformers",
+                "vs_raw_encode",
                 "peak_rss_mb",
+                "worker_peak_rss_mb",
             ],
         )
     )

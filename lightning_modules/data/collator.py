@@ -90,11 +90,30 @@ class MaskingCollator:
     def mask(self, input_ids: torch.Tensor, generator: torch.Generator) -> dict[str, torch.Tensor]:
         """Returns masked `input_ids` and `labels` (original ids where selected, -100 elsewhere)."""
         special = torch.isin(input_ids, self.special_token_ids)
+        selected, unit_ids = self.select(input_ids, special, generator)
+        return self.apply_replacement(input_ids, selected, unit_ids, generator)
+
+    def select(
+        self, input_ids: torch.Tensor, special: torch.Tensor, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Which tokens to predict, and the unit each belongs to (here: each token its own).
+
+        Unit ids lie in [0, input_ids.numel()); all tokens of a unit get the same 80/10/10 action.
+        """
         draws = torch.rand(input_ids.shape, generator=generator)
         selected = (draws < self.rule.mask_rate) & ~special
-        labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+        return selected, torch.arange(input_ids.numel()).view(input_ids.shape)
 
-        action = torch.rand(input_ids.shape, generator=generator)
+    def apply_replacement(
+        self,
+        input_ids: torch.Tensor,
+        selected: torch.Tensor,
+        unit_ids: torch.Tensor,
+        generator: torch.Generator,
+    ) -> dict[str, torch.Tensor]:
+        """The 80/10/10 rule, one action per unit; random replacements are drawn per token."""
+        labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+        action = torch.rand(input_ids.numel(), generator=generator)[unit_ids]
         to_mask = selected & (action < self.rule.replace_with_mask)
         random_upper = self.rule.replace_with_mask + self.rule.replace_with_random
         to_random = selected & (action >= self.rule.replace_with_mask) & (action < random_upper)

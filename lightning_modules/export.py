@@ -1,7 +1,9 @@
 """Export to the Hugging Face `transformers` format: a folder `from_pretrained` can load.
 
-The files are written directly (config.json, model.safetensors with BERT's parameter names,
-tokenizer files), so exporting needs neither `transformers` nor a hub; only loading does.
+The files are written directly (config.json, model.safetensors with `transformers`' parameter
+names, tokenizer files), so exporting needs neither `transformers` nor a hub; only loading does.
+A masked LM is written as the `transformers` class that computes the same function: BERT;
+ALBERT when layers are shared; ELECTRA's generator class when embeddings are factorised only.
 """
 
 from __future__ import annotations
@@ -9,66 +11,125 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
+from torch import nn
 
-from lightning_modules.models.heads import BertForMaskedLM
+from lightning_modules.models.electra import ElectraForPreTraining
+from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+from lightning_modules.models.heads import BertForMaskedLM, MaskedLMHead
 
-LAYER_NAMES = {
+Tensors = dict[str, torch.Tensor]
+
+BERT_QKV = ("attention.self.query", "attention.self.key", "attention.self.value")
+BERT_LAYER_NAMES = {
     "attention.out": "attention.output.dense",
     "attention_norm": "attention.output.LayerNorm",
     "feed_forward.up": "intermediate.dense",
     "feed_forward.down": "output.dense",
     "feed_forward_norm": "output.LayerNorm",
 }
-TOP_NAMES = {
-    "encoder.embeddings.word.weight": "bert.embeddings.word_embeddings.weight",
-    "encoder.embeddings.position.weight": "bert.embeddings.position_embeddings.weight",
-    "encoder.embeddings.token_type.weight": "bert.embeddings.token_type_embeddings.weight",
-    "encoder.embeddings.norm.weight": "bert.embeddings.LayerNorm.weight",
-    "encoder.embeddings.norm.bias": "bert.embeddings.LayerNorm.bias",
-    "head.transform.weight": "cls.predictions.transform.dense.weight",
-    "head.transform.bias": "cls.predictions.transform.dense.bias",
-    "head.norm.weight": "cls.predictions.transform.LayerNorm.weight",
-    "head.norm.bias": "cls.predictions.transform.LayerNorm.bias",
-    "head.bias": "cls.predictions.bias",
+ALBERT_QKV = ("attention.query", "attention.key", "attention.value")
+ALBERT_LAYER_NAMES = {
+    "attention.out": "attention.dense",
+    "attention_norm": "attention.LayerNorm",
+    "feed_forward.up": "ffn",
+    "feed_forward.down": "ffn_output",
+    "feed_forward_norm": "full_layer_layer_norm",
 }
+ALBERT_LAYER = "albert.encoder.albert_layer_groups.0.albert_layers.0."
+ALBERT_MAPPING = "albert.encoder.embedding_hidden_mapping_in"
 
 
-def transformers_state_dict(model: BertForMaskedLM) -> dict[str, torch.Tensor]:
-    """Our parameters under `BertForMaskedLM`'s names; the fused QKV is split into three."""
-    if model.config.norm_placement != "post":
+def copied(tensor: torch.Tensor) -> torch.Tensor:
+    """An independent contiguous copy: safetensors refuses tensors that share memory."""
+    return tensor.detach().clone().contiguous()
+
+
+def weight_and_bias(module: nn.Module, name: str) -> Tensors:
+    return {f"{name}.{kind}": copied(getattr(module, kind)) for kind in ("weight", "bias")}
+
+
+def embedding_tensors(encoder: BertEncoder, prefix: str) -> Tensors:
+    embeddings = encoder.embeddings
+    return {
+        f"{prefix}word_embeddings.weight": copied(embeddings.word.weight),
+        f"{prefix}position_embeddings.weight": copied(embeddings.position.weight),
+        f"{prefix}token_type_embeddings.weight": copied(embeddings.token_type.weight),
+        **weight_and_bias(embeddings.norm, f"{prefix}LayerNorm"),
+    }
+
+
+def layer_tensors(
+    layer: nn.Module, prefix: str, qkv: tuple[str, ...], names: dict[str, str]
+) -> Tensors:
+    """One block under `transformers`' names; our fused QKV projection is split into three."""
+    tensors: Tensors = {}
+    for kind in ("weight", "bias"):
+        fused = getattr(layer.get_submodule("attention.qkv"), kind)
+        for part, tensor in zip(qkv, fused.chunk(3), strict=True):
+            tensors[f"{prefix}{part}.{kind}"] = copied(tensor)
+    for ours, theirs in names.items():
+        tensors.update(weight_and_bias(layer.get_submodule(ours), prefix + theirs))
+    return tensors
+
+
+def bert_body_tensors(encoder: BertEncoder, prefix: str) -> Tensors:
+    """Embeddings and every layer in BERT's layout (also ELECTRA's); shared layers unrolled."""
+    tensors = embedding_tensors(encoder, f"{prefix}embeddings.")
+    if encoder.config.factorised_embeddings:  # only ELECTRA has this projection
+        tensors.update(weight_and_bias(encoder.embedding_projection, f"{prefix}embeddings_project"))
+    for index in range(encoder.config.num_layers):
+        layer = encoder.layers[index % len(encoder.layers)]
+        layer_prefix = f"{prefix}encoder.layer.{index}."
+        tensors.update(layer_tensors(layer, layer_prefix, BERT_QKV, BERT_LAYER_NAMES))
+    return tensors
+
+
+def albert_body_tensors(encoder: BertEncoder) -> Tensors:
+    """ALBERT with one layer group of one layer: our single shared block."""
+    hidden = encoder.config.hidden_size
+    mapping = (
+        weight_and_bias(encoder.embedding_projection, ALBERT_MAPPING)
+        if encoder.config.factorised_embeddings
+        # ALBERT always maps E -> H; with E == H the identity keeps the numbers.
+        else {
+            f"{ALBERT_MAPPING}.weight": torch.eye(hidden),
+            f"{ALBERT_MAPPING}.bias": torch.zeros(hidden),
+        }
+    )
+    return {
+        **embedding_tensors(encoder, "albert.embeddings."),
+        **mapping,
+        **layer_tensors(encoder.layers[0], ALBERT_LAYER, ALBERT_QKV, ALBERT_LAYER_NAMES),
+    }
+
+
+def head_tensors(head: MaskedLMHead, transform: str, norm: str, bias: str) -> Tensors:
+    """The MLM head; the tied decoder weight is left out, `transformers` re-ties it."""
+    return {
+        **weight_and_bias(head.transform, transform),
+        **weight_and_bias(head.norm, norm),
+        bias: copied(head.bias),
+    }
+
+
+def hf_config(config: EncoderConfig, architecture: str, **extra: Any) -> dict[str, Any]:
+    if config.norm_placement != "post":
         raise ValueError(
-            "model.norm_placement=pre has no BertForMaskedLM equivalent; "
+            f"model.norm_placement={config.norm_placement} has no {architecture} equivalent; "
             "export needs the post-LN (BERT) placement"
         )
-    state = {
-        name: tensor.detach().clone().contiguous() for name, tensor in model.state_dict().items()
-    }
-    exported = {target: state[source] for source, target in TOP_NAMES.items()}
-    for index in range(model.config.num_layers):
-        ours, theirs = f"encoder.layers.{index}.", f"bert.encoder.layer.{index}."
-        for kind in ("weight", "bias"):
-            query, key, value = state[f"{ours}attention.qkv.{kind}"].chunk(3, dim=0)
-            for part, tensor in (("query", query), ("key", key), ("value", value)):
-                exported[f"{theirs}attention.self.{part}.{kind}"] = tensor.contiguous()
-            for source, target in LAYER_NAMES.items():
-                exported[f"{theirs}{target}.{kind}"] = state[f"{ours}{source}.{kind}"]
-    return exported
-
-
-def bert_config(model: BertForMaskedLM) -> dict[str, object]:
-    config = model.config
     return {
-        "architectures": ["BertForMaskedLM"],
-        "model_type": "bert",
+        "architectures": [architecture],
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
         "num_hidden_layers": config.num_layers,
         "num_attention_heads": config.num_heads,
         "intermediate_size": config.intermediate_size,
-        "hidden_act": "gelu",
+        "hidden_act": "gelu",  # exact erf gelu, as ours; ALBERT's default gelu_new differs
         "hidden_dropout_prob": config.dropout,
         "attention_probs_dropout_prob": config.attention_dropout,
         "max_position_embeddings": config.max_position_embeddings,
@@ -78,7 +139,59 @@ def bert_config(model: BertForMaskedLM) -> dict[str, object]:
         "pad_token_id": config.pad_token_id,
         "position_embedding_type": "absolute",
         "tie_word_embeddings": True,
+        **extra,
     }
+
+
+def masked_lm_export(model: BertForMaskedLM) -> tuple[Tensors, dict[str, Any]]:
+    """Tensors and config.json of the `transformers` masked LM that computes what `model` does."""
+    config, encoder, head = model.config, model.encoder, model.head
+    width = config.embedding_width
+    if config.share_layers:
+        hf = hf_config(
+            config,
+            "AlbertForMaskedLM",
+            model_type="albert",
+            embedding_size=width,
+            num_hidden_groups=1,
+            inner_group_num=1,
+        )
+        mlm = head_tensors(head, "predictions.dense", "predictions.LayerNorm", "predictions.bias")
+        return {**albert_body_tensors(encoder), **mlm}, hf
+    if config.factorised_embeddings:
+        hf = hf_config(config, "ElectraForMaskedLM", model_type="electra", embedding_size=width)
+        mlm = head_tensors(
+            head,
+            "generator_predictions.dense",
+            "generator_predictions.LayerNorm",
+            "generator_lm_head.bias",
+        )
+        return {**bert_body_tensors(encoder, "electra."), **mlm}, hf
+    hf = hf_config(config, "BertForMaskedLM", model_type="bert")
+    mlm = head_tensors(
+        head,
+        "cls.predictions.transform.dense",
+        "cls.predictions.transform.LayerNorm",
+        "cls.predictions.bias",
+    )
+    return {**bert_body_tensors(encoder, "bert."), **mlm}, hf
+
+
+def electra_export(model: ElectraForPreTraining) -> tuple[Tensors, dict[str, Any]]:
+    """The discriminator (what fine-tuning uses) as `ElectraForPreTraining`."""
+    config, head = model.config, model.discriminator_head
+    hf = hf_config(
+        config,
+        "ElectraForPreTraining",
+        model_type="electra",
+        embedding_size=config.embedding_width,
+    )
+    tensors = {
+        **bert_body_tensors(model.discriminator, "electra."),
+        **weight_and_bias(head.dense, "discriminator_predictions.dense"),
+        **weight_and_bias(head.prediction, "discriminator_predictions.dense_prediction"),
+    }
+    return tensors, hf
 
 
 def export_masked_lm(
@@ -89,13 +202,38 @@ def export_masked_lm(
     lowercase: bool,
     directory: Path,
 ) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    save_file(
-        transformers_state_dict(model),
-        str(directory / "model.safetensors"),
-        metadata={"format": "pt"},
+    tensors, config = masked_lm_export(model)
+    write_folder(
+        tensors, config, tokenizer_file, special_tokens, tokenizer_kind, lowercase, directory
     )
-    (directory / "config.json").write_text(json.dumps(bert_config(model), indent=2))
+
+
+def export_electra(
+    model: ElectraForPreTraining,
+    tokenizer_file: Path,
+    special_tokens: dict[str, str],
+    tokenizer_kind: str,
+    lowercase: bool,
+    directory: Path,
+) -> None:
+    tensors, config = electra_export(model)
+    write_folder(
+        tensors, config, tokenizer_file, special_tokens, tokenizer_kind, lowercase, directory
+    )
+
+
+def write_folder(
+    tensors: Tensors,
+    config: dict[str, Any],
+    tokenizer_file: Path,
+    special_tokens: dict[str, str],
+    tokenizer_kind: str,
+    lowercase: bool,
+    directory: Path,
+) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    (directory / "config.json").write_text(json.dumps(config, indent=2))
     shutil.copyfile(tokenizer_file, directory / "tokenizer.json")
     token_names = {f"{role}_token": token for role, token in special_tokens.items()}
     (directory / "special_tokens_map.json").write_text(json.dumps(token_names, indent=2))
@@ -107,7 +245,7 @@ def export_masked_lm(
                 if tokenizer_kind == "wordpiece"
                 else "PreTrainedTokenizerFast",
                 "do_lower_case": lowercase,
-                "model_max_length": model.config.max_position_embeddings,
+                "model_max_length": config["max_position_embeddings"],
                 **token_names,
             },
             indent=2,

@@ -33,6 +33,11 @@ class EncoderConfig:
     norm_placement: str = "post"
     initializer_range: float = 0.02
     pad_token_id: int = 0
+    # ALBERT's factorised embeddings: embed at this width, then project to `hidden_size`
+    # (null, or equal to `hidden_size`: no projection, as BERT).
+    embedding_size: int | None = None
+    # ALBERT's cross-layer sharing: one block's weights applied `num_layers` times.
+    share_layers: bool = False
 
     def __post_init__(self) -> None:
         for key in (
@@ -62,18 +67,39 @@ class EncoderConfig:
             )
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id={self.pad_token_id} is outside the vocabulary")
+        if self.embedding_size is not None and (
+            not isinstance(self.embedding_size, int) or self.embedding_size < 1
+        ):
+            raise ValueError(
+                f"model.embedding_size={self.embedding_size!r} must be a positive integer, "
+                "or null to embed at model.hidden_size"
+            )
+        if not isinstance(self.share_layers, bool):
+            raise ValueError(f"model.share_layers={self.share_layers!r} must be true or false")
+
+    @property
+    def embedding_width(self) -> int:
+        return self.hidden_size if self.embedding_size is None else self.embedding_size
+
+    @property
+    def factorised_embeddings(self) -> bool:
+        """True when embeddings need a projection to the hidden size (E != H)."""
+        return self.embedding_width != self.hidden_size
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 class Embeddings(nn.Module):
+    """Word + position + token-type embeddings at `embedding_width`, normalised."""
+
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
-        self.word = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
-        self.position = nn.Embedding(config.max_position_embeddings, config.hidden_size)
-        self.token_type = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        width = config.embedding_width
+        self.word = nn.Embedding(config.vocab_size, width, config.pad_token_id)
+        self.position = nn.Embedding(config.max_position_embeddings, width)
+        self.token_type = nn.Embedding(config.type_vocab_size, width)
+        self.norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
@@ -141,19 +167,36 @@ class EncoderLayer(nn.Module):
 
 
 class BertEncoder(nn.Module):
-    """Token ids in, contextual hidden states out: the part that transfers downstream."""
+    """Token ids in, contextual hidden states out: the part that transfers downstream.
 
-    def __init__(self, config: EncoderConfig) -> None:
+    `embeddings` lets two encoders share one embedding table (ELECTRA's generator and
+    discriminator); a shared table is left as it is, not re-initialised.
+    """
+
+    def __init__(self, config: EncoderConfig, embeddings: Embeddings | None = None) -> None:
         super().__init__()
         self.config = config
-        self.embeddings = Embeddings(config)
-        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_layers))
+        if embeddings is not None and embeddings.word.embedding_dim != config.embedding_width:
+            raise ValueError(
+                f"shared embeddings are {embeddings.word.embedding_dim} wide, but "
+                f"model.embedding_size gives {config.embedding_width}"
+            )
+        self.embeddings = Embeddings(config) if embeddings is None else embeddings
+        self.embedding_projection = (
+            nn.Linear(config.embedding_width, config.hidden_size)
+            if config.factorised_embeddings
+            else nn.Identity()
+        )
+        unique_layers = 1 if config.share_layers else config.num_layers
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(unique_layers))
         self.final_norm = (
             nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
             if config.norm_placement == "pre"
             else nn.Identity()
         )
-        self.apply(lambda module: init_bert_weights(module, config.initializer_range))
+        for child in self.children():
+            if child is not embeddings:
+                child.apply(lambda module: init_bert_weights(module, config.initializer_range))
 
     def forward(
         self,
@@ -170,9 +213,9 @@ class BertEncoder(nn.Module):
         if attention_mask is not None and not bool(attention_mask.all()):
             # Boolean mask broadcast over heads and query positions: True means "may attend".
             attn_mask = attention_mask.bool()[:, None, None, :]
-        hidden = self.embeddings(input_ids, token_type_ids)
-        for layer in self.layers:
-            hidden = layer(hidden, attn_mask)
+        hidden = self.embedding_projection(self.embeddings(input_ids, token_type_ids))
+        for index in range(self.config.num_layers):
+            hidden = self.layers[index % len(self.layers)](hidden, attn_mask)
         return self.final_norm(hidden)
 
 

@@ -8,7 +8,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lightning_modules.models.encoder import BertEncoder, EncoderConfig, init_bert_weights
+from lightning_modules.models.encoder import (
+    BertEncoder,
+    Embeddings,
+    EncoderConfig,
+    init_bert_weights,
+)
 
 IGNORE_INDEX = -100
 
@@ -23,12 +28,16 @@ class MaskedLMOutput:
 
 
 class MaskedLMHead(nn.Module):
-    """BERT's transform + decoder, with the decoder weight tied to the input embeddings."""
+    """BERT's transform + decoder, with the decoder weight tied to the input embeddings.
+
+    With factorised embeddings the transform maps the hidden size down to the embedding width
+    first (ALBERT's and ELECTRA-generator's head), so the tied decoder still fits.
+    """
 
     def __init__(self, config: EncoderConfig, word_embeddings: nn.Embedding) -> None:
         super().__init__()
-        self.transform = nn.Linear(config.hidden_size, config.hidden_size)
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.transform = nn.Linear(config.hidden_size, config.embedding_width)
+        self.norm = nn.LayerNorm(config.embedding_width, eps=config.layer_norm_eps)
         self.word_embeddings = word_embeddings
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
@@ -44,10 +53,10 @@ class BertForMaskedLM(nn.Module):
     matmul and the logits buffer by ~7x; this is where most of the CPU speed-up comes from.
     """
 
-    def __init__(self, config: EncoderConfig) -> None:
+    def __init__(self, config: EncoderConfig, embeddings: Embeddings | None = None) -> None:
         super().__init__()
         self.config = config
-        self.encoder = BertEncoder(config)
+        self.encoder = BertEncoder(config, embeddings)
         self.head = MaskedLMHead(config, self.encoder.embeddings.word)
         init_bert_weights(self.head.transform, config.initializer_range)
 

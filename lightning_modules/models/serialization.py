@@ -1,4 +1,9 @@
-"""Weights on disk as safetensors: no pickle, so loading a shared artifact cannot run code."""
+"""Weights on disk as safetensors: no pickle, so loading a shared artifact cannot run code.
+
+safetensors refuses tensors that share memory, and our models share on purpose (the tied
+decoder; ELECTRA's generator using the discriminator's embeddings): each shared tensor is saved
+once, under its first name, and loading restores the rest through the model's own sharing.
+"""
 
 from __future__ import annotations
 
@@ -7,24 +12,58 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
+from torch import nn
 
+from lightning_modules.models.electra import ElectraConfig, ElectraForPreTraining
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "model_config.json"
-TIED_DECODER = "head.word_embeddings.weight"
+ELECTRA_CONFIG_FILE = "electra_config.json"
+
+
+def aliased_names(model: nn.Module) -> set[str]:
+    """State names whose tensor is the same object as one listed earlier (tied or shared)."""
+    seen: set[int] = set()
+    aliases = set()
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        if id(tensor) in seen:
+            aliases.add(name)
+        seen.add(id(tensor))
+    return aliases
+
+
+def save_weights(model: nn.Module, path: Path) -> None:
+    aliases = aliased_names(model)
+    state = {
+        name: tensor.detach().contiguous()
+        for name, tensor in model.state_dict().items()
+        if name not in aliases
+    }
+    save_file(state, str(path))
+
+
+def load_weights(model: nn.Module, path: Path) -> None:
+    """Fills `model` in place; every tensor not saved must be an alias of one that was."""
+    missing, unexpected = model.load_state_dict(load_file(str(path)), strict=False)
+    if set(missing) != aliased_names(model) or unexpected:
+        raise ValueError(
+            f"{path} does not match its config: missing {missing}, unexpected {unexpected}"
+        )
 
 
 def save_masked_lm(model: BertForMaskedLM, directory: Path) -> None:
     """Writes weights (the tied decoder once, as the input embeddings) and the encoder config."""
-    state = {
-        name: tensor.detach().contiguous()
-        for name, tensor in model.state_dict().items()
-        if name != TIED_DECODER
-    }
-    save_file(state, str(directory / WEIGHTS_FILE))
+    save_weights(model, directory / WEIGHTS_FILE)
     (directory / CONFIG_FILE).write_text(json.dumps(model.config.to_dict(), indent=2))
+
+
+def save_electra(model: ElectraForPreTraining, directory: Path) -> None:
+    """Like `save_masked_lm`; `model_config.json` is the discriminator's, the encoder to reuse."""
+    save_weights(model, directory / WEIGHTS_FILE)
+    (directory / CONFIG_FILE).write_text(json.dumps(model.config.to_dict(), indent=2))
+    (directory / ELECTRA_CONFIG_FILE).write_text(json.dumps(model.electra.to_dict(), indent=2))
 
 
 def load_encoder_config(directory: Path) -> EncoderConfig:
@@ -33,26 +72,29 @@ def load_encoder_config(directory: Path) -> EncoderConfig:
 
 def load_masked_lm(directory: Path) -> BertForMaskedLM:
     model = BertForMaskedLM(load_encoder_config(directory))
-    missing, unexpected = model.load_state_dict(
-        load_file(str(directory / WEIGHTS_FILE)), strict=False
-    )
-    if set(missing) != {TIED_DECODER} or unexpected:
-        raise ValueError(
-            f"{directory / WEIGHTS_FILE} does not match its config: "
-            f"missing {missing}, unexpected {unexpected}"
-        )
+    load_weights(model, directory / WEIGHTS_FILE)
+    return model
+
+
+def load_electra(directory: Path) -> ElectraForPreTraining:
+    electra = ElectraConfig(**json.loads((directory / ELECTRA_CONFIG_FILE).read_text()))
+    model = ElectraForPreTraining(load_encoder_config(directory), electra)
+    load_weights(model, directory / WEIGHTS_FILE)
     return model
 
 
 def load_encoder_weights(encoder: BertEncoder, directory: Path) -> None:
-    """Copies pretrained encoder weights in place; the config must match exactly."""
+    """Copies pretrained encoder weights in place; the config must match exactly.
+
+    The encoder is the masked LM's `encoder`, or an ELECTRA artifact's `discriminator`.
+    """
     expected = load_encoder_config(directory)
     if expected != encoder.config:
         raise ValueError(
             f"pretrained encoder in {directory} was built with {expected}, not {encoder.config}"
         )
     state = load_file(str(directory / WEIGHTS_FILE))
-    prefix = "encoder."
+    prefix = "discriminator." if (directory / ELECTRA_CONFIG_FILE).is_file() else "encoder."
     encoder.load_state_dict(
         {name[len(prefix) :]: tensor for name, tensor in state.items() if name.startswith(prefix)},
         strict=True,

@@ -1,0 +1,122 @@
+"""LightningModule for ELECTRA pretraining; the network and optimiser come injected.
+
+Takes the masked-LM collator's batches unchanged (`input_ids`, `labels`): the original ids are
+recovered from the labels. Validation samples replacements from a seeded generator, so the
+validation numbers are comparable between evaluations, as the fixed validation mask is.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
+
+from lightning_modules.mlm import ThroughputSettings
+from lightning_modules.models.electra import (
+    ElectraForPreTraining,
+    ElectraOutput,
+    restore_original_ids,
+)
+from lightning_modules.optim import OptimizerSettings, build_optimizer
+
+
+class ReplacedTokenDetectionModule(pl.LightningModule):
+    def __init__(
+        self,
+        model: ElectraForPreTraining,
+        optimizer: OptimizerSettings,
+        throughput: ThroughputSettings,
+        validation_seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.optimizer_settings = optimizer
+        self.throughput = throughput
+        self.validation_seed = validation_seed
+        # Token-weighted sums: total loss, discriminator correct, baseline correct, tokens.
+        self._validation_sums = torch.zeros(4, dtype=torch.float64)
+        self._validation_sampler: torch.Generator | None = None
+        self._window_tokens = 0
+        self._window_start = time.perf_counter()
+        self._validation_started = 0.0
+
+    def _run(
+        self, batch: dict[str, torch.Tensor], sampler: torch.Generator | None
+    ) -> ElectraOutput:
+        input_ids, labels = batch["input_ids"], batch["labels"]
+        return self.model(
+            input_ids,
+            labels,
+            restore_original_ids(input_ids, labels),
+            batch.get("attention_mask"),
+            sampler,
+        )
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        output = self._run(batch, None)
+        self.log("train/loss", output.loss, prog_bar=True)
+        self.log_dict(
+            {
+                "train/generator_loss": output.generator_loss,
+                "train/discriminator_loss": output.discriminator_loss,
+                "train/discriminator_accuracy": output.discriminator_accuracy,
+                "train/baseline_accuracy": output.baseline_accuracy,
+                "train/learning_rate": self.trainer.optimizers[0].param_groups[0]["lr"],
+            }
+        )
+        self._window_tokens += batch["input_ids"].numel()
+        return output.loss
+
+    def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
+        if self.global_step % self.throughput.every_steps:
+            return
+        elapsed = max(time.perf_counter() - self._window_start, 1e-9)
+        tokens_per_second = self._window_tokens / elapsed
+        flops = tokens_per_second * self.throughput.flops_per_token
+        self.log("train/tokens_per_second", tokens_per_second)
+        self.log("train/model_tflops", flops / 1e12)
+        if self.throughput.peak_flops:
+            self.log("train/mfu", flops / self.throughput.peak_flops)
+        self._window_tokens, self._window_start = 0, time.perf_counter()
+
+    def on_validation_epoch_start(self) -> None:
+        self._validation_sums.zero_()
+        self._validation_started = time.perf_counter()
+        self._validation_sampler = torch.Generator(self.device).manual_seed(self.validation_seed)
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        output = self._run(batch, self._validation_sampler)
+        count = output.scored_tokens
+        sums = torch.stack(
+            [
+                output.loss * count,
+                output.discriminator_accuracy * count,
+                output.baseline_accuracy * count,
+                count,
+            ]
+        )
+        self._validation_sums += sums.detach().double().cpu()
+
+    def on_validation_epoch_end(self) -> None:
+        # Validation time is not training time: keep it out of the throughput window.
+        self._window_start += time.perf_counter() - self._validation_started
+        if self.trainer.sanity_checking:
+            return
+        loss_sum, correct, baseline, count = self._validation_sums.tolist()
+        count = max(count, 1.0)
+        self.log_dict(
+            {
+                "val/loss": loss_sum / count,
+                "val/discriminator_accuracy": correct / count,
+                "val/baseline_accuracy": baseline / count,
+            }
+        )
+
+    def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
+        optimizer, scheduler = build_optimizer(self.model, self.optimizer_settings)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
+        }

@@ -13,7 +13,10 @@ Token counts differ by design (Cloze drops paragraphs under `corpus.min_words` a
 run_mlm adds [CLS]/[SEP] per line), so input MB/s is reported beside tokens/s; the ratio column
 compares input MB/s, the work every path must do.
 
-    python -m benchmarks.shard_throughput --sizes-mb 10,40 --num-proc 2
+Cloze runs with one worker (one process: `tokenizers` already encodes on every core, and a
+thread reads ahead) and with N, the transformers path with `num_proc=N`.
+
+    python -m benchmarks.shard_throughput --sizes-mb 10,40 --num-proc 2 --repeats 3
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -150,6 +155,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes-mb", default="10,40")
     parser.add_argument("--num-proc", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--work-dir", type=Path, default=Path(".cloze/bench-shards"))
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args()
@@ -161,14 +167,26 @@ def main() -> None:
         corpus = str(write_paragraph_corpus(args.work_dir, size))
         megabytes = sum(Path(path).stat().st_size for path in corpus_files(corpus)) / 1e6
         common = {"corpus_dir": corpus, "tokenizer_dir": str(tokenizer_dir)}
+        paths: dict[str, Callable[[], dict[str, Any]]] = {
+            f"transformers num_proc={args.num_proc}": partial(
+                in_child_process, run_transformers, num_proc=args.num_proc, **common
+            ),
+            **{
+                f"cloze shards num_workers={workers}": partial(
+                    in_child_process, run_cloze, num_proc=workers, **common
+                )
+                for workers in sorted({1, args.num_proc})
+            },
+            "raw encode_batch": partial(in_child_process, run_raw_tokenizers, **common),
+        }
+        # Interleaved repeats, median wall per path: this machine's speed drifts between runs.
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in paths}
+        for _ in range(args.repeats):
+            for name, measure in paths.items():
+                runs[name].append(measure())
         results = {
-            f"transformers num_proc={args.num_proc}": in_child_process(
-                run_transformers, num_proc=args.num_proc, **common
-            ),
-            f"cloze shards num_workers={args.num_proc}": in_child_process(
-                run_cloze, num_proc=args.num_proc, **common
-            ),
-            "raw encode_batch": in_child_process(run_raw_tokenizers, **common),
+            name: sorted(measured, key=lambda run: run["wall_s"])[len(measured) // 2]
+            for name, measured in runs.items()
         }
         reference = results[f"transformers num_proc={args.num_proc}"]
         limit = results["raw encode_batch"]

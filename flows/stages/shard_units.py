@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -24,10 +26,10 @@ from flows.corpora.base import (
     SourceUnit,
     batched,
     cleaned_documents,
-    dedupe_key,
-    is_validation,
+    document_identity,
 )
 from flows.corpora.stats import CorpusStats
+from flows.prefetch import prefetched
 
 RESULT_FILE = "result.json"
 TOKENS_FILE = "tokens.bin"
@@ -81,43 +83,93 @@ class UnitResult:
         )
 
 
-def encode_unit(job: UnitJob) -> UnitResult:
-    """Reads, cleans and tokenizes one unit; reuses the result a previous attempt finished."""
-    final = job.output
-    if (final / RESULT_FILE).is_file():
-        return UnitResult.load(final)
-    partial = final.with_name(f"{final.name}.partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    tokenizer = Tokenizer.from_file(job.tokenizer_file)
-    dtype = np.dtype(job.token_dtype)
-    stats = CorpusStats()
-    columns: dict[str, list[Any]] = {name: [] for name in ARRAYS}
-    fraction = job.corpus.validation_fraction
-    tokens = 0
-    with (partial / TOKENS_FILE).open("wb") as token_file:
+Batch = tuple[list[str], list[tuple[int, bool]]]
+
+
+def unit_batches(jobs: list[UnitJob]) -> Iterator[tuple[UnitJob, CorpusStats, Batch | None]]:
+    """Every unit's cleaned documents in batches, with dedupe keys and splits; None ends a unit.
+
+    This is the Python-side work; run ahead in a thread, it reads the next unit while the
+    current one is still being encoded.
+    """
+    for job in jobs:
+        stats = CorpusStats()
+        fraction = job.corpus.validation_fraction
         for batch in batched(cleaned_documents(job.unit, job.corpus, stats), job.batch_documents):
-            encodings = tokenizer.encode_batch(batch, add_special_tokens=False)
-            ids = [encoding.ids for encoding in encodings]
-            lengths = [len(row) for row in ids]
-            flat = np.fromiter(chain.from_iterable(ids), dtype=dtype, count=sum(lengths))
-            token_file.write(flat.tobytes())
-            tokens += len(flat)
-            columns["lengths"] += lengths
-            columns["keys"] += [dedupe_key(text) for text in batch]
-            columns["validation"] += [is_validation(text, fraction) for text in batch]
-    np.save(partial / "lengths.npy", np.asarray(columns["lengths"], dtype=np.int64))
-    np.save(partial / "keys.npy", np.asarray(columns["keys"], dtype=np.uint64))
-    np.save(partial / "validation.npy", np.asarray(columns["validation"], dtype=bool))
-    stats.documents = len(columns["lengths"])
-    record = {
-        "name": job.unit.name,
-        "documents": stats.documents,
-        "tokens": tokens,
-        "dtype": dtype.name,
-        "stats": stats.as_dict(),
+            yield job, stats, (batch, [document_identity(text, fraction) for text in batch])
+        yield job, stats, None
+
+
+@lru_cache(maxsize=4)
+def load_tokenizer_file(path: str) -> Tokenizer:
+    return Tokenizer.from_file(path)
+
+
+class UnitWriter:
+    """One unit's output, written into a private directory and renamed into place when done."""
+
+    def __init__(self, job: UnitJob) -> None:
+        self.final = job.output
+        self.partial = self.final.with_name(f"{self.final.name}.partial-{os.getpid()}")
+        shutil.rmtree(self.partial, ignore_errors=True)
+        self.partial.mkdir(parents=True)
+        self.name = job.unit.name
+        self.dtype = np.dtype(job.token_dtype)
+        self.token_file = (self.partial / TOKENS_FILE).open("wb")
+        self.tokens = 0
+        self.columns: dict[str, list[Any]] = {name: [] for name in ARRAYS}
+
+    def add(self, ids: list[list[int]], identities: list[tuple[int, bool]]) -> None:
+        lengths = [len(row) for row in ids]
+        flat = np.fromiter(chain.from_iterable(ids), dtype=self.dtype, count=sum(lengths))
+        self.token_file.write(flat.tobytes())
+        self.tokens += len(flat)
+        self.columns["lengths"] += lengths
+        self.columns["keys"] += [key for key, _ in identities]
+        self.columns["validation"] += [validation for _, validation in identities]
+
+    def finish(self, stats: CorpusStats) -> UnitResult:
+        self.token_file.close()
+        np.save(self.partial / "lengths.npy", np.asarray(self.columns["lengths"], dtype=np.int64))
+        np.save(self.partial / "keys.npy", np.asarray(self.columns["keys"], dtype=np.uint64))
+        np.save(self.partial / "validation.npy", np.asarray(self.columns["validation"], bool))
+        stats.documents = len(self.columns["lengths"])
+        record = {
+            "name": self.name,
+            "documents": stats.documents,
+            "tokens": self.tokens,
+            "dtype": self.dtype.name,
+            "stats": stats.as_dict(),
+        }
+        (self.partial / RESULT_FILE).write_text(json.dumps(record))
+        shutil.rmtree(self.final, ignore_errors=True)
+        self.partial.rename(self.final)
+        return UnitResult.load(self.final)
+
+
+def encode_units(jobs: list[UnitJob]) -> list[UnitResult]:
+    """Reads, cleans and tokenizes units in order; reuses any unit a previous attempt finished."""
+    results = {
+        job.index: UnitResult.load(job.output)
+        for job in jobs
+        if (job.output / RESULT_FILE).is_file()
     }
-    (partial / RESULT_FILE).write_text(json.dumps(record))
-    shutil.rmtree(final, ignore_errors=True)
-    partial.rename(final)
-    return UnitResult.load(final)
+    todo = [job for job in jobs if job.index not in results]
+    writer: UnitWriter | None = None
+    for job, stats, batch in prefetched(unit_batches(todo)):
+        writer = writer or UnitWriter(job)
+        if batch is None:
+            results[job.index] = writer.finish(stats)
+            writer = None
+            continue
+        texts, identities = batch
+        encodings = load_tokenizer_file(job.tokenizer_file).encode_batch(
+            texts, add_special_tokens=False
+        )
+        writer.add([encoding.ids for encoding in encodings], identities)
+    return [results[job.index] for job in jobs]
+
+
+def encode_unit(job: UnitJob) -> UnitResult:
+    """One unit: the piece of work a process or Dask worker runs."""
+    return encode_units([job])[0]

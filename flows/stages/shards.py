@@ -25,7 +25,7 @@ from flows.corpora.base import empty_corpus_error
 from flows.corpora.stats import CorpusStats
 from flows.packing import PACKING_MODES, make_packer
 from flows.settings import ConfigError, output_settings
-from flows.stages.shard_units import UnitJob, UnitResult, encode_unit
+from flows.stages.shard_units import UnitJob, UnitResult, encode_unit, encode_units
 from flows.stages.tokenizer import TOKENIZER_FILE, load_tokenizer
 from lightning_modules.data.shard_format import (
     SPLITS,
@@ -74,7 +74,7 @@ def map_in_processes(num_workers: int) -> UnitMapper:
 
     def run(jobs: list[UnitJob]) -> list[UnitResult]:
         if num_workers == 1 or len(jobs) == 1:
-            return [encode_unit(job) for job in jobs]
+            return encode_units(jobs)
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(min(num_workers, len(jobs)), mp_context=context) as pool:
             return list(pool.map(encode_unit, jobs))

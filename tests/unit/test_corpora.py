@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flows.corpora import CorpusSettings, open_corpus
-from flows.corpora.base import clean_text
+from flows.corpora.base import clean_and_count_words, clean_text
 from flows.corpora.formats import CorpusInputError
 from flows.corpora.pydoc_topics_task import LABELS, load_pydoc_topics, module_splits
 from flows.settings import ConfigError
@@ -182,3 +186,20 @@ def test_pydoc_corpus_leaves_out_the_downstream_test_text() -> None:
     seen = set(corpus.documents())
     assert len(seen) > 3000
     assert not {clean_text(text) for text in test_texts} & seen
+
+
+def reference_clean(text: str) -> str:
+    """The general path alone: control characters out, each line's spaces collapsed."""
+    text = re.sub(r"[\x00-\x08\x0b\x0e-\x1f\x7f]", "", unicodedata.normalize("NFC", text))
+    lines = (re.sub(r"[ \t\f\v\u00a0]+", " ", line).strip() for line in text.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from(list("ab é\n\t\r\f\v\x00\x85\xa0\u2028\u3000")), max_size=40)
+)
+def test_the_fast_cleaning_path_equals_the_general_one(text: str) -> None:
+    cleaned, words = clean_and_count_words(text, "NFC")
+    assert cleaned == reference_clean(text)
+    assert words == len(cleaned.split())

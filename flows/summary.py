@@ -26,6 +26,16 @@ def build_summary(
     }
 
 
+def pretraining_result(pre: dict[str, Any]) -> str:
+    loss = f"val loss {pre['initial_val_loss']:.3f} -> {pre['val_loss']:.3f}"
+    if "val_discriminator_accuracy" in pre:  # ELECTRA: replaced-token detection
+        return (
+            f"{loss}, discriminator accuracy {pre['val_discriminator_accuracy']:.3f} "
+            f"(all-original baseline {pre['val_baseline_accuracy']:.3f})"
+        )
+    return f"MLM {loss}, accuracy {pre['val_accuracy']:.3f}, perplexity {pre['val_perplexity']:.1f}"
+
+
 def render_summary(summary: dict[str, Any]) -> str:
     stages = summary["stages"]
     tok, shards, pre, fine = (
@@ -42,9 +52,7 @@ def render_summary(summary: dict[str, Any]) -> str:
         f"{tok['fertility']:.3f} tokens/word, unknown rate {tok['unknown_rate']:.4%}",
         f"  shards     [{origin(shards)}] train {shards['train_sequences']} x {shards['seq_len']} "
         f"tokens in {shards['train_shards']} shard(s), validation {shards['validation_sequences']}",
-        f"  pretrain   [{origin(pre)}] {pre['steps']} steps, val MLM loss "
-        f"{pre['initial_val_loss']:.3f} -> {pre['val_loss']:.3f}, accuracy "
-        f"{pre['val_accuracy']:.3f}, perplexity {pre['val_perplexity']:.1f}",
+        f"  pretrain   [{origin(pre)}] {pre['steps']} steps, {pretraining_result(pre)}",
         f"  finetune   [{origin(fine)}] pretrained: accuracy {fine['pretrained_accuracy']:.3f}, "
         f"macro-F1 {fine['pretrained_macro_f1']:.3f}; random init: accuracy "
         f"{fine['random_init_accuracy']:.3f}, macro-F1 {fine['random_init_macro_f1']:.3f}",

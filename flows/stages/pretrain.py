@@ -16,23 +16,26 @@ from pytorch_lightning.loggers import Logger
 
 from flows.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.settings import output_settings, settings_from
-from flows.stages.tokenizer import TOKENIZER_FILE, load_tokenizer
+from flows.stages.objectives import ObjectiveSettings, make_collator
+from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokenizer
 from flows.stages.training import TrainerSettings, encoder_config, make_trainer
 from lightning_modules.callbacks import ProgressLog
-from lightning_modules.data.collator import MaskingCollator, MaskingRule
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
-from lightning_modules.export import export_masked_lm
-from lightning_modules.flops import mlm_training_flops_per_token
+from lightning_modules.electra import ReplacedTokenDetectionModule
+from lightning_modules.export import export_electra, export_masked_lm
+from lightning_modules.flops import electra_training_flops_per_token, mlm_training_flops_per_token
 from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings
+from lightning_modules.models.electra import ElectraForPreTraining
+from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
-from lightning_modules.models.serialization import count_parameters, save_masked_lm
+from lightning_modules.models.serialization import count_parameters, save_electra, save_masked_lm
 from lightning_modules.optim import OptimizerSettings
 
 # TrainingStreamState makes mid-epoch resume exact; Lightning cannot see that and warns anyway.
 warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that ended before")
 
 STAGE = "pretrain"
-VERSION = 1
+VERSION = 2  # 2: objective family (selection, static masks, ELECTRA)
 LAST_CHECKPOINT = "last.ckpt"
 HUGGINGFACE_DIR = "huggingface"  # loadable with transformers' from_pretrained (post-LN models)
 
@@ -40,16 +43,15 @@ HUGGINGFACE_DIR = "huggingface"  # loadable with transformers' from_pretrained (
 @dataclass(frozen=True)
 class PretrainSettings:
     model: dict[str, Any]
-    objective: MaskingRule
+    objective: ObjectiveSettings
     trainer: TrainerSettings
     seed: int
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> PretrainSettings:
-        objective = {k: v for k, v in config["objective"].items() if k != "name"}
         settings = cls(
             dict(config["model"]),
-            settings_from(MaskingRule, objective, "objective"),
+            settings_from(ObjectiveSettings, config["objective"], "objective"),
             settings_from(TrainerSettings, config["trainer"], "trainer"),
             int(config["seed"]),
         )
@@ -69,7 +71,7 @@ def pretrain(
     record: dict[str, Any] = {
         "settings": {
             "model": settings.model,
-            "objective": output_settings(settings.objective),
+            "objective": output_settings(settings.objective, exclude=("name",)),
             "trainer": output_settings(settings.trainer, TrainerSettings.NOT_IN_KEY),
             "seed": settings.seed,
         },
@@ -81,45 +83,23 @@ def pretrain(
     def build(directory: Path) -> dict[str, Any]:
         pl.seed_everything(settings.seed, workers=True, verbose=False)
         trained = load_tokenizer(tokenizer_ref)
-        model = BertForMaskedLM(
-            encoder_config(settings.model, trained.vocab_size, trained.special.pad)
-        )
-        collator = MaskingCollator(
-            settings.objective,
-            trained.vocab_size,
-            trained.special.mask,
-            trained.special.all(),
-            settings.seed,
-        )
+        objective = settings.objective
         trainer_settings = settings.trainer
-        if trainer_settings.compile:
-            model.encoder.compile()  # in place: parameter names, checkpoints and export unchanged
         data = MaskedLMDataModule(
             shards_ref.path,
-            collator,
+            make_collator(objective, trained, settings.seed),
             trainer_settings.batch_size,
             settings.seed,
             trainer_settings.num_workers,
             trainer_settings.max_validation_sequences,
+            objective.static_copies if objective.masking == "static" else None,
         )
         total_steps = trainer_settings.total_steps(data.index.seq_len)
-        module = MaskedLanguageModelingModule(
-            model,
-            OptimizerSettings(
-                learning_rate=trainer_settings.learning_rate,
-                weight_decay=trainer_settings.weight_decay,
-                warmup_steps=trainer_settings.warmup_steps,
-                total_steps=total_steps,
-                schedule=trainer_settings.schedule,
-                beta2=trainer_settings.beta2,
-            ),
-            ThroughputSettings(
-                trainer_settings.log_every_steps,
-                mlm_training_flops_per_token(
-                    model.config, data.index.seq_len, settings.objective.mask_rate
-                ),
-                trainer_settings.peak_flops,
-            ),
+        model, module = build_module(
+            settings,
+            encoder_config(settings.model, trained.vocab_size, trained.special.pad),
+            data.index.seq_len,
+            total_steps,
         )
         checkpoints = ModelCheckpoint(
             dirpath=work_dir / "checkpoints",
@@ -143,17 +123,7 @@ def pretrain(
         trainer.fit(module, datamodule=data, ckpt_path=str(resume_from) if resumed else None)
         fit_seconds = time.perf_counter() - started
         final = trainer.validate(module, datamodule=data, verbose=False)[0]
-        save_masked_lm(model, directory)
-        exported = model.config.norm_placement == "post"
-        if exported:
-            export_masked_lm(
-                model,
-                tokenizer_ref.path / TOKENIZER_FILE,
-                trained.settings.special_tokens,
-                trained.settings.kind,
-                trained.settings.lowercase,
-                directory / HUGGINGFACE_DIR,
-            )
+        exported = save_and_export(model, trained, tokenizer_ref.path / TOKENIZER_FILE, directory)
         trained_tokens = (
             trainer.global_step
             * trainer_settings.batch_size
@@ -162,9 +132,7 @@ def pretrain(
         )
         return {
             "initial_val_loss": initial,
-            "val_loss": final["val/loss"],
-            "val_accuracy": final["val/accuracy"],
-            "val_perplexity": final["val/perplexity"],
+            **{name.replace("/", "_"): value for name, value in final.items()},
             "steps": trainer.global_step,
             "train_tokens": trained_tokens,
             "fit_seconds": fit_seconds,
@@ -174,6 +142,64 @@ def pretrain(
         }
 
     return store.get_or_build(STAGE, key, build, record)
+
+
+def build_module(
+    settings: PretrainSettings, config: EncoderConfig, seq_len: int, total_steps: int
+) -> tuple[BertForMaskedLM | ElectraForPreTraining, pl.LightningModule]:
+    """The network and its LightningModule for the objective's kind (MLM or ELECTRA)."""
+    trainer = settings.trainer
+    objective = settings.objective
+    optimizer = OptimizerSettings(
+        learning_rate=trainer.learning_rate,
+        weight_decay=trainer.weight_decay,
+        warmup_steps=trainer.warmup_steps,
+        total_steps=total_steps,
+        schedule=trainer.schedule,
+        beta2=trainer.beta2,
+    )
+    if objective.kind == "electra":
+        electra = ElectraForPreTraining(config, objective.electra)
+        if trainer.compile:
+            electra.discriminator.compile()
+        flops = electra_training_flops_per_token(
+            config, objective.electra, seq_len, objective.mask_rate
+        )
+        throughput = ThroughputSettings(trainer.log_every_steps, flops, trainer.peak_flops)
+        return electra, ReplacedTokenDetectionModule(
+            electra, optimizer, throughput, validation_seed=settings.seed
+        )
+    model = BertForMaskedLM(config)
+    if trainer.compile:
+        model.encoder.compile()  # in place: parameter names, checkpoints and export unchanged
+    flops = mlm_training_flops_per_token(config, seq_len, objective.mask_rate)
+    throughput = ThroughputSettings(trainer.log_every_steps, flops, trainer.peak_flops)
+    return model, MaskedLanguageModelingModule(model, optimizer, throughput)
+
+
+def save_and_export(
+    model: BertForMaskedLM | ElectraForPreTraining,
+    trained: TrainedTokenizer,
+    tokenizer_file: Path,
+    directory: Path,
+) -> bool:
+    """Saves the weights; exports for transformers when the architecture has an equivalent."""
+    if isinstance(model, ElectraForPreTraining):
+        save_electra(model, directory)
+    else:
+        save_masked_lm(model, directory)
+    if model.config.norm_placement != "post":
+        return False
+    export = export_electra if isinstance(model, ElectraForPreTraining) else export_masked_lm
+    export(
+        model,  # type: ignore[arg-type]
+        tokenizer_file,
+        trained.settings.special_tokens,
+        trained.settings.kind,
+        trained.settings.lowercase,
+        directory / HUGGINGFACE_DIR,
+    )
+    return True
 
 
 def initial_validation(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -11,6 +13,9 @@ from torch.utils.data import DataLoader, Dataset
 from lightning_modules.data.collator import MaskingCollator
 from lightning_modules.data.resume import EpochShuffleSampler, TrainingStreamState
 from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex, verify_shards
+from lightning_modules.data.static_masking import StaticCopies, StaticMaskCollator
+
+Collate = Callable[[list[Any]], dict[str, torch.Tensor]]
 
 
 class FixedMaskDataset(Dataset[dict[str, torch.Tensor]]):
@@ -33,12 +38,12 @@ class PaddingMask:
     A class, not a closure, so DataLoader workers can pickle it.
     """
 
-    def __init__(self, collator: MaskingCollator, pad_id: int) -> None:
-        self.collator = collator
+    def __init__(self, collate: Collate, pad_id: int) -> None:
+        self.collate = collate
         self.pad_id = pad_id
 
-    def __call__(self, sequences: list[torch.Tensor]) -> dict[str, torch.Tensor]:
-        return self.add_mask(self.collator(sequences))
+    def __call__(self, items: list[Any]) -> dict[str, torch.Tensor]:
+        return self.add_mask(self.collate(items))
 
     def add_mask(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {**batch, "attention_mask": batch["input_ids"] != self.pad_id}
@@ -53,6 +58,7 @@ class MaskedLMDataModule(pl.LightningDataModule):
         seed: int,
         num_workers: int = 0,
         max_validation_sequences: int = 1024,
+        static_copies: int | None = None,
     ) -> None:
         super().__init__()
         self.shard_dir = shard_dir
@@ -62,26 +68,32 @@ class MaskedLMDataModule(pl.LightningDataModule):
         self.seed = seed
         self.num_workers = num_workers
         self.max_validation_sequences = max_validation_sequences
-        self.train_set: PackedSequenceDataset | None = None
+        self.static_copies = static_copies
+        self.train_set: Dataset[Any] | None = None
         self.sampler = EpochShuffleSampler(0, seed)
         self.stream_state = TrainingStreamState(self.sampler, collator, batch_size)
         self.validation_set: FixedMaskDataset | None = None
+        collate: Collate = collator if static_copies is None else StaticMaskCollator(collator, seed)
         # Concat-packed shards hold no padding: no mask, which keeps attention on its fast path.
         self.padding = (
-            PaddingMask(collator, self.index.pad_id) if self.index.packing == "document" else None
+            PaddingMask(collate, self.index.pad_id) if self.index.packing == "document" else None
         )
+        self.collate = self.padding or collate
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
         verify_shards(self.shard_dir, self.index)
-        self.train_set = PackedSequenceDataset(self.shard_dir, self.index, "train")
-        self.sampler.size = len(self.train_set)
-        if len(self.train_set) < self.batch_size:
+        sequences = PackedSequenceDataset(self.shard_dir, self.index, "train")
+        if len(sequences) < self.batch_size:
             raise ValueError(
-                f"{self.shard_dir} holds {len(self.train_set)} training sequences, fewer than "
+                f"{self.shard_dir} holds {len(sequences)} training sequences, fewer than "
                 f"trainer.batch_size={self.batch_size}: add text or lower the batch size"
             )
+        self.train_set = (
+            sequences if self.static_copies is None else StaticCopies(sequences, self.static_copies)
+        )
+        self.sampler.size = len(self.train_set)  # type: ignore[arg-type]
         validation = PackedSequenceDataset(self.shard_dir, self.index, "validation")
         if self.max_validation_sequences and not len(validation):
             raise ValueError(
@@ -90,9 +102,9 @@ class MaskedLMDataModule(pl.LightningDataModule):
             )
         count = min(len(validation), self.max_validation_sequences)
         if count:
-            sequences = torch.stack([validation[i] for i in range(count)])
+            rows = torch.stack([validation[i] for i in range(count)])
             generator = torch.Generator().manual_seed(self.seed + 7919)
-            masked = self.collator.mask(sequences, generator)
+            masked = self.collator.mask(rows, generator)
             if self.padding is not None:
                 masked = self.padding.add_mask(masked)
             self.validation_set = FixedMaskDataset(masked)
@@ -107,7 +119,7 @@ class MaskedLMDataModule(pl.LightningDataModule):
             # global RNG, which would shift dropout between a resumed and an uninterrupted run.
             generator=torch.Generator().manual_seed(self.seed),
             drop_last=True,
-            collate_fn=self.padding or self.collator,
+            collate_fn=self.collate,
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )

@@ -6,33 +6,38 @@ import logging
 import sys
 import warnings
 
-from flows.config import compose_config, to_yaml
+from flows.config import compose_config, expand_sweeps, to_yaml
 from flows.corpora.formats import CorpusInputError
 from flows.environment import configure_services
 from flows.settings import ConfigError
 
-USAGE = """usage: python -m flows [--cfg] [OVERRIDE ...]
+USAGE = """usage: python -m flows [--cfg] [-m] [OVERRIDE ...]
 
 Runs the Cloze pretraining pipeline (tokenizer -> shards -> pretrain -> finetune).
 OVERRIDEs are Hydra overrides, e.g. model=bert-mini trainer.max_steps=500 experiment=smoke.
-  --cfg   print the composed config and exit
+  --cfg            print the composed config and exit
+  -m, --multirun   sweep comma-separated values (experiment=bert,electra): one pipeline per
+                   combination, then a comparison table
 """
+FLAGS = ("--cfg", "-m", "--multirun")
 
 
 def main(argv: list[str]) -> int:
     if {"-h", "--help"} & set(argv):
         print(USAGE)
         return 0
-    overrides = [arg for arg in argv if arg != "--cfg"]
+    multirun = bool({"-m", "--multirun"} & set(argv))
+    overrides = [arg for arg in argv if arg not in FLAGS]
     try:
-        config = compose_config(overrides)
+        runs = expand_sweeps(overrides) if multirun else [overrides]
+        configs = [compose_config(run) for run in runs]  # every combination checked up front
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if "--cfg" in argv:
-        print(to_yaml(config))
+        print("\n---\n".join(to_yaml(config) for config in configs))
         return 0
-    configure_services(config)
+    configure_services(configs[0])
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     for name in ("flows", "lightning_modules", "cloze"):
         logging.getLogger(name).setLevel(logging.INFO)
@@ -44,11 +49,17 @@ def main(argv: list[str]) -> int:
         pretraining_pipeline,
     )  # after configure_services: Prefect reads env on import
 
-    try:
-        pretraining_pipeline(config)
-    except (ConfigError, CorpusInputError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    summaries = []
+    for config in configs:
+        try:
+            summaries.append(pretraining_pipeline(config))
+        except (ConfigError, CorpusInputError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    if multirun:
+        from flows.summary import render_comparison
+
+        print(render_comparison(runs, summaries))
     return 0
 
 

@@ -6,11 +6,13 @@ thread-safe; everything downstream sees only a resolved, JSON-compatible dict.
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any
 
 from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -33,3 +35,18 @@ def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any
 
 def to_yaml(config: dict[str, Any]) -> str:
     return OmegaConf.to_yaml(OmegaConf.create(config))
+
+
+def expand_sweeps(overrides: list[str]) -> list[list[str]]:
+    """Hydra's multirun semantics: `key=a,b` sweeps; the runs are the product, in order."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException as error:
+        raise ConfigError(f"invalid override: {error}") from error
+    choices = [
+        [f"{override.get_key_element()}={value}" for value in override.sweep_string_iterator()]
+        if override.is_sweep_override()
+        else [override.input_line or ""]
+        for override in parsed
+    ]
+    return [list(run) for run in itertools.product(*choices)]

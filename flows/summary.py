@@ -66,3 +66,20 @@ def render_summary(summary: dict[str, Any]) -> str:
     if uri.startswith("sqlite:"):
         lines.append(f"  browse: mlflow ui --backend-store-uri {uri}   (or `make ui`)")
     return "\n".join(lines)
+
+
+def render_comparison(runs: list[list[str]], summaries: list[dict[str, Any]]) -> str:
+    """One row per run of a multirun: same token budget, what each recipe bought."""
+    rows = [
+        "| run | train tokens | tokens/s | held-out after pretraining | lift acc | lift macro-F1 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for overrides, summary in zip(runs, summaries, strict=True):
+        pre, fine = summary["stages"]["pretrain"], summary["stages"]["finetune"]
+        rows.append(
+            f"| {' '.join(overrides) or '(defaults)'} | {pre['train_tokens']:,} | "
+            f"{pre['train_tokens'] / max(pre['fit_seconds'], 1e-9):,.0f} | "
+            f"{pretraining_result(pre)} | {fine['lift_accuracy']:+.3f} | "
+            f"{fine['lift_macro_f1']:+.3f} |"
+        )
+    return "\n".join(rows)

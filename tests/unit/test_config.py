@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from flows.config import CONF_DIR, compose_config
+from flows.config import CONF_DIR, compose_config, expand_sweeps
 from flows.pipeline import PipelinePlan
 from flows.settings import ConfigError
 
@@ -75,3 +75,13 @@ def test_a_token_budget_smaller_than_the_warmup_is_named() -> None:
     plan = PipelinePlan.from_config(compose_config(["trainer.max_tokens=4096"]))
     with pytest.raises(ConfigError, match=r"trainer\.max_tokens=4096 gives 1 steps"):
         plan.pretrain.trainer.total_steps(seq_len=128)
+
+
+def test_multirun_sweeps_expand_to_their_product_and_lists_are_not_swept() -> None:
+    runs = expand_sweeps(["experiment=bert,electra", "seed=1,2", "corpus.paths=[a.txt,b.txt]"])
+    assert runs == [
+        ["experiment=bert", "seed=1", "corpus.paths=[a.txt,b.txt]"],
+        ["experiment=bert", "seed=2", "corpus.paths=[a.txt,b.txt]"],
+        ["experiment=electra", "seed=1", "corpus.paths=[a.txt,b.txt]"],
+        ["experiment=electra", "seed=2", "corpus.paths=[a.txt,b.txt]"],
+    ]

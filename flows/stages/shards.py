@@ -144,9 +144,10 @@ def build_shards(
             )
             for split in SPLITS
         }
+        padding = special.pad if settings.packing == "document" else None
         writers = {
             split: ShardWriter(
-                directory, split, settings.seq_len, dtype, settings.sequences_per_shard
+                directory, split, settings.seq_len, dtype, settings.sequences_per_shard, padding
             )
             for split in SPLITS
         }

@@ -34,6 +34,7 @@ class ShardInfo:
     file: str
     sequences: int
     sha256: str
+    tokens: int = 0  # real (non-padding) tokens
 
 
 @dataclass
@@ -93,9 +94,16 @@ class ShardWriter:
     """Buffers packed sequences of one split and writes them as shards of a fixed size."""
 
     def __init__(
-        self, directory: Path, split: str, seq_len: int, dtype: np.dtype, sequences_per_shard: int
+        self,
+        directory: Path,
+        split: str,
+        seq_len: int,
+        dtype: np.dtype,
+        sequences_per_shard: int,
+        pad_id: int | None = None,
     ) -> None:
         self.directory = directory
+        self.pad_id = pad_id
         self.split = split
         self.seq_len = seq_len
         self.dtype = dtype
@@ -126,7 +134,8 @@ class ShardWriter:
         name = f"{self.split}-{len(self.written):05d}.bin"
         data = np.ascontiguousarray(block).tobytes()
         (self.directory / name).write_bytes(data)
-        self.written.append(ShardInfo(name, len(block), hashlib.sha256(data).hexdigest()))
+        tokens = block.size if self.pad_id is None else int(np.count_nonzero(block != self.pad_id))
+        self.written.append(ShardInfo(name, len(block), hashlib.sha256(data).hexdigest(), tokens))
 
 
 class PackedSequenceDataset(Dataset[torch.Tensor]):

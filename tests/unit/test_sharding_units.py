@@ -75,6 +75,8 @@ def test_two_workers_give_the_same_bytes_as_one_and_the_sequential_document_orde
     )
     assert one.key == two.key
     assert len(shard_bytes(one)) > 3 and shard_bytes(one) == shard_bytes(two)
+    index = ShardIndex.load(one.path)
+    assert all(info.tokens == info.sequences * 16 for info in index.splits["train"])
     assert one.outputs["units"] == 5
     # 5 files x (1 repeated own paragraph + 5 shared) minus the 5 shared kept once.
     assert one.outputs["corpus_dropped_duplicate"] == 5 * 6 - 5
@@ -114,6 +116,7 @@ def test_document_packing_gives_one_padded_document_per_sequence(
     assert (batch[:, 0] == special.cls).all()
     assert ((batch == special.sep).sum(axis=1) == 1).all()
     assert (batch == special.pad).any() and ref.outputs["train_dropped_tokens"] > 0
+    assert sum(info.tokens for info in index.splits["train"]) == (batch != special.pad).sum()
 
 
 def test_a_killed_run_reuses_the_units_it_finished(

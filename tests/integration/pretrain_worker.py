@@ -7,11 +7,11 @@ from pathlib import Path
 
 from flows.artifacts import ArtifactRef, ArtifactStore
 from flows.corpora import CorpusSettings, open_corpus
+from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
 from flows.stages.shards import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.stages.training import TrainerSettings
-from lightning_modules.data.collator import MaskingRule
 
 MODEL = {
     "hidden_size": 32,
@@ -36,7 +36,7 @@ def run(store_root: Path, corpus_file: Path) -> ArtifactRef:
     corpus = open_corpus(CorpusSettings(kind="files", paths=[str(corpus_file)]))
     tokenizer = train_tokenizer(TokenizerSettings(vocab_size=200), corpus, store)
     shards = build_shards(ShardSettings(seq_len=32), corpus, tokenizer, store)
-    settings = PretrainSettings(MODEL, MaskingRule(), TRAINER, seed=3)
+    settings = PretrainSettings(MODEL, ObjectiveSettings(), TRAINER, seed=3)
     return pretrain(settings, shards, tokenizer, store)
 
 

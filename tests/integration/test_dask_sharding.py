@@ -21,6 +21,7 @@ WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "
 
 
 def write_corpus(directory: Path) -> Path:
+    directory.mkdir()
     rng = np.random.default_rng(3)
     for index in range(4):
         paragraphs = [
@@ -46,7 +47,7 @@ def test_a_dask_local_cluster_gives_the_same_shards_as_a_local_run(tmp_path: Pat
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
-    corpus_dir = write_corpus(tmp_path)
+    corpus_dir = write_corpus(tmp_path / "corpus")
     corpus = open_corpus(CorpusSettings(kind="files", paths=[str(corpus_dir)]))
     tokenizer = train_tokenizer(
         TokenizerSettings(vocab_size=120), corpus, ArtifactStore(tmp_path / "tokenizer")

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import zstandard
+
 from flows.corpora.formats import (
     COMPRESSIONS,
     FORMAT_BY_SUFFIX,
@@ -78,14 +80,23 @@ class FileUnit:
 
     def texts(self, stats: CorpusStats) -> Iterator[str]:
         path = self.path
-        file_format = detect_format(path) if self.file_format == "auto" else self.file_format
-        if file_format != "parquet" and looks_binary(path):
-            # A stray binary file in a text directory is common (images, archives); it is
-            # skipped and counted, never decoded into garbage tokens.
-            stats.binary_files_skipped += 1
-            log.warning("skipping %s: it looks binary (it holds NUL bytes)", path)
-            return
-        yield from read_documents(path, file_format, self.text_field, self.rules, stats)
+        try:
+            file_format = detect_format(path) if self.file_format == "auto" else self.file_format
+            if file_format != "parquet" and looks_binary(path):
+                # A stray binary file in a text directory is common (images, archives); it is
+                # skipped and counted, never decoded into garbage tokens.
+                stats.binary_files_skipped += 1
+                log.warning("skipping %s: it looks binary (it holds NUL bytes)", path)
+                return
+            yield from read_documents(path, file_format, self.text_field, self.rules, stats)
+        except CorpusInputError:
+            raise
+        except (OSError, EOFError, ValueError, zstandard.ZstdError) as error:
+            # Truncated or mislabelled archives (gzip, bz2, zstd) and unreadable files.
+            raise CorpusInputError(
+                f"{path} cannot be read ({type(error).__name__}: {error}); if it is compressed, "
+                "it may be truncated or not really the format its suffix says"
+            ) from error
 
 
 def looks_binary(path: Path) -> bool:

@@ -21,6 +21,7 @@ from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokeni
 from flows.stages.training import TrainerSettings, encoder_config, make_trainer
 from lightning_modules.callbacks import ProgressLog
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
+from lightning_modules.data.shard_format import ShardIndex
 from lightning_modules.electra import ReplacedTokenDetectionModule
 from lightning_modules.export import export_electra, export_masked_lm
 from lightning_modules.flops import electra_training_flops_per_token, mlm_training_flops_per_token
@@ -83,6 +84,7 @@ def pretrain(
     def build(directory: Path) -> dict[str, Any]:
         pl.seed_everything(settings.seed, workers=True, verbose=False)
         trained = load_tokenizer(tokenizer_ref)
+        check_shards_match(shards_ref, tokenizer_ref)
         objective = settings.objective
         trainer_settings = settings.trainer
         data = MaskedLMDataModule(
@@ -142,6 +144,17 @@ def pretrain(
         }
 
     return store.get_or_build(STAGE, key, build, record)
+
+
+def check_shards_match(shards_ref: ArtifactRef, tokenizer_ref: ArtifactRef) -> None:
+    """Token ids only mean something under the tokenizer that wrote them."""
+    built_with = ShardIndex.load(shards_ref.path).tokenizer_key
+    if built_with != tokenizer_ref.key:
+        raise ValueError(
+            f"the shards in {shards_ref.path} were written by tokenizer {built_with}, not by "
+            f"{tokenizer_ref.key} ({tokenizer_ref.path}); rebuild the shards with this "
+            "tokenizer (the pipeline does so when both come from the same run)"
+        )
 
 
 def build_module(

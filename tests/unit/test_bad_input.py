@@ -1,0 +1,265 @@
+"""Bad input a user would plausibly hit, one row each: the exact message, and nothing published.
+
+Every row runs the real stages on real files. After the failure no artifact directory may exist
+(a half-written one would be visible as `<stage>/<key>/`): temp and work dirs start with a dot.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from flows.artifacts import ArtifactRef, ArtifactStore
+from flows.config import compose_config
+from flows.corpora import CorpusSettings, open_corpus
+from flows.corpora.formats import CorpusInputError
+from flows.pipeline import PipelinePlan
+from flows.settings import ConfigError
+from flows.stages.objectives import ObjectiveSettings
+from flows.stages.pretrain import PretrainSettings, pretrain
+from flows.stages.shards import ShardSettings, build_shards
+from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+from flows.stages.training import TrainerSettings
+from lightning_modules.data.shard_format import CorruptShardError
+from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+from lightning_modules.models.serialization import load_encoder_weights
+
+TEXT = "a paragraph with comfortably more than five words in it, numbered {}"
+
+
+@dataclass(frozen=True)
+class FileCase:
+    name: str
+    write: Callable[[Path], list[str]]  # writes files, returns corpus.paths
+    message: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def write(path: Path, content: bytes | str) -> list[str]:
+    if isinstance(content, str):
+        content = content.encode()
+    path.write_bytes(content)
+    return [str(path)]
+
+
+def gzip_bytes(text: str) -> bytes:
+    return gzip.compress(text.encode())
+
+
+def parquet(path: Path) -> list[str]:
+    pq.write_table(pa.table({"body": [TEXT.format(1)]}), path)
+    return [str(path)]
+
+
+EMPTY = r"the corpus is empty after cleaning: no training document is left from .*{} \({}\)"
+FILE_CASES = [
+    FileCase(
+        "missing path",
+        lambda d: [str(d / "nowhere.txt")],
+        r"corpus\.paths: .*/nowhere\.txt does not exist",
+    ),
+    FileCase(
+        "glob matching nothing",
+        lambda d: [f"{d}/*.md"],
+        r"corpus\.paths: the glob '.*/\*\.md' matches no file",
+    ),
+    FileCase(
+        "directory without text files",
+        lambda d: write(d / "image.png", b"\x89PNG") and [str(d)],
+        r"corpus\.paths: the directory .* holds no .*txt.* file",
+    ),
+    FileCase(
+        "empty file",
+        lambda d: write(d / "empty.txt", b""),
+        EMPTY.format("empty\\.txt", "the input holds no text"),
+    ),
+    FileCase(
+        "only short paragraphs",
+        lambda d: write(d / "short.txt", "too short\n\nalso short"),
+        EMPTY.format("short\\.txt", "2 shorter than corpus\\.min_words=5"),
+    ),
+    FileCase(
+        "only a binary file",
+        lambda d: write(d / "blob.txt", b"\x00\x01binary\x00"),
+        EMPTY.format("blob\\.txt", "1 binary files skipped"),
+    ),
+    FileCase(
+        "non-UTF-8 bytes",
+        lambda d: write(
+            d / "latin1.txt", (TEXT.format(1) + "\n\ncaf\xe9 au lait").encode("latin-1")
+        ),
+        r"latin1\.txt:3 is not valid UTF-8 \(invalid continuation byte at byte 3\); fix the "
+        r"file or set corpus\.decode_errors=replace\|skip",
+    ),
+    FileCase(
+        "jsonl without the text field",
+        lambda d: write(d / "rows.jsonl", json.dumps({"body": TEXT.format(1)})),
+        r"rows\.jsonl:1 has no field 'text'; set corpus\.text_field to the field that holds "
+        r"the text",
+    ),
+    FileCase(
+        "broken jsonl line",
+        lambda d: write(d / "rows.jsonl", json.dumps({"text": TEXT.format(1)}) + "\n{oops"),
+        r"rows\.jsonl:2 is not valid JSON: Expecting property name",
+    ),
+    FileCase(
+        "csv without the column",
+        lambda d: write(d / "a.csv", f"id,body\n1,{TEXT}\n"),
+        r"a\.csv has no column 'text' \(columns: id, body\); set corpus\.text_field",
+    ),
+    FileCase(
+        "parquet without the column",
+        lambda d: parquet(d / "a.parquet"),
+        r"a\.parquet has no column 'text' \(columns: body\); set corpus\.text_field",
+    ),
+    FileCase(
+        "a 2 MB line and nothing else",
+        lambda d: write(d / "huge.txt", "word " * 400_000),
+        EMPTY.format("huge\\.txt", "1 longer than corpus\\.max_chars=100000"),
+        {"max_chars": 100_000},
+    ),
+    FileCase(
+        "orphan </doc> in WikiExtractor output",
+        lambda d: write(d / "wiki_00", f'<doc id="1">\nT\n{TEXT}\n</doc>\n</doc>\n'),
+        r"wiki_00:5: </doc> without an opening <doc>",
+        {"format": "wikiextractor"},
+    ),
+    FileCase(
+        "truncated gzip",
+        lambda d: write(d / "a.txt.gz", gzip_bytes(TEXT * 50)[:40]),
+        r"a\.txt\.gz cannot be read \(EOFError: .*\); if it is compressed, it may be "
+        r"truncated or not really the format its suffix says",
+    ),
+    FileCase(
+        "text named .zst",
+        lambda d: write(d / "b.txt.zst", TEXT.format(1)),
+        r"b\.txt\.zst cannot be read \(ZstdError: .*\); if it is compressed",
+    ),
+]
+
+
+def published(root: Path) -> list[Path]:
+    return [
+        entry
+        for stage in (root.iterdir() if root.exists() else [])
+        for entry in stage.iterdir()
+        if not entry.name.startswith(".")
+    ]
+
+
+@pytest.mark.parametrize("case", FILE_CASES, ids=[case.name for case in FILE_CASES])
+def test_bad_corpus_input(tmp_path: Path, case: FileCase) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    store_root = tmp_path / "store"
+    with pytest.raises(CorpusInputError, match=case.message):
+        settings = CorpusSettings(kind="files", paths=case.write(data), **case.settings)
+        corpus = open_corpus(settings)
+        tokenizer = train_tokenizer(
+            TokenizerSettings(vocab_size=100), corpus, ArtifactStore(store_root)
+        )
+        build_shards(ShardSettings(), corpus, tokenizer, ArtifactStore(store_root))
+    assert published(store_root) == []
+
+
+CONFIG_CASES = [
+    (["trainer.max_stepz=5"], r"Could not override 'trainer\.max_stepz'"),
+    (["trainer.max_steps=abc"], r"trainer\.max_steps='abc' must be an integer"),
+    (["trainer.learning_rate=fast"], r"trainer\.learning_rate='fast' must be a number"),
+    (["model.share_layers=yes"], r"model\.share_layers='yes' must be true or false"),
+    (
+        ["model.num_heads=3"],
+        r"model\.hidden_size=128 is not divisible by model\.num_heads=3; pick a head count",
+    ),
+    (["objective.mask_rate=-0.1"], r"objective\.mask_rate=-0\.1 must be between 0 and 1"),
+    (["objective.mask_rate=1.5"], r"objective\.mask_rate=1\.5 must be between 0 and 1"),
+    (
+        ["objective.replace_with_mask=0.95"],
+        r"objective\.replace_with_mask \+ objective\.replace_with_random must not exceed 1",
+    ),
+    (["objective.selection=ngram"], r"objective\.selection='ngram' must be one of"),
+    (["trainer.precision=16"], r"trainer\.precision=16 must be one of \('32-true', 'bf16-mixed'\)"),
+    (["corpus=files"], r"Missing mandatory value: paths"),
+    (["model=bert-huge"], r"Could not find 'model/bert-huge'"),
+    (["shards.seq_len=4"], r"shards\.seq_len=4 must be between 8 and 8192"),
+]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"), CONFIG_CASES, ids=[c[0][0] for c in CONFIG_CASES]
+)
+def test_bad_config(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        PipelinePlan.from_config(compose_config(overrides))
+
+
+@pytest.fixture(scope="module")
+def built(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[ArtifactStore, ArtifactRef, ArtifactRef]:
+    root = tmp_path_factory.mktemp("built")
+    rng = np.random.default_rng(0)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    (root / "text.txt").write_text(
+        "\n\n".join(" ".join(rng.choice(words, size=20)) for _ in range(400))
+    )
+    corpus = open_corpus(CorpusSettings(kind="files", paths=[str(root / "text.txt")]))
+    store = ArtifactStore(root / "store")
+    tokenizer = train_tokenizer(TokenizerSettings(vocab_size=100), corpus, store)
+    shards = build_shards(ShardSettings(seq_len=32), corpus, tokenizer, store)
+    return store, tokenizer, shards
+
+
+TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
+ONE_STEP = TrainerSettings(
+    max_steps=2, warmup_steps=1, batch_size=4, val_every_steps=2, log_every_steps=1
+)
+
+
+def test_shards_from_another_tokenizer_are_refused(tmp_path: Path, built: Any) -> None:
+    _, tokenizer, shards = built
+    other = ArtifactRef("tokenizer", "0" * 20, tokenizer.path, tokenizer.outputs, True)
+    store = ArtifactStore(tmp_path)
+    with pytest.raises(ValueError, match=r"were written by tokenizer .* not by 0{20}"):
+        pretrain(PretrainSettings(TINY, ObjectiveSettings(), ONE_STEP, 0), shards, other, store)
+    assert published(tmp_path) == []
+
+
+def test_a_flipped_byte_in_a_shard_stops_training_and_names_the_shard(
+    tmp_path: Path, built: Any
+) -> None:
+    _, tokenizer, shards = built
+    copy = tmp_path / "shards"
+    shutil.copytree(shards.path, copy)
+    shard = copy / "train-00000.bin"
+    data = bytearray(shard.read_bytes())
+    data[10] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    corrupt = ArtifactRef("shards", shards.key, copy, shards.outputs, True)
+    store = ArtifactStore(tmp_path / "store")
+    with pytest.raises(
+        CorruptShardError, match=r"train-00000\.bin fails its sha256 check .* Rerun"
+    ):
+        pretrain(
+            PretrainSettings(TINY, ObjectiveSettings(), ONE_STEP, 0), corrupt, tokenizer, store
+        )
+    assert published(tmp_path / "store") == []
+
+
+def test_an_encoder_of_another_shape_refuses_pretrained_weights(tmp_path: Path, built: Any) -> None:
+    _, tokenizer, shards = built
+    settings = PretrainSettings(TINY, ObjectiveSettings(), ONE_STEP, 0)
+    pretrained = pretrain(settings, shards, tokenizer, ArtifactStore(tmp_path))
+    other = BertEncoder(EncoderConfig(vocab_size=100, hidden_size=64, num_layers=1, num_heads=2))
+    with pytest.raises(ValueError, match=r"pretrained encoder in .* was built with"):
+        load_encoder_weights(other, pretrained.path)

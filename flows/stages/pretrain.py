@@ -122,7 +122,13 @@ def pretrain(
         resume_from = work_dir / "checkpoints" / LAST_CHECKPOINT
         resumed = resume_from.is_file()
         started = time.perf_counter()
-        trainer.fit(module, datamodule=data, ckpt_path=str(resume_from) if resumed else None)
+        # weights_only: a checkpoint is data, never code, even if someone swapped the file.
+        trainer.fit(
+            module,
+            datamodule=data,
+            ckpt_path=str(resume_from) if resumed else None,
+            weights_only=True,
+        )
         fit_seconds = time.perf_counter() - started
         final = trainer.validate(module, datamodule=data, verbose=False)[0]
         exported = save_and_export(model, trained, tokenizer_ref.path / TOKENIZER_FILE, directory)

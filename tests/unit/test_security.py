@@ -1,0 +1,67 @@
+"""Safe defaults: local-only servers, weights as data, never code."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from flows.artifacts import ArtifactStore
+from flows.corpora import CorpusSettings, open_corpus
+from flows.stages.objectives import ObjectiveSettings
+from flows.stages.pretrain import LAST_CHECKPOINT, PretrainSettings, pretrain
+from flows.stages.shards import ShardSettings, build_shards
+from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+from flows.stages.training import TrainerSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
+TWO_STEPS = TrainerSettings(
+    max_steps=2, warmup_steps=1, batch_size=4, val_every_steps=2, log_every_steps=1
+)
+
+
+def test_the_ui_servers_listen_on_localhost_only() -> None:
+    plan = subprocess.run(
+        ["make", "-n", "ui"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert plan.count("--host 127.0.0.1") == 2 and "0.0.0.0" not in plan
+
+
+class Payload:
+    """Unpickling this runs code: what a tampered checkpoint would carry."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (Path.touch, (str(self.marker),))  # type: ignore[return-value]
+
+
+def test_artifacts_hold_no_pickles_and_a_tampered_checkpoint_runs_no_code(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+    (tmp_path / "text.txt").write_text(
+        "\n\n".join(" ".join(rng.choice(words, size=20)) for _ in range(300))
+    )
+    corpus = open_corpus(CorpusSettings(kind="files", paths=[str(tmp_path / "text.txt")]))
+    store = ArtifactStore(tmp_path / "store")
+    tokenizer = train_tokenizer(TokenizerSettings(vocab_size=100), corpus, store)
+    shards = build_shards(ShardSettings(seq_len=32), corpus, tokenizer, store)
+    settings = PretrainSettings(TINY, ObjectiveSettings(), TWO_STEPS, 0)
+    trained = pretrain(settings, shards, tokenizer, store)
+    suffixes = {path.suffix for path in trained.path.rglob("*") if path.is_file()}
+    assert suffixes <= {".safetensors", ".json"}, suffixes
+
+    shutil.rmtree(trained.path)  # force a rebuild, which resumes from the planted checkpoint
+    checkpoints = store.work_dir("pretrain", trained.key) / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    marker = tmp_path / "code-ran"
+    torch.save({"state_dict": Payload(marker)}, checkpoints / LAST_CHECKPOINT)
+    with pytest.raises(Exception, match="Weights only load failed"):
+        pretrain(settings, shards, tokenizer, store)
+    assert not marker.exists()

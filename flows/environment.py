@@ -44,6 +44,9 @@ def configure_services(config: dict[str, Any]) -> RunPaths:
         os.environ.setdefault("PREFECT_HOME", str(paths.prefect_home))
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "flows,lightning_modules,cloze")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # The temporary server's default 20 s start-up budget is too short on a loaded machine or
+    # when a second run starts beside this one (measured: both of two concurrent runs timed out).
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     # Lightning's MLFlowLogger reads this at import time; keep it consistent with the run.

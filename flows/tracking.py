@@ -6,9 +6,11 @@ Prefect runs tasks on worker threads; passing run ids around works in every exec
 
 from __future__ import annotations
 
+import fcntl
 import re
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,16 +120,46 @@ class TrackingSettings:
             raise ConfigError("tracking.experiment must be a non-empty name")
 
 
+@contextmanager
+def store_setup_lock(tracking_uri: str) -> Iterator[None]:
+    """Serialises first use of a local SQLite store across processes.
+
+    MLflow creates and migrates its schema on first use; two pipelines starting together on a
+    fresh store otherwise race in that migration and one fails (seen with two concurrent runs).
+    """
+    if not tracking_uri.startswith("sqlite:///"):
+        yield
+        return
+    lock_path = Path(tracking_uri.removeprefix("sqlite:///") + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 class Tracker:
     def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path | None) -> None:
         self.tracking_uri = tracking_uri
-        self.client = MlflowClient(tracking_uri)
+        with store_setup_lock(tracking_uri):
+            self.client = MlflowClient(tracking_uri)
+            self.experiment_id = self._experiment_id(experiment, artifact_root)
+
+    def _experiment_id(self, experiment: str, artifact_root: Path | None) -> str:
         found = self.client.get_experiment_by_name(experiment)
         if found is not None:
-            self.experiment_id = found.experiment_id
-        else:
-            location = (artifact_root / experiment).as_uri() if artifact_root else None
-            self.experiment_id = self.client.create_experiment(experiment, location)
+            return str(found.experiment_id)
+        location = (artifact_root / experiment).as_uri() if artifact_root else None
+        try:
+            return str(self.client.create_experiment(experiment, location))
+        except MlflowException as error:  # another process created it first
+            if error.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            created = self.client.get_experiment_by_name(experiment)
+            assert created is not None, f"experiment {experiment!r} exists but cannot be read"
+            return str(created.experiment_id)
 
     def start_run(
         self, name: str, parent: RunHandle | None = None, tags: Mapping[str, str] | None = None

@@ -7,13 +7,11 @@ validation numbers are comparable between evaluations, as the fixed validation m
 
 from __future__ import annotations
 
-import time
-
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 
-from lightning_modules.mlm import ThroughputSettings
+from lightning_modules.mlm import ThroughputMeter, ThroughputSettings
 from lightning_modules.models.electra import (
     ElectraForPreTraining,
     ElectraOutput,
@@ -33,14 +31,11 @@ class ReplacedTokenDetectionModule(pl.LightningModule):
         super().__init__()
         self.model = model
         self.optimizer_settings = optimizer
-        self.throughput = throughput
+        self.throughput = ThroughputMeter(throughput)
         self.validation_seed = validation_seed
         # Token-weighted sums: total loss, discriminator correct, baseline correct, tokens.
         self._validation_sums = torch.zeros(4, dtype=torch.float64)
         self._validation_sampler: torch.Generator | None = None
-        self._window_tokens = 0
-        self._window_start = time.perf_counter()
-        self._validation_started = 0.0
 
     def _run(
         self, batch: dict[str, torch.Tensor], sampler: torch.Generator | None
@@ -66,24 +61,16 @@ class ReplacedTokenDetectionModule(pl.LightningModule):
                 "train/learning_rate": self.trainer.optimizers[0].param_groups[0]["lr"],
             }
         )
-        self._window_tokens += batch["input_ids"].numel()
+        self.throughput.count(batch["input_ids"].numel())
         return output.loss
 
     def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
-        if self.global_step % self.throughput.every_steps:
-            return
-        elapsed = max(time.perf_counter() - self._window_start, 1e-9)
-        tokens_per_second = self._window_tokens / elapsed
-        flops = tokens_per_second * self.throughput.flops_per_token
-        self.log("train/tokens_per_second", tokens_per_second)
-        self.log("train/model_tflops", flops / 1e12)
-        if self.throughput.peak_flops:
-            self.log("train/mfu", flops / self.throughput.peak_flops)
-        self._window_tokens, self._window_start = 0, time.perf_counter()
+        if figures := self.throughput.report(self.global_step):
+            self.log_dict(figures)
 
     def on_validation_epoch_start(self) -> None:
         self._validation_sums.zero_()
-        self._validation_started = time.perf_counter()
+        self.throughput.pause()
         self._validation_sampler = torch.Generator(self.device).manual_seed(self.validation_seed)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
@@ -100,8 +87,7 @@ class ReplacedTokenDetectionModule(pl.LightningModule):
         self._validation_sums += sums.detach().double().cpu()
 
     def on_validation_epoch_end(self) -> None:
-        # Validation time is not training time: keep it out of the throughput window.
-        self._window_start += time.perf_counter() - self._validation_started
+        self.throughput.resume()
         if self.trainer.sanity_checking:
             return
         loss_sum, correct, baseline, count = self._validation_sums.tolist()

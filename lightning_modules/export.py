@@ -194,29 +194,21 @@ def electra_export(model: ElectraForPreTraining) -> tuple[Tensors, dict[str, Any
     return tensors, hf
 
 
-def export_masked_lm(
-    model: BertForMaskedLM,
+def export_huggingface(
+    model: BertForMaskedLM | ElectraForPreTraining,
     tokenizer_file: Path,
     special_tokens: dict[str, str],
     tokenizer_kind: str,
     lowercase: bool,
     directory: Path,
 ) -> None:
-    tensors, config = masked_lm_export(model)
-    write_folder(
-        tensors, config, tokenizer_file, special_tokens, tokenizer_kind, lowercase, directory
+    """A masked LM as BertForMaskedLM, AlbertForMaskedLM or ElectraForMaskedLM by its shape;
+    an ELECTRA model as ElectraForPreTraining (its discriminator)."""
+    tensors, config = (
+        electra_export(model)
+        if isinstance(model, ElectraForPreTraining)
+        else masked_lm_export(model)
     )
-
-
-def export_electra(
-    model: ElectraForPreTraining,
-    tokenizer_file: Path,
-    special_tokens: dict[str, str],
-    tokenizer_kind: str,
-    lowercase: bool,
-    directory: Path,
-) -> None:
-    tensors, config = electra_export(model)
     write_folder(
         tensors, config, tokenizer_file, special_tokens, tokenizer_kind, lowercase, directory
     )

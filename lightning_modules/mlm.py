@@ -23,6 +23,43 @@ class ThroughputSettings:
     peak_flops: float | None = None
 
 
+class ThroughputMeter:
+    """Tokens/s, model TFLOP/s and MFU over the steps since the last report.
+
+    Validation pauses the clock: evaluation time is not training throughput.
+    """
+
+    def __init__(self, settings: ThroughputSettings) -> None:
+        self.settings = settings
+        self.tokens = 0
+        self.started = time.perf_counter()
+        self.paused_at = 0.0
+
+    def count(self, tokens: int) -> None:
+        self.tokens += tokens
+
+    def pause(self) -> None:
+        self.paused_at = time.perf_counter()
+
+    def resume(self) -> None:
+        self.started += time.perf_counter() - self.paused_at
+
+    def report(self, step: int) -> dict[str, float]:
+        """The window's figures every `every_steps` steps (then a new window), else nothing."""
+        if step % self.settings.every_steps:
+            return {}
+        tokens_per_second = self.tokens / max(time.perf_counter() - self.started, 1e-9)
+        flops = tokens_per_second * self.settings.flops_per_token
+        figures = {
+            "train/tokens_per_second": tokens_per_second,
+            "train/model_tflops": flops / 1e12,
+        }
+        if self.settings.peak_flops:
+            figures["train/mfu"] = flops / self.settings.peak_flops
+        self.tokens, self.started = 0, time.perf_counter()
+        return figures
+
+
 class MaskedLanguageModelingModule(pl.LightningModule):
     def __init__(
         self, model: BertForMaskedLM, optimizer: OptimizerSettings, throughput: ThroughputSettings
@@ -30,11 +67,8 @@ class MaskedLanguageModelingModule(pl.LightningModule):
         super().__init__()
         self.model = model
         self.optimizer_settings = optimizer
-        self.throughput = throughput
+        self.throughput = ThroughputMeter(throughput)
         self._validation_sums = torch.zeros(3, dtype=torch.float64)
-        self._window_tokens = 0
-        self._window_start = time.perf_counter()
-        self._validation_started = 0.0
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         attention_mask = batch.get("attention_mask")
@@ -43,26 +77,18 @@ class MaskedLanguageModelingModule(pl.LightningModule):
         self.log("train/loss", output.loss, prog_bar=True)
         self.log("train/accuracy", accuracy)
         self.log("train/learning_rate", self.trainer.optimizers[0].param_groups[0]["lr"])
-        self._window_tokens += int(
-            batch["input_ids"].numel() if attention_mask is None else attention_mask.sum()
+        self.throughput.count(
+            int(batch["input_ids"].numel() if attention_mask is None else attention_mask.sum())
         )
         return output.loss
 
     def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
-        if self.global_step % self.throughput.every_steps:
-            return
-        elapsed = max(time.perf_counter() - self._window_start, 1e-9)
-        tokens_per_second = self._window_tokens / elapsed
-        flops = tokens_per_second * self.throughput.flops_per_token
-        self.log("train/tokens_per_second", tokens_per_second)
-        self.log("train/model_tflops", flops / 1e12)
-        if self.throughput.peak_flops:
-            self.log("train/mfu", flops / self.throughput.peak_flops)
-        self._window_tokens, self._window_start = 0, time.perf_counter()
+        if figures := self.throughput.report(self.global_step):
+            self.log_dict(figures)
 
     def on_validation_epoch_start(self) -> None:
         self._validation_sums.zero_()
-        self._validation_started = time.perf_counter()
+        self.throughput.pause()
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         output = self.model(batch["input_ids"], batch["labels"], batch.get("attention_mask"))
@@ -73,8 +99,7 @@ class MaskedLanguageModelingModule(pl.LightningModule):
         )
 
     def on_validation_epoch_end(self) -> None:
-        # Validation time is not training time: keep it out of the throughput window.
-        self._window_start += time.perf_counter() - self._validation_started
+        self.throughput.resume()
         if self.trainer.sanity_checking:
             return
         loss_sum, correct, count = self._validation_sums.tolist()

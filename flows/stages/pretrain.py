@@ -23,7 +23,7 @@ from lightning_modules.callbacks import ProgressLog
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
 from lightning_modules.data.shard_format import ShardIndex
 from lightning_modules.electra import ReplacedTokenDetectionModule
-from lightning_modules.export import export_electra, export_masked_lm
+from lightning_modules.export import export_huggingface
 from lightning_modules.flops import electra_training_flops_per_token, mlm_training_flops_per_token
 from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings
 from lightning_modules.models.electra import ElectraForPreTraining
@@ -209,9 +209,8 @@ def save_and_export(
         save_masked_lm(model, directory)
     if model.config.norm_placement != "post":
         return False
-    export = export_electra if isinstance(model, ElectraForPreTraining) else export_masked_lm
-    export(
-        model,  # type: ignore[arg-type]
+    export_huggingface(
+        model,
         tokenizer_file,
         trained.settings.special_tokens,
         trained.settings.kind,

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 from lightning_modules.data.collator import MaskingCollator, MaskingRule
 from lightning_modules.electra import ReplacedTokenDetectionModule
-from lightning_modules.export import export_electra, export_masked_lm
+from lightning_modules.export import export_huggingface
 from lightning_modules.mlm import ThroughputSettings
 from lightning_modules.models.electra import (
     ElectraConfig,
@@ -124,7 +124,7 @@ def test_masked_lm_export_loads_in_transformers_with_equal_logits(
     )
     model = BertForMaskedLM(config)
     jitter(model)
-    export_masked_lm(model.eval(), tokenizer_file, SPECIALS, "wordpiece", True, tmp_path / "hf")
+    export_huggingface(model.eval(), tokenizer_file, SPECIALS, "wordpiece", True, tmp_path / "hf")
     theirs = getattr(transformers, architecture).from_pretrained(tmp_path / "hf").eval()
     input_ids = torch.randint(5, 120, (2, 12))
     attention_mask = torch.ones_like(input_ids)
@@ -139,7 +139,7 @@ def test_masked_lm_export_loads_in_transformers_with_equal_logits(
 def test_layer_sharing_needs_post_norm_to_export(tmp_path: Path) -> None:
     model = BertForMaskedLM(EncoderConfig(**ALBERT, norm_placement="pre"))
     with pytest.raises(ValueError, match="norm_placement=pre has no AlbertForMaskedLM"):
-        export_masked_lm(model, tmp_path / "x", SPECIALS, "wordpiece", True, tmp_path / "hf")
+        export_huggingface(model, tmp_path / "x", SPECIALS, "wordpiece", True, tmp_path / "hf")
 
 
 def test_electra_generator_is_narrower_and_shares_the_embeddings() -> None:
@@ -220,7 +220,7 @@ def test_electra_discriminator_export_loads_in_transformers_with_equal_logits(
     )
     model = ElectraForPreTraining(config, ElectraConfig())
     jitter(model)
-    export_electra(model.eval(), tokenizer_file, SPECIALS, "wordpiece", True, tmp_path / "hf")
+    export_huggingface(model.eval(), tokenizer_file, SPECIALS, "wordpiece", True, tmp_path / "hf")
     theirs = TransformersElectra.from_pretrained(tmp_path / "hf").eval()
     input_ids = torch.randint(5, 120, (2, 12))
     attention_mask = torch.ones_like(input_ids)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 
-from lightning_modules.export import export_masked_lm
+from lightning_modules.export import export_huggingface
 from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 
@@ -41,7 +41,7 @@ def exported(tmp_path: Path) -> tuple[BertForMaskedLM, Path]:
     with torch.no_grad():  # non-trivial biases and norms, so a misplaced tensor shows
         for parameter in model.parameters():
             parameter.add_(0.05 * torch.randn_like(parameter))
-    export_masked_lm(model, tokenizer_file, SPECIALS, "wordpiece", True, tmp_path / "hf")
+    export_huggingface(model, tokenizer_file, SPECIALS, "wordpiece", True, tmp_path / "hf")
     return model.eval(), tmp_path / "hf"
 
 
@@ -74,4 +74,4 @@ def test_pre_layer_norm_models_cannot_be_exported_as_bert(tmp_path: Path) -> Non
         EncoderConfig(vocab_size=50, hidden_size=32, num_heads=4, norm_placement="pre")
     )
     with pytest.raises(ValueError, match="norm_placement=pre has no BertForMaskedLM equivalent"):
-        export_masked_lm(model, tmp_path / "x", SPECIALS, "wordpiece", True, tmp_path / "hf")
+        export_huggingface(model, tmp_path / "x", SPECIALS, "wordpiece", True, tmp_path / "hf")

@@ -188,9 +188,6 @@ class Corpus:
     def units(self) -> list[SourceUnit]:
         return self.source.units()
 
-    def cleaned(self, unit: SourceUnit, stats: CorpusStats) -> Iterator[str]:
-        return cleaned_documents(unit, self.settings, stats)
-
     def documents(self, chars_per_unit: int | None = None) -> Iterator[str]:
         """All documents, deduplicated in order; optionally only the first characters of each unit.
 
@@ -200,7 +197,7 @@ class Corpus:
         seen: set[int] = set()
         for unit in self.units():
             taken = 0
-            for text in self.cleaned(unit, stats):
+            for text in cleaned_documents(unit, self.settings, stats):
                 key, _ = document_identity(text, 0.0)
                 if key in seen:
                     stats.dropped_duplicate += 1

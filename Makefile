@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TORCH_VERSION ?= 2.13.0
 ARGS ?=
 
-.PHONY: install demo test test-slow lint format bench ui clean
+.PHONY: install demo test test-slow lint format bench compare ui clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,9 @@ format: $(STAMP)
 bench: $(STAMP)  ## side by side with the Hugging Face path, on ../shared/data (CLOZE_DATA_DIR)
 	$(BIN)/python -m benchmarks.shard_throughput
 	$(BIN)/python -m benchmarks.train_throughput $(ARGS)
+
+compare: $(STAMP)  ## compare MLflow runs: differing params, metrics, PNG charts (make compare ARGS="--last 3")
+	$(BIN)/python -m flows.compare $(ARGS)
 
 ui: $(STAMP)  ## browse local runs: Prefect UI on :4200, MLflow UI on :5000 (Ctrl-C stops both)
 	CLOZE_ROOT=$${CLOZE_HOME:-.cloze}; \

@@ -1,0 +1,348 @@
+"""`python -m flows.compare`: what differs between pipeline runs, and what each one bought.
+
+Reads MLflow only (the local SQLite store by default, or a server): the parent `pipeline` runs
+carry the flattened config as params and every stage's final figures as metrics; each run's
+`pretrain` child carries the loss curves. Writes a table, two PNG charts and the link to the same
+runs in the MLflow UI's compare view, where the rest can be browsed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import sys
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from mlflow.entities import Run
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from flows.compare_plots import LOSS_KEYS, Curve, lift_panels, plot_lift, plot_loss_curves
+from flows.settings import ConfigError
+from flows.tracking import PARENT_TAG
+
+FORMATS = ("markdown", "plain")
+MISSING = "-"
+LOCAL_UI = "http://127.0.0.1:5000"  # where `make ui` serves the local store
+
+
+class RunSelectionError(LookupError):
+    """The store, experiment or runs asked for are not there; the message says what is."""
+
+
+@dataclass(frozen=True)
+class CompareSettings:
+    """What to compare and where to write; the CLI flags map one to one."""
+
+    tracking_uri: str
+    experiment: str
+    output_dir: Path
+    run_ids: tuple[str, ...] = ()
+    filter: str = ""
+    last: int = 5
+    run_name: str = "pipeline"
+    metrics: tuple[str, ...] = ("pretrain.*", "finetune.*")
+    ui_url: str | None = None
+    table_format: str = "markdown"
+
+    def __post_init__(self) -> None:
+        if self.last < 1:
+            raise ConfigError(f"--last={self.last} must be at least 1")
+        if self.table_format not in FORMATS:
+            raise ConfigError(f"--format={self.table_format!r} must be one of {FORMATS}")
+        if self.run_ids and self.filter:
+            raise ConfigError("--run and --filter are alternatives: give run ids or a filter")
+
+
+@dataclass
+class Comparison:
+    """Everything `compare` found and wrote; the CLI prints `text`."""
+
+    runs: list[Run]
+    params: list[tuple[str, list[str | None]]]
+    metrics: list[tuple[str, list[float | None]]]
+    link: str
+    loss_chart: Path | None = None
+    loss_lines: dict[str, int] = field(default_factory=dict)
+    lift_chart: Path | None = None
+    lift_bars: int = 0
+    text: str = ""
+
+
+def open_store(tracking_uri: str) -> MlflowClient:
+    """A client, refusing a SQLite path that does not exist (MLflow would create an empty one)."""
+    if tracking_uri.startswith("sqlite:///"):
+        path = Path(tracking_uri.removeprefix("sqlite:///"))
+        if not path.is_file():
+            raise RunSelectionError(
+                f"no MLflow store at {path}: run the pipeline first, or pass --tracking-uri"
+            )
+    return MlflowClient(tracking_uri)
+
+
+def experiment_id(client: MlflowClient, name: str) -> str:
+    found = client.get_experiment_by_name(name)
+    if found is None:
+        names = sorted(experiment.name for experiment in client.search_experiments())
+        raise RunSelectionError(
+            f"experiment {name!r} not found; experiments in this store: "
+            f"{', '.join(names) or '(none)'}"
+        )
+    return str(found.experiment_id)
+
+
+def select_runs(client: MlflowClient, experiment: str, settings: CompareSettings) -> list[Run]:
+    """The runs to compare, oldest first: the ids given, else the last N parent runs."""
+    if settings.run_ids:
+        runs = []
+        for run_id in settings.run_ids:
+            try:
+                runs.append(client.get_run(run_id))
+            except MlflowException as error:
+                raise RunSelectionError(f"run {run_id!r} not found: {error.message}") from error
+        return runs
+    conditions = [f"attributes.run_name = '{settings.run_name}'"]
+    if settings.filter:
+        conditions.append(settings.filter)
+    try:
+        found = client.search_runs(
+            [experiment],
+            " AND ".join(conditions),
+            order_by=["attributes.start_time DESC"],
+            max_results=settings.last * 4,  # stage runs of another flow may share the name
+        )
+    except MlflowException as error:
+        raise RunSelectionError(f"bad --filter {settings.filter!r}: {error.message}") from error
+    parents = [run for run in found if PARENT_TAG not in run.data.tags][: settings.last]
+    if not parents:
+        raise RunSelectionError(
+            f"no top-level runs named {settings.run_name!r} in experiment "
+            f"{settings.experiment!r}" + (f" match {settings.filter!r}" if settings.filter else "")
+        )
+    return parents[::-1]
+
+
+def differing_params(runs: Sequence[Run]) -> list[tuple[str, list[str | None]]]:
+    """Params whose value is not the same in every run (absent counts as a value)."""
+    keys = sorted({key for run in runs for key in run.data.params})
+    rows = [(key, [run.data.params.get(key) for run in runs]) for key in keys]
+    return [(key, values) for key, values in rows if len(set(values)) > 1]
+
+
+def final_metrics(
+    runs: Sequence[Run], patterns: Sequence[str]
+) -> list[tuple[str, list[float | None]]]:
+    """Last logged value of each metric matching a glob, for every run that has it."""
+    keys = sorted({key for run in runs for key in run.data.metrics})
+    wanted = [key for key in keys if any(fnmatch.fnmatchcase(key, p) for p in patterns)]
+    return [(key, [run.data.metrics.get(key) for run in runs]) for key in wanted]
+
+
+def stage_child(client: MlflowClient, run: Run, stage: str) -> Run | None:
+    """The run itself if it is that stage's run, else its child run for the stage."""
+    if run.data.tags.get("cloze.stage") == stage:
+        return run
+    children = client.search_runs(
+        [run.info.experiment_id],
+        f"tags.`{PARENT_TAG}` = '{run.info.run_id}' AND tags.`cloze.stage` = '{stage}'",
+        max_results=1,
+    )
+    return children[0] if children else None
+
+
+def loss_curves(client: MlflowClient, run: Run) -> dict[str, Curve]:
+    """Pretraining loss per step; for a cache hit, the curves of the run that trained it."""
+    child = stage_child(client, run, "pretrain")
+    if child is None:
+        return {}
+    sources = [child]
+    key = child.data.tags.get("cloze.artifact_key")
+    if child.data.tags.get("cloze.cache_hit") == "true" and key:
+        sources += client.search_runs(
+            [child.info.experiment_id],
+            f"tags.`cloze.artifact_key` = '{key}' AND tags.`cloze.cache_hit` = 'false' "
+            "AND tags.`cloze.stage` = 'pretrain'",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+    for source in sources:
+        curves = {
+            name: [(m.step, m.value) for m in client.get_metric_history(source.info.run_id, name)]
+            for name in LOSS_KEYS
+        }
+        if any(curves.values()):
+            return curves
+    return {}
+
+
+def compare_link(ui_url: str, runs: Sequence[Run]) -> str:
+    """The MLflow UI's compare view for these runs (its run page when there is only one)."""
+    base = ui_url.rstrip("/")
+    if len(runs) == 1:
+        return f"{base}/#/experiments/{runs[0].info.experiment_id}/runs/{runs[0].info.run_id}"
+    experiments = sorted({run.info.experiment_id for run in runs})
+
+    def encoded(values: Sequence[str]) -> str:
+        return urllib.parse.quote(json.dumps(list(values), separators=(",", ":")), safe="[],")
+
+    run_ids = [run.info.run_id for run in runs]
+    return f"{base}/#/compare-runs?runs={encoded(run_ids)}&experiments={encoded(experiments)}"
+
+
+def run_label(run: Run) -> str:
+    return run.info.run_id[:8]
+
+
+def format_value(value: str | float | None) -> str:
+    if value is None:
+        return MISSING
+    if isinstance(value, str):
+        return value
+    if value == int(value) and abs(value) < 1e12:
+        return str(int(value))
+    return f"{value:.4g}"
+
+
+def render_table(header: Sequence[str], rows: Sequence[Sequence[str]], table_format: str) -> str:
+    if table_format == "markdown":
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+    widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [header, *rows]
+    )
+
+
+def render(comparison: Comparison, table_format: str) -> str:
+    runs = comparison.runs
+    header = ["", *(run_label(run) for run in runs)]
+    started = [
+        "started (UTC)",
+        *(
+            datetime.fromtimestamp(run.info.start_time / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+            for run in runs
+        ),
+    ]
+    params = [[key, *map(format_value, values)] for key, values in comparison.params]
+    metrics = [[key, *map(format_value, values)] for key, values in comparison.metrics]
+    if len(runs) == 1:
+        params_text = "(a single run: nothing to compare)"
+    else:
+        params_text = render_table(header, [started, *params], table_format)
+        if not params:
+            params_text += "\n(every param is the same in all runs)"
+    sections = [
+        f"Params that differ ({len(params)})",
+        params_text,
+        "",
+        f"Final metrics ({len(metrics)})",
+        render_table(header, metrics, table_format) if metrics else "(none logged)",
+        "",
+    ]
+    charts = [("loss curves", comparison.loss_chart), ("lift chart", comparison.lift_chart)]
+    sections += [f"{name}: {path or '(no data to plot)'}" for name, path in charts]
+    sections.append(f"MLflow UI: {comparison.link}")
+    return "\n".join(sections)
+
+
+def compare(settings: CompareSettings) -> Comparison:
+    client = open_store(settings.tracking_uri)
+    runs = select_runs(client, experiment_id(client, settings.experiment), settings)
+    ui_url = settings.ui_url or (
+        settings.tracking_uri if settings.tracking_uri.startswith("http") else LOCAL_UI
+    )
+    comparison = Comparison(
+        runs=runs,
+        params=differing_params(runs),
+        metrics=final_metrics(runs, settings.metrics),
+        link=compare_link(ui_url, runs),
+    )
+    settings.output_dir.mkdir(parents=True, exist_ok=True)
+    labels = [run_label(run) for run in runs]
+    curves = {label: loss_curves(client, run) for label, run in zip(labels, runs, strict=True)}
+    if any(any(history.values()) for history in curves.values()):
+        comparison.loss_chart = settings.output_dir / "loss_curves.png"
+        comparison.loss_lines = plot_loss_curves(curves, comparison.loss_chart)
+    panels = lift_panels([run.data.metrics for run in runs])
+    if panels:
+        comparison.lift_chart = settings.output_dir / "lift.png"
+        comparison.lift_bars = plot_lift(labels, panels, comparison.lift_chart)
+    comparison.text = render(comparison, settings.table_format)
+    return comparison
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m flows.compare",
+        description="Compare Cloze pipeline runs recorded in MLflow: the params that differ, "
+        "the final metrics, loss curves and lift charts (PNG), and the MLflow UI compare link.",
+    )
+    parser.add_argument("--tracking-uri", help="default: the pipeline's store (paths.root)")
+    parser.add_argument("--experiment", help="default: tracking.experiment from conf/")
+    parser.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        dest="run_ids",
+        metavar="RUN_ID",
+        help="a run to compare; repeat for more (default: the last N top-level runs)",
+    )
+    parser.add_argument(
+        "--filter",
+        default="",
+        help="MLflow search filter, e.g. \"params.`model.name` = 'bert-mini'\"",
+    )
+    parser.add_argument("--last", type=int, default=5, help="the last N pipeline runs (default 5)")
+    parser.add_argument(
+        "--run-name", default="pipeline", help="top-level runs to pick: pipeline, domain-refresh"
+    )
+    parser.add_argument(
+        "--metrics", nargs="+", default=["pretrain.*", "finetune.*"], metavar="GLOB"
+    )
+    parser.add_argument("--out", type=Path, help="where the PNGs go (default <paths.root>/compare)")
+    parser.add_argument(
+        "--ui", dest="ui_url", help=f"MLflow UI base URL (default {LOCAL_UI} or the server)"
+    )
+    parser.add_argument("--format", dest="table_format", choices=FORMATS, default="markdown")
+    return parser.parse_args(list(argv))
+
+
+def settings_from_args(args: argparse.Namespace) -> CompareSettings:
+    """Flags, with the pipeline's own defaults (from `conf/`) for the store and experiment."""
+    from flows.config import compose_config
+    from flows.environment import RunPaths
+
+    config = compose_config([])
+    paths = RunPaths.from_config(config)
+    return CompareSettings(
+        tracking_uri=args.tracking_uri or paths.tracking_uri(config["tracking"]["uri"]),
+        experiment=args.experiment or config["tracking"]["experiment"],
+        output_dir=args.out or paths.root / "compare",
+        run_ids=tuple(args.run_ids),
+        filter=args.filter,
+        last=args.last,
+        run_name=args.run_name,
+        metrics=tuple(args.metrics),
+        ui_url=args.ui_url,
+        table_format=args.table_format,
+    )
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parse_args(argv)
+    try:
+        print(compare(settings_from_args(args)).text)
+    except (ConfigError, RunSelectionError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -11,6 +11,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 
+from lightning_modules.data.distributed import sum_over_ranks
 from lightning_modules.mlm import ThroughputMeter, ThroughputSettings
 from lightning_modules.models.electra import (
     ElectraForPreTraining,
@@ -61,7 +62,7 @@ class ReplacedTokenDetectionModule(pl.LightningModule):
                 "train/learning_rate": self.trainer.optimizers[0].param_groups[0]["lr"],
             }
         )
-        self.throughput.count(batch["input_ids"].numel())
+        self.throughput.count(batch["input_ids"].numel() * self.trainer.world_size)  # all ranks
         return output.loss
 
     def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
@@ -90,14 +91,15 @@ class ReplacedTokenDetectionModule(pl.LightningModule):
         self.throughput.resume()
         if self.trainer.sanity_checking:
             return
-        loss_sum, correct, baseline, count = self._validation_sums.tolist()
+        loss_sum, correct, baseline, count = sum_over_ranks(self._validation_sums).tolist()
         count = max(count, 1.0)
         self.log_dict(
             {
                 "val/loss": loss_sum / count,
                 "val/discriminator_accuracy": correct / count,
                 "val/baseline_accuracy": baseline / count,
-            }
+            },
+            sync_dist=True,  # already summed over ranks: keeps Lightning from warning
         )
 
     def configure_optimizers(self) -> OptimizerLRSchedulerConfig:

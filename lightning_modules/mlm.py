@@ -10,6 +10,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 
+from lightning_modules.data.distributed import LOSS_WEIGHT, sum_over_ranks
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.optim import OptimizerSettings, build_optimizer
 
@@ -73,14 +74,21 @@ class MaskedLanguageModelingModule(pl.LightningModule):
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         attention_mask = batch.get("attention_mask")
         output = self.model(batch["input_ids"], batch["labels"], attention_mask)
-        accuracy = (output.logits.argmax(-1) == output.targets).float().mean()
-        self.log("train/loss", output.loss, prog_bar=True)
-        self.log("train/accuracy", accuracy)
-        self.log("train/learning_rate", self.trainer.optimizers[0].param_groups[0]["lr"])
-        self.throughput.count(
-            int(batch["input_ids"].numel() if attention_mask is None else attention_mask.sum())
+        # Under DDP: this rank's share of the global batch's masked tokens (distributed.py), so
+        # the averaged gradient and the rank-averaged logs are those of the global batch.
+        weight = batch.get(LOSS_WEIGHT)
+        loss = output.loss if weight is None else output.loss * weight
+        correct = (output.logits.argmax(-1) == output.targets).float()
+        accuracy = (
+            correct.mean() if weight is None else correct.sum() * weight / max(len(correct), 1)
         )
-        return output.loss
+        self.log("train/loss", loss, prog_bar=True, sync_dist=weight is not None)
+        self.log("train/accuracy", accuracy, sync_dist=weight is not None)
+        self.log("train/learning_rate", self.trainer.optimizers[0].param_groups[0]["lr"])
+        tokens = batch["input_ids"].numel() if attention_mask is None else attention_mask.sum()
+        # All ranks' tokens: each holds an equal block of the global batch (distributed.py).
+        self.throughput.count(int(tokens) * self.trainer.world_size)
+        return loss
 
     def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
         if figures := self.throughput.report(self.global_step):
@@ -102,14 +110,15 @@ class MaskedLanguageModelingModule(pl.LightningModule):
         self.throughput.resume()
         if self.trainer.sanity_checking:
             return
-        loss_sum, correct, count = self._validation_sums.tolist()
+        loss_sum, correct, count = sum_over_ranks(self._validation_sums).tolist()
         loss = loss_sum / max(count, 1.0)
         self.log_dict(
             {
                 "val/loss": loss,
                 "val/accuracy": correct / max(count, 1.0),
                 "val/perplexity": math.exp(min(loss, 50.0)),
-            }
+            },
+            sync_dist=True,  # already summed over ranks: keeps Lightning from warning
         )
 
     def configure_optimizers(self) -> OptimizerLRSchedulerConfig:

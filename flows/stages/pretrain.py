@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import warnings
@@ -14,8 +15,9 @@ import pytorch_lightning as pl
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger
 
-from flows.artifacts import ArtifactRef, ArtifactStore, stage_key
-from flows.settings import output_settings, settings_from
+from flows.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, replace_json, stage_key
+from flows.settings import ConfigError, output_settings, settings_from
+from flows.stages.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
 from flows.stages.objectives import ObjectiveSettings, make_collator
 from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokenizer
 from flows.stages.training import TrainerSettings, encoder_config, make_trainer
@@ -29,7 +31,16 @@ from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettin
 from lightning_modules.models.electra import ElectraForPreTraining
 from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
-from lightning_modules.models.serialization import count_parameters, save_electra, save_masked_lm
+from lightning_modules.models.serialization import (
+    CONFIG_FILE,
+    ELECTRA_CONFIG_FILE,
+    WEIGHTS_FILE,
+    count_parameters,
+    load_encoder_config,
+    load_weights,
+    save_electra,
+    save_masked_lm,
+)
 from lightning_modules.optim import OptimizerSettings
 
 # TrainingStreamState makes mid-epoch resume exact; Lightning cannot see that and warns anyway.
@@ -47,6 +58,9 @@ class PretrainSettings:
     objective: ObjectiveSettings
     trainer: TrainerSettings
     seed: int
+    # `pretrain.init_from`: continue from these weights (a pretrain artifact directory; the
+    # pipeline resolves models:/name@alias URIs to one) instead of a random init.
+    init_from: str | None = None
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> PretrainSettings:
@@ -55,6 +69,7 @@ class PretrainSettings:
             settings_from(ObjectiveSettings, config["objective"], "objective"),
             settings_from(TrainerSettings, config["trainer"], "trainer"),
             int(config["seed"]),
+            config.get("pretrain", {}).get("init_from"),
         )
         # Validate the model shape now, with the configured vocabulary as a stand-in, so a bad
         # `model.*` value fails before the tokenizer and shards stages spend any time.
@@ -78,78 +93,174 @@ def pretrain(
         },
         "inputs": {"shards": shards_ref.key, "tokenizer": tokenizer_ref.key},
     }
+    init = init_source(settings.init_from)
+    if init is not None:  # the weights' identity, never their path, enters the key
+        record["inputs"]["init_from"] = init.identity
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
-    work_dir = store.work_dir(STAGE, key)
+    job = PretrainJob(
+        settings, shards_ref, tokenizer_ref, store.work_dir(STAGE, key), init, tuple(loggers)
+    )
+    return build_on_ranks(store, STAGE, key, record, settings.trainer, train_on_rank, job)
 
-    def build(directory: Path) -> dict[str, Any]:
-        pl.seed_everything(settings.seed, workers=True, verbose=False)
-        trained = load_tokenizer(tokenizer_ref)
-        check_shards_match(shards_ref, tokenizer_ref)
-        objective = settings.objective
-        trainer_settings = settings.trainer
-        data = MaskedLMDataModule(
-            shards_ref.path,
-            make_collator(objective, trained, settings.seed),
-            trainer_settings.batch_size,
-            settings.seed,
-            trainer_settings.num_workers,
-            trainer_settings.max_validation_sequences,
-            objective.static_copies if objective.masking == "static" else None,
-        )
-        total_steps = trainer_settings.total_steps(data.index.seq_len)
-        model, module = build_module(
-            settings,
-            encoder_config(settings.model, trained.vocab_size, trained.special.pad),
-            data.index.seq_len,
-            total_steps,
-        )
-        checkpoints = ModelCheckpoint(
-            dirpath=work_dir / "checkpoints",
-            save_last=True,
-            save_top_k=0,
-            every_n_train_steps=trainer_settings.checkpoint_every_steps,
-        )
-        trainer = make_trainer(
-            trainer_settings,
-            work_dir,
-            loggers,
-            [data.stream_state, checkpoints, ProgressLog(trainer_settings.log_every_steps, STAGE)],
-            max_steps=total_steps,
-            val_check_interval=trainer_settings.val_every_steps,
-            check_val_every_n_epoch=None,
-        )
-        initial = initial_validation(trainer, module, data, work_dir)
-        resume_from = work_dir / "checkpoints" / LAST_CHECKPOINT
-        resumed = resume_from.is_file()
-        started = time.perf_counter()
-        # weights_only: a checkpoint is data, never code, even if someone swapped the file.
-        trainer.fit(
-            module,
-            datamodule=data,
-            ckpt_path=str(resume_from) if resumed else None,
-            weights_only=True,
-        )
-        fit_seconds = time.perf_counter() - started
-        final = trainer.validate(module, datamodule=data, verbose=False)[0]
-        exported = save_and_export(model, trained, tokenizer_ref.path / TOKENIZER_FILE, directory)
-        trained_tokens = (
-            trainer.global_step
-            * trainer_settings.batch_size
-            * trainer_settings.accumulate_grad_batches
-            * data.index.seq_len
-        )
-        return {
-            "initial_val_loss": initial,
-            **{name.replace("/", "_"): value for name, value in final.items()},
-            "steps": trainer.global_step,
-            "train_tokens": trained_tokens,
-            "fit_seconds": fit_seconds,
-            "parameters": count_parameters(model),
-            "resumed": resumed,
-            "huggingface_export": exported,
-        }
 
-    return store.get_or_build(STAGE, key, build, record)
+@dataclass(frozen=True)
+class PretrainJob:
+    """What every training rank needs; picklable, so spawned ranks rebuild everything else."""
+
+    settings: PretrainSettings
+    shards_ref: ArtifactRef
+    tokenizer_ref: ArtifactRef
+    work_dir: Path
+    init: InitSource | None
+    loggers: tuple[Logger, ...]
+
+
+def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
+    """Trains on this rank (all ranks take part); rank zero saves into `directory`."""
+    settings, work_dir = job.settings, job.work_dir
+    pl.seed_everything(settings.seed, workers=True, verbose=False)
+    trained = load_tokenizer(job.tokenizer_ref)
+    check_shards_match(job.shards_ref, job.tokenizer_ref)
+    objective = settings.objective
+    trainer_settings = settings.trainer
+    data = MaskedLMDataModule(
+        job.shards_ref.path,
+        make_collator(objective, trained, settings.seed),
+        trainer_settings.batch_size,
+        settings.seed,
+        trainer_settings.num_workers,
+        trainer_settings.max_validation_sequences,
+        objective.static_copies if objective.masking == "static" else None,
+    )
+    total_steps = trainer_settings.total_steps(data.index.seq_len)
+    config = encoder_config(settings.model, trained.vocab_size, trained.special.pad)
+    model, module = build_module(settings, config, data.index.seq_len, total_steps)
+    trainer = pretrain_trainer(job, data, total_steps)
+    if job.init is not None:
+        load_initial_weights(model, job.init)
+    initial = initial_validation(trainer, module, data, work_dir)
+    resume_from = work_dir / "checkpoints" / LAST_CHECKPOINT
+    # One decision for all ranks: a rank that looked later could see a newer checkpoint.
+    resumed = bool(broadcast_from_rank_zero(resume_from.is_file()))
+    started = time.perf_counter()
+    # weights_only: a checkpoint is data, never code, even if someone swapped the file.
+    trainer.fit(
+        module,
+        datamodule=data,
+        ckpt_path=str(resume_from) if resumed else None,
+        weights_only=True,
+    )
+    fit_seconds = time.perf_counter() - started
+    final = trainer.validate(module, datamodule=data, verbose=False)[0]
+    model = unsharded(trainer, model, settings, config, data.index.seq_len, total_steps)
+    if not trainer.is_global_zero:
+        return {}
+    exported = save_and_export(model, trained, job.tokenizer_ref.path / TOKENIZER_FILE, directory)
+    return {
+        "initial_val_loss": initial,
+        **{name.replace("/", "_"): value for name, value in final.items()},
+        "steps": trainer.global_step,
+        "train_tokens": trainer.global_step
+        * trainer_settings.batch_size
+        * trainer_settings.accumulate_grad_batches
+        * data.index.seq_len,
+        "fit_seconds": fit_seconds,
+        "parameters": count_parameters(model),
+        "resumed": resumed,
+        "huggingface_export": exported,
+    }
+
+
+def pretrain_trainer(job: PretrainJob, data: MaskedLMDataModule, total_steps: int) -> pl.Trainer:
+    """The Trainer with its checkpoints in the stage's work dir, on every process of the job."""
+    trainer_settings = job.settings.trainer
+    checkpoints = ModelCheckpoint(
+        dirpath=job.work_dir / "checkpoints",
+        save_last=True,
+        save_top_k=0,
+        every_n_train_steps=trainer_settings.checkpoint_every_steps,
+    )
+    callbacks: list[pl.Callback] = [data.stream_state, checkpoints]
+    if is_rank_zero():  # one progress line per step, not one per rank
+        callbacks.append(ProgressLog(trainer_settings.log_every_steps, STAGE))
+    return make_trainer(
+        trainer_settings,
+        job.work_dir,
+        job.loggers,
+        callbacks,
+        distributed=trainer_settings.world_size > 1,
+        max_steps=total_steps,
+        val_check_interval=trainer_settings.val_every_steps,
+        check_val_every_n_epoch=None,
+    )
+
+
+def unsharded(
+    trainer: pl.Trainer,
+    model: BertForMaskedLM | ElectraForPreTraining,
+    settings: PretrainSettings,
+    config: EncoderConfig,
+    seq_len: int,
+    total_steps: int,
+) -> BertForMaskedLM | ElectraForPreTraining:
+    """The trained network with whole tensors: under FSDP each rank holds only shards of it."""
+    if settings.trainer.strategy != "fsdp":
+        return model
+    state = trainer.strategy.lightning_module_state_dict()  # a collective: every rank calls it
+    whole, _ = build_module(settings, config, seq_len, total_steps)
+    if trainer.is_global_zero:
+        whole.load_state_dict({name.removeprefix("model."): t for name, t in state.items()})
+    return whole
+
+
+@dataclass(frozen=True)
+class InitSource:
+    """Weights to continue from, and what identifies them in the stage key."""
+
+    path: Path
+    identity: str
+
+
+def init_source(init_from: str | None) -> InitSource | None:
+    """A pretrain artifact's weights; keyed by its content address (or the weights' hash)."""
+    if init_from is None:
+        return None
+    path = Path(init_from).expanduser().resolve()
+    if not (path / CONFIG_FILE).is_file() or not (path / WEIGHTS_FILE).is_file():
+        raise ConfigError(
+            f"pretrain.init_from={init_from!r} is not a pretrain artifact directory (it needs "
+            f"{CONFIG_FILE} and {WEIGHTS_FILE}); give <artifact root>/pretrain/<key> or a "
+            "models:/<name>@<alias> URI"
+        )
+    manifest = path / MANIFEST_FILE
+    if manifest.is_file():
+        return InitSource(path, f"{STAGE}:{json.loads(manifest.read_text())['key']}")
+    digest = hashlib.sha256((path / WEIGHTS_FILE).read_bytes()).hexdigest()[:20]
+    return InitSource(path, f"weights:{digest}")
+
+
+def load_initial_weights(model: BertForMaskedLM | ElectraForPreTraining, init: InitSource) -> None:
+    """Fills `model` from `init`; the architecture and vocabulary must match exactly."""
+    is_electra = (init.path / ELECTRA_CONFIG_FILE).is_file()
+    if is_electra != isinstance(model, ElectraForPreTraining):
+        raise ConfigError(
+            f"pretrain.init_from={init.path} holds a {'ELECTRA' if is_electra else 'masked LM'} "
+            "model; continue it with the same objective family"
+        )
+    source = load_encoder_config(init.path)
+    if source != model.config:
+        ours, theirs = model.config.to_dict(), source.to_dict()
+        differing = ", ".join(
+            f"{name}={theirs[name]} (this run: {ours[name]})"
+            for name in sorted(ours)
+            if ours[name] != theirs.get(name)
+        )
+        raise ConfigError(
+            f"pretrain.init_from={init.path} does not fit this run's model: {differing}; "
+            "continue with the tokenizer it was trained with (same vocabulary) and the same "
+            "model.* settings"
+        )
+    load_weights(model, init.path / WEIGHTS_FILE)
 
 
 def check_shards_match(shards_ref: ArtifactRef, tokenizer_ref: ArtifactRef) -> None:
@@ -225,9 +336,13 @@ def initial_validation(
 ) -> float:
     """Validation loss of the untrained model, kept across resumes as the 'before' of the curve."""
     saved = work_dir / "initial_validation.json"
-    if saved.is_file():
-        return float(json.loads(saved.read_text())["val_loss"])
+    known = broadcast_from_rank_zero(
+        json.loads(saved.read_text())["val_loss"] if is_rank_zero() and saved.is_file() else None
+    )
+    if known is not None:
+        return float(known)
     loss = float(trainer.validate(module, datamodule=data, verbose=False)[0]["val/loss"])
-    work_dir.mkdir(parents=True, exist_ok=True)
-    saved.write_text(json.dumps({"val_loss": loss}))
+    if trainer.is_global_zero:
+        work_dir.mkdir(parents=True, exist_ok=True)
+        replace_json(saved, {"val_loss": loss})  # a kill mid-write must not break resume
     return loss

@@ -11,6 +11,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from lightning_modules.data.collator import MaskingCollator
+from lightning_modules.data.distributed import RankSlice, StridedPartition
 from lightning_modules.data.resume import EpochShuffleSampler, TrainingStreamState
 from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex, verify_shards
 from lightning_modules.data.static_masking import StaticCopies, StaticMaskCollator
@@ -109,8 +110,15 @@ class MaskedLMDataModule(pl.LightningDataModule):
                 masked = self.padding.add_mask(masked)
             self.validation_set = FixedMaskDataset(masked)
 
+    def rank_and_world(self) -> tuple[int, int]:
+        """This process's rank and the number of training processes (0, 1 outside a Trainer)."""
+        trainer = self.trainer
+        return (0, 1) if trainer is None else (trainer.global_rank, trainer.world_size)
+
     def train_dataloader(self) -> DataLoader:
         assert self.train_set is not None, "setup() must run first"
+        rank, world = self.rank_and_world()
+        # batch_size is the global batch: every rank draws it whole and keeps its own rows.
         return DataLoader(
             self.train_set,
             batch_size=self.batch_size,
@@ -119,7 +127,7 @@ class MaskedLMDataModule(pl.LightningDataModule):
             # global RNG, which would shift dropout between a resumed and an uninterrupted run.
             generator=torch.Generator().manual_seed(self.seed),
             drop_last=True,
-            collate_fn=self.collate,
+            collate_fn=self.collate if world == 1 else RankSlice(self.collate, rank, world),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
@@ -127,8 +135,10 @@ class MaskedLMDataModule(pl.LightningDataModule):
     def val_dataloader(self) -> DataLoader | list:
         if self.validation_set is None:
             return []
+        rank, world = self.rank_and_world()
         return DataLoader(
             self.validation_set,
             batch_size=self.batch_size,
+            sampler=StridedPartition(len(self.validation_set), rank, world),
             generator=torch.Generator().manual_seed(self.seed),
         )

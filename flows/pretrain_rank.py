@@ -1,0 +1,98 @@
+"""`torchrun [...] -m flows.pretrain_rank [--prepare-only] OVERRIDE ...`: pretraining, one rank.
+
+The entry point for several nodes (infra/multinode.md): torchrun, `srun` or a Kubernetes Job
+starts it once per rank with the same overrides as `python -m flows`. Every rank composes the
+same config and reuses the tokenizer and shards stages (file-locked in the shared artifact store);
+then all ranks train. Rank zero alone opens an MLflow run and publishes the artifact, and no rank
+starts a Prefect flow: a flow per rank, each with its own runs, is what this entry point avoids.
+
+`--prepare-only` (one process, before the training job) builds the tokenizer and shards, so the
+ranks of the training job only read them.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from flows.artifacts import ArtifactRef, ArtifactStore
+from flows.config import compose_config
+from flows.corpora import CorpusSettings, open_corpus
+from flows.environment import RunPaths, configure_services
+from flows.settings import ConfigError, settings_from
+from flows.stages.launch import is_rank_zero, launched_per_rank
+from flows.stages.pretrain import PretrainSettings, pretrain
+from flows.stages.shards import ShardSettings, build_shards
+from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+from flows.tracking import Tracker, TrackingSettings, redact_secrets
+
+log = logging.getLogger("cloze.pretrain_rank")
+
+
+def prepare(config: dict[str, Any], store: ArtifactStore) -> tuple[ArtifactRef, ArtifactRef]:
+    """The tokenizer and shards artifacts: built once, cache hits for every later caller."""
+    corpus = open_corpus(settings_from(CorpusSettings, config["corpus"], "corpus"))
+    tokenizer = train_tokenizer(
+        settings_from(TokenizerSettings, config["tokenizer"], "tokenizer"), corpus, store
+    )
+    shards = build_shards(
+        settings_from(ShardSettings, config["shards"], "shards"), corpus, tokenizer, store
+    )
+    return tokenizer, shards
+
+
+def pretrain_as_rank(config: dict[str, Any]) -> ArtifactRef:
+    """This rank's part: rank zero tracks and publishes, the others only train."""
+    settings = PretrainSettings.from_config(config)
+    paths = RunPaths.from_config(config)
+    store = ArtifactStore(paths.artifacts)
+    tokenizer, shards = prepare(config, store)
+    if not is_rank_zero():
+        return pretrain(settings, shards, tokenizer, store)
+    tracking = settings_from(TrackingSettings, config["tracking"], "tracking")
+    uri = paths.tracking_uri(tracking.uri)
+    tracker = Tracker(
+        uri, tracking.experiment, paths.mlflow_artifacts if uri.startswith("sqlite:") else None
+    )
+    run = tracker.start_run("pretrain", tags={"cloze.stage": "pretrain", "cloze.launch": "ranks"})
+    run.log_params(redact_secrets(config))
+    try:
+        ref = pretrain(settings, shards, tokenizer, store, [run.lightning_logger()])
+    except BaseException:
+        run.finish("FAILED")
+        raise
+    run.record_artifact(ref)
+    run.finish()
+    return ref
+
+
+def main(argv: list[str]) -> int:
+    prepare_only = "--prepare-only" in argv
+    try:
+        config = compose_config([arg for arg in argv if arg != "--prepare-only"])
+        processes = config["trainer"]["devices"] * config["trainer"]["num_nodes"]
+        if processes > 1 and not prepare_only and not launched_per_rank():
+            raise ConfigError(
+                f"trainer.devices x trainer.num_nodes = {processes} processes, but this one was "
+                "not started per rank: launch flows.pretrain_rank with torchrun (see "
+                "infra/multinode.md), or use `python -m flows` on one node"
+            )
+        paths = configure_services(config)
+        if prepare_only:
+            tokenizer, shards = prepare(config, ArtifactStore(paths.artifacts))
+            print(f"tokenizer {tokenizer.path}\nshards {shards.path}")
+            return 0
+        ref = pretrain_as_rank(config)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if is_rank_zero():
+        print(f"pretrain {ref.path} ({'reused' if ref.cache_hit else 'trained'})")
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("cloze").setLevel(logging.INFO)
+    sys.exit(main(sys.argv[1:]))

@@ -8,7 +8,7 @@ import warnings
 
 from flows.config import compose_config, expand_sweeps, to_yaml
 from flows.corpora.formats import CorpusInputError
-from flows.environment import configure_services
+from flows.environment import configure_services, service_outage_message
 from flows.settings import ConfigError
 
 USAGE = """usage: python -m flows [--cfg] [-m] [OVERRIDE ...]
@@ -56,6 +56,12 @@ def main(argv: list[str]) -> int:
         except (ConfigError, CorpusInputError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
+        except Exception as error:
+            outage = service_outage_message(error)
+            if outage is None:
+                raise
+            print(f"error: {outage}", file=sys.stderr)
+            return 3
     if multirun:
         from flows.summary import render_comparison
 

@@ -100,6 +100,10 @@ class ArtifactStore:
         then quarantined and rebuilt, so a rerun heals the store instead of failing forever.
         """
         with self.lock(stage, key):
+            # Under the lock no build of this key is running: any temp dir is a killed run's,
+            # cleared here even when the key is a cache hit (another run published it since).
+            for stale in (self.root / stage).glob(f".tmp-{key}-*"):
+                shutil.rmtree(stale, ignore_errors=True)
             cached = self.lookup(stage, key)
             if cached is not None and validate is not None:
                 try:
@@ -119,8 +123,6 @@ class ArtifactStore:
         record: Mapping[str, Any],
     ) -> ArtifactRef:
         stage_dir = self.root / stage
-        for stale in stage_dir.glob(f".tmp-{key}-*"):
-            shutil.rmtree(stale, ignore_errors=True)  # left by a killed run; we hold the lock
         temp_dir = stage_dir / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
         temp_dir.mkdir(parents=True)
         try:
@@ -139,6 +141,14 @@ class ArtifactStore:
             raise
         shutil.rmtree(self.work_dir(stage, key), ignore_errors=True)
         return ArtifactRef(stage, key, self.path(stage, key), outputs, cache_hit=False)
+
+
+def replace_json(path: Path, value: Any) -> None:
+    """Writes `path` whole or not at all: a kill mid-write leaves the previous file (or none),
+    never a truncated one that a resumed run would fail to parse."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps(value))
+    os.replace(partial, path)
 
 
 def write_json_durably(path: Path, value: Any) -> None:

@@ -47,8 +47,50 @@ def configure_services(config: dict[str, Any]) -> RunPaths:
     # The temporary server's default 20 s start-up budget is too short on a loaded machine or
     # when a second run starts beside this one (measured: both of two concurrent runs timed out).
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    # Prefect's client retries a lost API 5 times at 2, 4, ... 32 s: about a minute per call, and
+    # an outage fails several calls in a row. With 3 (2 + 4 + 8 s per call) a run stopped 75-80 s
+    # after its running stage finished (measured, tests/integration/test_tracking_outage.py).
+    os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "3")
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ.setdefault("DO_NOT_TRACK", "1")
+    # One retry layer: flows/tracking_retry.py retries whole MLflow calls within a deadline, so
+    # MLflow's own HTTP retries (7 with exponential backoff, minutes per call) are switched off
+    # and a request that hangs gives up after tracking.request_timeout_seconds.
+    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
+    timeout = config["tracking"].get("request_timeout_seconds", 30)
+    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(int(timeout))
     # Lightning's MLFlowLogger reads this at import time; keep it consistent with the run.
     os.environ.setdefault("MLFLOW_TRACKING_URI", paths.tracking_uri(config["tracking"]["uri"]))
     return paths
+
+
+def service_outage_message(error: BaseException) -> str | None:
+    """What to do when the Prefect or MLflow server went away mid-run; None for other errors."""
+    import httpx  # Prefect's HTTP client; imported here, after configure_services
+
+    from flows.tracking_retry import TrackingUnavailableError
+
+    cause: BaseException | None = error
+    for _ in range(5):  # an outage may surface wrapped, or while handling an earlier error
+        if cause is None:
+            return None
+        if isinstance(cause, TrackingUnavailableError):
+            return str(cause)
+        api = os.environ.get("PREFECT_API_URL")
+        if isinstance(cause, httpx.TransportError) and api and requested(cause).startswith(api):
+            return (
+                f"the Prefect API at {api} stopped answering ({type(cause).__name__}: {cause}). "
+                "Start the Prefect server, or unset PREFECT_API_URL to run with a local one, "
+                "then rerun: finished stages are reused and pretraining resumes from its last "
+                "checkpoint."
+            )
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def requested(error: Any) -> str:
+    """The URL an httpx error was about ('' if none): other libraries use httpx too."""
+    try:
+        return str(error.request.url)
+    except RuntimeError:  # raised without a request attached
+        return ""

@@ -13,18 +13,24 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from flows.artifacts import ArtifactRef
 from flows.settings import ConfigError
+from flows.tracking_retry import RetryingClient, RetryPolicy
 
 MAX_PARAM_LENGTH = 6000
 BATCH_LIMIT = 100
 PARENT_TAG = "mlflow.parentRunId"
+ARTIFACT_KEY_TAG = "cloze.artifact_key"
+ARTIFACT_PATH_TAG = "cloze.artifact_path"
+MISSING_CODES = ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
+MODEL_URI = re.compile(r"models:/(?P<name>[^/@]+)(?:@(?P<alias>[\w-]+)|/(?P<version>\d+))")
 
 
 SECRET_LEAF = re.compile(r"(?:^|_)(?:token|secret|password|passwd|credentials?|key)$", re.I)
@@ -89,8 +95,8 @@ class RunHandle:
         self.set_tags(
             {
                 "cloze.cache_hit": str(ref.cache_hit).lower(),
-                "cloze.artifact_key": ref.key,
-                "cloze.artifact_path": str(ref.path),
+                ARTIFACT_KEY_TAG: ref.key,
+                ARTIFACT_PATH_TAG: str(ref.path),
             }
         )
         self.log_metrics(ref.outputs)
@@ -104,7 +110,11 @@ class RunHandle:
     def lightning_logger(self, prefix: str = "") -> Any:
         from pytorch_lightning.loggers import MLFlowLogger
 
-        return MLFlowLogger(tracking_uri=self.tracking_uri, run_id=self.run_id, prefix=prefix)
+        logger = MLFlowLogger(tracking_uri=self.tracking_uri, run_id=self.run_id, prefix=prefix)
+        # Lightning builds a bare MlflowClient; swap in ours so training-time logging follows
+        # the same retry policy and fails with the same clear error.
+        logger._mlflow_client = self.client
+        return logger
 
 
 @dataclass(frozen=True)
@@ -114,10 +124,24 @@ class TrackingSettings:
     uri: str | None = None
     experiment: str = "cloze"
     registered_model: str | None = "cloze-encoder"
+    retry_attempts: int = 5
+    retry_backoff_seconds: float = 1.0
+    retry_deadline_seconds: float = 60.0
+    request_timeout_seconds: int = 30
 
     def __post_init__(self) -> None:
         if not self.experiment:
             raise ConfigError("tracking.experiment must be a non-empty name")
+        self.retry_policy()  # validates the retry_* keys
+        if self.request_timeout_seconds < 1:
+            raise ConfigError(
+                f"tracking.request_timeout_seconds={self.request_timeout_seconds} must be >= 1"
+            )
+
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            self.retry_attempts, self.retry_backoff_seconds, self.retry_deadline_seconds
+        )
 
 
 @contextmanager
@@ -141,10 +165,19 @@ def store_setup_lock(tracking_uri: str) -> Iterator[None]:
 
 
 class Tracker:
-    def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path | None) -> None:
+    def __init__(
+        self,
+        tracking_uri: str,
+        experiment: str,
+        artifact_root: Path | None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
         self.tracking_uri = tracking_uri
         with store_setup_lock(tracking_uri):
-            self.client = MlflowClient(tracking_uri)
+            client = RetryingClient(
+                MlflowClient(tracking_uri), retry or RetryPolicy(), tracking_uri
+            )
+            self.client = cast(MlflowClient, client)  # a proxy with MlflowClient's interface
             self.experiment_id = self._experiment_id(experiment, artifact_root)
 
     def _experiment_id(self, experiment: str, artifact_root: Path | None) -> str:
@@ -170,7 +203,13 @@ class Tracker:
         run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
         return RunHandle(self.client, run.info.run_id, self.tracking_uri)
 
-    def register_model(self, name: str, run: RunHandle, artifact_path: str) -> str:
+    def register_model(
+        self,
+        name: str,
+        run: RunHandle,
+        artifact_path: str,
+        tags: Mapping[str, str] | None = None,
+    ) -> str:
         """Registers `artifact_path` of `run` as a new version of `name`; returns the version."""
         try:
             self.client.create_registered_model(name)
@@ -178,5 +217,57 @@ class Tracker:
             if error.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
         source = f"{self.client.get_run(run.run_id).info.artifact_uri}/{artifact_path}"
-        version = self.client.create_model_version(name, source, run_id=run.run_id)
+        version = self.client.create_model_version(
+            name, source, run_id=run.run_id, tags=dict(tags or {})
+        )
         return str(version.version)
+
+    def set_alias(self, name: str, alias: str, version: str) -> None:
+        """Points `name@alias` at `version` (moving it from any other version)."""
+        self.client.set_registered_model_alias(name, alias, version)
+
+    def version_by_alias(self, name: str, alias: str) -> ModelVersion | None:
+        """`name@alias`, or None when the model or the alias does not exist yet."""
+        try:
+            return self.client.get_model_version_by_alias(name, alias)
+        except MlflowException as error:
+            if error.error_code in MISSING_CODES:
+                return None
+            raise
+
+    def version_for_artifact(self, name: str, artifact_key: str) -> ModelVersion | None:
+        """The version of `name` registered for a pretrain artifact (tag `cloze.artifact_key`)."""
+        try:
+            versions = self.client.search_model_versions(f"name = '{name}'")
+        except MlflowException as error:
+            if error.error_code in MISSING_CODES:
+                return None
+            raise
+        matches = [v for v in versions if v.tags.get(ARTIFACT_KEY_TAG) == artifact_key]
+        return max(matches, key=lambda v: int(v.version), default=None)
+
+    def resolve_model_uri(self, uri: str) -> Path:
+        """`models:/name@alias` or `models:/name/version` -> the pretrain artifact behind it.
+
+        Versions record their artifact's path in the content-addressed store (tag
+        `cloze.artifact_path`); continuing from one needs that store, not a copy of the weights.
+        """
+        match = MODEL_URI.fullmatch(uri)
+        if match is None:
+            raise ConfigError(f"{uri!r} is not models:/<name>@<alias> or models:/<name>/<version>")
+        name, alias, number = match.group("name", "alias", "version")
+        version = (
+            self.version_by_alias(name, alias)
+            if alias
+            else self.client.get_model_version(name, number)
+        )
+        if version is None:
+            raise ConfigError(f"{uri}: the registered model {name!r} has no alias {alias!r}")
+        path = version.tags.get(ARTIFACT_PATH_TAG)
+        if not path or not Path(path).is_dir():
+            raise ConfigError(
+                f"{uri} (version {version.version}) has no pretrain artifact in this artifact "
+                f"store (tag {ARTIFACT_PATH_TAG}={path!r}); run with the paths.root it was "
+                "trained under, or give pretrain.init_from as a pretrain artifact directory"
+            )
+        return Path(path)

@@ -40,25 +40,39 @@ def wait_until_healthy(url: str, process: subprocess.Popen, log: Path, timeout: 
 @contextmanager
 def running(
     command: list[str], health_url: str, log: Path, env: dict[str, str], timeout: float = 120
-) -> Iterator[None]:
+) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("w") as output:
         process = subprocess.Popen(
             command, stdout=output, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
     try:
         wait_until_healthy(health_url, process, log, timeout)
-        yield
+        yield process
     finally:
+        stop(process)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Ends a server's whole process group; one a test already killed is left as it is."""
+    try:
         os.killpg(process.pid, 15)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, 9)
-            process.wait()
+        process.wait(timeout=30)
+    except ProcessLookupError:
+        process.wait()
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        process.wait()
 
 
 @contextmanager
 def prefect_server(home: Path) -> Iterator[str]:
+    with killable_prefect_server(home) as (api, _):
+        yield api
+
+
+@contextmanager
+def killable_prefect_server(home: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A Prefect server and its process, for a test to kill mid-run (see killable_mlflow_server)."""
     port = free_port()
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     env.pop("PREFECT_API_URL", None)
@@ -73,12 +87,23 @@ def prefect_server(home: Path) -> Iterator[str]:
         "--no-services",
     ]
     api = f"http://127.0.0.1:{port}/api"
-    with running(command, f"{api}/health", home.parent / "prefect-server.log", env):
-        yield api
+    with running(command, f"{api}/health", home.parent / "prefect-server.log", env) as process:
+        yield api, process
 
 
 @contextmanager
 def mlflow_server(directory: Path) -> Iterator[str]:
+    with killable_mlflow_server(directory) as (uri, _):
+        yield uri
+
+
+@contextmanager
+def killable_mlflow_server(directory: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """An MLflow server on `directory`'s store, with its process, for a test to kill mid-run.
+
+    Killing its group (`os.killpg(process.pid, 9)`) takes the workers down too; a later server
+    on the same directory serves the same runs and artifacts.
+    """
     port = free_port()
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     command = [
@@ -96,5 +121,46 @@ def mlflow_server(directory: Path) -> Iterator[str]:
         str(directory / "artifacts"),
     ]
     uri = f"http://127.0.0.1:{port}"
-    with running(command, f"{uri}/health", directory / "mlflow-server.log", env):
-        yield uri
+    log = directory / f"mlflow-server-{port}.log"
+    with running(command, f"{uri}/health", log, env) as process:
+        yield uri, process
+
+
+@contextmanager
+def serving_deployments(
+    api: str, log: Path, env: dict[str, str], names: list[str], timeout: float = 180
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`python -m flows.deploy serve` against `api`, ready once every deployment in `names`
+    (`flow/deployment`) is registered; stopped, with its flow-run subprocesses, at the end."""
+    from prefect.client.orchestration import SyncPrefectClient
+    from prefect.exceptions import ObjectNotFound
+
+    command = [sys.executable, "-m", "flows.deploy", "serve"]
+    with log.open("w") as output:
+        process = subprocess.Popen(
+            command,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            # Pick up a new flow run within a second, not the default ten.
+            env={**env, "PREFECT_API_URL": api, "PREFECT_RUNNER_POLL_FREQUENCY": "1"},
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + timeout
+        with SyncPrefectClient(api) as client:
+            for name in names:
+                while True:
+                    if process.poll() is not None:
+                        raise RuntimeError(f"serve exited: {log.read_text()[-3000:]}")
+                    try:
+                        client.read_deployment_by_name(name)
+                        break
+                    except ObjectNotFound:
+                        if time.monotonic() > deadline:
+                            raise TimeoutError(
+                                f"{name} not served: {log.read_text()[-3000:]}"
+                            ) from None
+                        time.sleep(0.5)
+        yield process
+    finally:
+        stop(process)

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
 import pytest
 
-from flows.artifacts import MANIFEST_FILE, ArtifactStore, stage_key
+from flows.artifacts import MANIFEST_FILE, ArtifactStore, replace_json, stage_key
 
 
 def test_key_ignores_dict_order_and_changes_with_settings_inputs_and_version() -> None:
@@ -55,6 +56,25 @@ def test_temp_dirs_left_by_a_killed_run_are_cleared_on_rebuild(tmp_path: Path) -
     stale.mkdir(parents=True)
     store.get_or_build("stage", "k1", build_counter([]), {})
     assert not stale.exists()
+
+
+def test_a_killed_runs_temp_dir_is_cleared_when_another_run_published_the_key(
+    tmp_path: Path,
+) -> None:
+    store = ArtifactStore(tmp_path)
+    store.get_or_build("stage", "k1", build_counter([]), {})
+    stale = tmp_path / "stage" / ".tmp-k1-deadbeef"
+    stale.mkdir()
+    assert store.get_or_build("stage", "k1", build_counter([]), {}).cache_hit
+    assert not stale.exists()
+
+
+def test_replace_json_leaves_the_old_file_when_the_write_fails(tmp_path: Path) -> None:
+    target = tmp_path / "state.json"
+    replace_json(target, {"val_loss": 1.0})
+    with pytest.raises(TypeError):
+        replace_json(target, {"val_loss": object()})  # fails mid-serialisation
+    assert json.loads(target.read_text()) == {"val_loss": 1.0}
 
 
 def test_an_artifact_failing_validation_is_quarantined_and_rebuilt(tmp_path: Path) -> None:

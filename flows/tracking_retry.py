@@ -1,0 +1,133 @@
+"""Bounded retries around every MLflow call, then an error that says what to do.
+
+One retry layer, not two. MLflow's own HTTP retries (urllib3: 7 retries with exponential backoff
+and a 120 s timeout per request by default, minutes before an error surfaces) are switched off by
+`configure_services`, and this policy retries whole client calls instead: it bounds the total
+time (attempts, backoff, deadline), covers the local SQLite store as well as a server, and
+turns the final failure into a message naming the tracking URI and the fix. The same wrapped
+client is handed to Lightning's MLflow logger, so training-time logging follows the same policy.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import requests
+from mlflow.exceptions import MlflowException
+
+from flows.settings import ConfigError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+# 5xx and rate limiting come and go; a 4xx (bad request, missing run) never heals by waiting.
+TRANSIENT_HTTP_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+class TrackingUnavailableError(RuntimeError):
+    """MLflow stayed unreachable for the whole retry budget; the run stops here, nothing lost."""
+
+
+def is_transient(error: BaseException) -> bool:
+    """Connection refused or reset, a timeout, or a server-side status that may clear."""
+    if isinstance(error, ConnectionError | TimeoutError | requests.RequestException):
+        return True
+    if isinstance(error, MlflowException):
+        return error.get_http_status_code() in TRANSIENT_HTTP_STATUS
+    return False
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """`tracking.retry_*`: how long a tracking call may keep failing before the run stops.
+
+    A failing call is tried `attempts` times, sleeping `backoff_seconds` and then twice as long
+    after each failure, and not retried once `deadline_seconds` have passed since its first try.
+    """
+
+    attempts: int = 5
+    backoff_seconds: float = 1.0
+    deadline_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ConfigError(
+                f"tracking.retry_attempts={self.attempts} must be >= 1 (1 means no retries)"
+            )
+        if self.backoff_seconds < 0:
+            raise ConfigError(f"tracking.retry_backoff_seconds={self.backoff_seconds} must be >= 0")
+        if self.deadline_seconds <= 0:
+            raise ConfigError(
+                f"tracking.retry_deadline_seconds={self.deadline_seconds} must be positive"
+            )
+
+    def delays(self) -> list[float]:
+        """The sleeps between attempts, before the deadline trims them."""
+        return [self.backoff_seconds * 2**n for n in range(self.attempts - 1)]
+
+
+class RetryingClient:
+    """An `MlflowClient` whose every method call goes through a `RetryPolicy`.
+
+    Once the budget of one call is spent the server counts as down: later calls (marking runs
+    FAILED on the way out) get a single try, so a failing run stops within about one deadline
+    instead of one per call.
+    """
+
+    def __init__(self, client: Any, policy: RetryPolicy, tracking_uri: str) -> None:
+        self._client = client
+        self._policy = policy
+        self._tracking_uri = tracking_uri
+        self._outage: TrackingUnavailableError | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            # Unpickling (DDP spawn carries the MLflow logger) asks before `_client` is restored.
+            raise AttributeError(name)
+        attribute = getattr(self._client, name)
+        if not callable(attribute):
+            return attribute
+
+        @functools.wraps(attribute)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._call(name, functools.partial(attribute, *args, **kwargs))
+
+        return call
+
+    def _call(self, name: str, function: Callable[[], T]) -> T:
+        started = time.monotonic()
+        delays = [] if self._outage else self._policy.delays()
+        for attempt, delay in enumerate([*delays, None], start=1):
+            try:
+                result = function()
+            except Exception as error:
+                if not is_transient(error):
+                    raise
+                elapsed = time.monotonic() - started
+                if delay is None or elapsed + delay > self._policy.deadline_seconds:
+                    # Later failures repeat the first one's account: its budget is the story.
+                    self._outage = self._outage or self._unavailable(name, attempt, elapsed, error)
+                    raise TrackingUnavailableError(str(self._outage)) from error
+                log.warning(
+                    "MLflow %s failed (%s); retry %d in %.1f s", name, error, attempt, delay
+                )
+                time.sleep(delay)
+            else:
+                self._outage = None
+                return result
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _unavailable(
+        self, name: str, attempts: int, elapsed: float, error: BaseException
+    ) -> TrackingUnavailableError:
+        uri = self._tracking_uri
+        return TrackingUnavailableError(
+            f"MLflow at {uri} did not answer {name} ({attempts} attempt(s) over {elapsed:.1f} s; "
+            f"last error: {str(error)[:300]}). Start the tracking server or check "
+            f"tracking.uri={uri}, then rerun: finished stages are reused and pretraining resumes "
+            "from its last checkpoint (raise tracking.retry_deadline_seconds to wait longer)."
+        )

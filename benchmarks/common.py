@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-import os
 import resource
 import time
 from collections.abc import Callable
@@ -13,9 +12,9 @@ from typing import Any
 
 import torch
 
-DATA_DIR = Path(
-    os.environ.get("CLOZE_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data")
-)
+from flows.downstream.spec import default_data_dir
+
+DATA_DIR = default_data_dir()
 
 
 def data_file(relative: str) -> Path:

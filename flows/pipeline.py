@@ -7,7 +7,7 @@ the stage functions themselves know nothing of either.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from prefect import flow, task
@@ -16,15 +16,31 @@ from prefect.cache_policies import NO_CACHE
 from flows.artifacts import ArtifactRef, ArtifactStore
 from flows.config import to_yaml
 from flows.corpora import Corpus, CorpusSettings, open_corpus
+from flows.downstream.publish import TaskRuns, publish
 from flows.environment import RunPaths
-from flows.settings import settings_from
+from flows.settings import ConfigError, settings_from
 from flows.stages.finetune import FinetuneSettings, finetune
 from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
 from flows.stages.shards import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.summary import build_summary, render_summary
-from flows.tracking import RunHandle, Tracker, TrackingSettings, redact_secrets
+from flows.tracking import (
+    ARTIFACT_KEY_TAG,
+    ARTIFACT_PATH_TAG,
+    RunHandle,
+    Tracker,
+    TrackingSettings,
+    redact_secrets,
+)
 from flows.unit_runners import prefect_unit_mapper
+
+STAGES = ("tokenizer", "shards", "pretrain", "finetune")
+# Training stages share this tag: a Prefect tag concurrency limit on it (set by
+# `python -m flows.deploy`) keeps two runs from training on one machine's accelerators at once.
+TRAINING_TAG = "cloze-training"
+# Reading and tokenizing text can fail transiently (network filesystems, the hub); retrying is
+# safe because a stage publishes atomically. Training is never retried: a rerun resumes instead.
+IO_TASK_OPTIONS: dict[str, Any] = {"retries": 2, "retry_delay_seconds": 30, "tags": ["cloze-io"]}
 
 
 @dataclass(frozen=True)
@@ -72,14 +88,14 @@ class StageContext:
         return ref
 
 
-@task(name="tokenizer", cache_policy=NO_CACHE)
+@task(name="tokenizer", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
 def tokenizer_task(ctx: StageContext, corpus: Corpus) -> ArtifactRef:
     return ctx.tracked(
         "tokenizer", lambda run: train_tokenizer(ctx.plan.tokenizer, corpus, ctx.store)
     )
 
 
-@task(name="shards", cache_policy=NO_CACHE)
+@task(name="shards", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
 def shards_task(ctx: StageContext, corpus: Corpus, tokenizer: ArtifactRef) -> ArtifactRef:
     settings = ctx.plan.shards
     return ctx.tracked(
@@ -90,44 +106,68 @@ def shards_task(ctx: StageContext, corpus: Corpus, tokenizer: ArtifactRef) -> Ar
     )
 
 
-@task(name="pretrain", cache_policy=NO_CACHE)
+@task(name="pretrain", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
 def pretrain_task(ctx: StageContext, shards: ArtifactRef, tokenizer: ArtifactRef) -> ArtifactRef:
     def pretrain_and_publish(run: RunHandle) -> ArtifactRef:
-        ref = pretrain(ctx.plan.pretrain, shards, tokenizer, ctx.store, [run.lightning_logger()])
+        settings = ctx.plan.pretrain
+        if settings.init_from and settings.init_from.startswith("models:/"):
+            run.set_tags({"cloze.init_from": settings.init_from})
+            resolved = ctx.tracker.resolve_model_uri(settings.init_from)
+            settings = replace(settings, init_from=str(resolved))
+        ref = pretrain(settings, shards, tokenizer, ctx.store, [run.lightning_logger()])
         export = ref.path / HUGGINGFACE_DIR
         if not ref.cache_hit and export.is_dir():
-            run.log_artifacts(export, HUGGINGFACE_DIR)
+            run.log_artifacts(export, HUGGINGFACE_DIR)  # tokenizer.json travels in it
             name = ctx.plan.tracking.registered_model
             if name:
-                version = ctx.tracker.register_model(name, run, HUGGINGFACE_DIR)
+                version = ctx.tracker.register_model(
+                    name,
+                    run,
+                    HUGGINGFACE_DIR,
+                    {ARTIFACT_KEY_TAG: ref.key, ARTIFACT_PATH_TAG: str(ref.path)},
+                )
                 run.set_tags({"cloze.registered_model": f"{name}/{version}"})
         return ref
 
     return ctx.tracked("pretrain", pretrain_and_publish)
 
 
-@task(name="finetune", cache_policy=NO_CACHE)
+@task(name="finetune", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
 def finetune_task(
     ctx: StageContext, pretrained: ArtifactRef, tokenizer: ArtifactRef
 ) -> ArtifactRef:
     plan = ctx.plan
-    return ctx.tracked(
-        "finetune",
-        lambda run: finetune(
-            plan.finetune,
-            plan.pretrain.seed,
-            plan.pretrain.trainer,
-            pretrained,
-            tokenizer,
-            ctx.store,
-            lambda arm: [run.lightning_logger(prefix=arm)],
-        ),
-    )
+
+    def evaluate(run: RunHandle) -> ArtifactRef:
+        task_runs = TaskRuns(ctx.tracker, run)  # one child run per downstream task
+        try:
+            ref = finetune(
+                plan.finetune,
+                plan.pretrain.seed,
+                plan.pretrain.trainer,
+                pretrained,
+                tokenizer,
+                ctx.store,
+                task_runs.loggers,
+            )
+        except BaseException:
+            task_runs.fail_open()
+            raise
+        publish(ref, run, task_runs)
+        return ref
+
+    return ctx.tracked("finetune", evaluate)
 
 
 @flow(name="pretraining-pipeline", log_prints=True)
-def pretraining_pipeline(config: dict[str, Any]) -> dict[str, Any]:
-    """Tokenizer -> shards -> pretrain -> finetune, each reused when its inputs are unchanged."""
+def pretraining_pipeline(config: dict[str, Any], until: str = "finetune") -> dict[str, Any]:
+    """Tokenizer -> shards -> pretrain -> finetune, each reused when its inputs are unchanged.
+
+    `until` stops after that stage (a stage deployment): the stages before it are computed or,
+    through the content-addressed store, reused.
+    """
+    if until not in STAGES:
+        raise ConfigError(f"until={until!r} must be one of {STAGES}")
     plan = PipelinePlan.from_config(config)
     corpus = open_corpus(plan.corpus)  # a missing path or empty glob fails here, before tracking
     paths = RunPaths.from_config(config)
@@ -138,6 +178,7 @@ def pretraining_pipeline(config: dict[str, Any]) -> dict[str, Any]:
         tracking_uri,
         experiment,
         paths.mlflow_artifacts if tracking_uri.startswith("sqlite:") else None,
+        plan.tracking.retry_policy(),
     )
     parent = tracker.start_run(
         "pipeline", tags={"cloze.model": config["model"]["name"], "cloze.corpus": plan.corpus.kind}
@@ -147,10 +188,14 @@ def pretraining_pipeline(config: dict[str, Any]) -> dict[str, Any]:
     parent.log_text(to_yaml(loggable), "config.yaml")
     ctx = StageContext(plan, store, tracker, parent)
     try:
+        wanted = STAGES[: STAGES.index(until) + 1]
         refs = {"tokenizer": tokenizer_task(ctx, corpus)}
-        refs["shards"] = shards_task(ctx, corpus, refs["tokenizer"])
-        refs["pretrain"] = pretrain_task(ctx, refs["shards"], refs["tokenizer"])
-        refs["finetune"] = finetune_task(ctx, refs["pretrain"], refs["tokenizer"])
+        if "shards" in wanted:
+            refs["shards"] = shards_task(ctx, corpus, refs["tokenizer"])
+        if "pretrain" in wanted:
+            refs["pretrain"] = pretrain_task(ctx, refs["shards"], refs["tokenizer"])
+        if "finetune" in wanted:
+            refs["finetune"] = finetune_task(ctx, refs["pretrain"], refs["tokenizer"])
     except BaseException:
         parent.finish("FAILED")
         raise
@@ -163,5 +208,6 @@ def pretraining_pipeline(config: dict[str, Any]) -> dict[str, Any]:
         }
     )
     parent.finish()
-    print(render_summary(summary))
+    if until == STAGES[-1]:
+        print(render_summary(summary))
     return summary

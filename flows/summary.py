@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.artifacts import ArtifactRef
+from flows.downstream.report import headline
 
 
 def build_summary(
@@ -36,6 +37,19 @@ def pretraining_result(pre: dict[str, Any]) -> str:
     return f"MLM {loss}, accuracy {pre['val_accuracy']:.3f}, perplexity {pre['val_perplexity']:.1f}"
 
 
+def downstream_result(fine: dict[str, Any], task: str) -> str:
+    """`sst2 accuracy over 3 seed(s): pretrained 0.800 ± 0.010, ...; lift +0.100 [95% CI ...]`."""
+    line = headline(fine, task)
+    low, high = line["ci"]
+    interval = f" [{fine['confidence']:.0%} CI {low:+.3f}, {high:+.3f}]" if low is not None else ""
+    return (
+        f"{task} {line['metric']} over {fine[f'{task}.seeds']} seed(s): pretrained "
+        f"{line['pretrained_mean']:.3f} ± {line['pretrained_std']:.3f}, random init "
+        f"{line['random_init_mean']:.3f} ± {line['random_init_std']:.3f}; pretraining lift "
+        f"{line['lift']:+.3f}{interval}"
+    )
+
+
 def render_summary(summary: dict[str, Any]) -> str:
     stages = summary["stages"]
     tok, shards, pre, fine = (
@@ -53,11 +67,9 @@ def render_summary(summary: dict[str, Any]) -> str:
         f"  shards     [{origin(shards)}] train {shards['train_sequences']} x {shards['seq_len']} "
         f"tokens in {shards['train_shards']} shard(s), validation {shards['validation_sequences']}",
         f"  pretrain   [{origin(pre)}] {pre['steps']} steps, {pretraining_result(pre)}",
-        f"  finetune   [{origin(fine)}] pretrained: accuracy {fine['pretrained_accuracy']:.3f}, "
-        f"macro-F1 {fine['pretrained_macro_f1']:.3f}; random init: accuracy "
-        f"{fine['random_init_accuracy']:.3f}, macro-F1 {fine['random_init_macro_f1']:.3f}",
-        f"  pretraining lift: accuracy {fine['lift_accuracy']:+.3f}, "
-        f"macro-F1 {fine['lift_macro_f1']:+.3f}",
+        f"  finetune   [{origin(fine)}] {len(fine['tasks'])} task(s), pretrained vs random init, "
+        "each arm at its own validation-chosen learning rate:",
+        *(f"    {downstream_result(fine, task)}" for task in fine["tasks"]),
         "",
         f"MLflow: experiment '{summary['experiment']}', run {summary['mlflow_run_id']} "
         f"at {summary['tracking_uri']}",
@@ -71,15 +83,18 @@ def render_summary(summary: dict[str, Any]) -> str:
 def render_comparison(runs: list[list[str]], summaries: list[dict[str, Any]]) -> str:
     """One row per run of a multirun: same token budget, what each recipe bought."""
     rows = [
-        "| run | train tokens | tokens/s | held-out after pretraining | lift acc | lift macro-F1 |",
-        "|---|---|---|---|---|---|",
+        "| run | train tokens | tokens/s | held-out after pretraining | pretraining lift |",
+        "|---|---|---|---|---|",
     ]
     for overrides, summary in zip(runs, summaries, strict=True):
         pre, fine = summary["stages"]["pretrain"], summary["stages"]["finetune"]
+        lifts = ", ".join(
+            f"{task} {headline(fine, task)['metric']} {headline(fine, task)['lift']:+.3f}"
+            for task in fine["tasks"]
+        )
         rows.append(
             f"| {' '.join(overrides) or '(defaults)'} | {pre['train_tokens']:,} | "
             f"{pre['train_tokens'] / max(pre['fit_seconds'], 1e-9):,.0f} | "
-            f"{pretraining_result(pre)} | {fine['lift_accuracy']:+.3f} | "
-            f"{fine['lift_macro_f1']:+.3f} |"
+            f"{pretraining_result(pre)} | {lifts} |"
         )
     return "\n".join(rows)

@@ -1,26 +1,43 @@
-"""LightningModule for fine-tuning a sequence classifier; evaluation is done outside the loop."""
+"""Fine-tuning a classifier or tagger, with the epoch chosen on the validation split.
+
+Scoring is done outside Lightning's validation loop: the task metrics (entity F1 among them) need
+whole-split predictions aligned to words, which a per-batch `validation_step` cannot give.
+"""
 
 from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
+from torch import nn
 from torch.utils.data import DataLoader
 
-from lightning_modules.models.heads import BertForSequenceClassification
+from lightning_modules.models.heads import IGNORE_INDEX
 from lightning_modules.optim import OptimizerSettings, build_optimizer
 
+Predictions = list[Any]  # an int per example, or a list of tag ids per sentence
 
-class SequenceClassificationModule(pl.LightningModule):
-    def __init__(self, model: BertForSequenceClassification, optimizer: OptimizerSettings) -> None:
+
+class FinetuneModule(pl.LightningModule):
+    """Cross-entropy over `(batch, C)` or `(batch, T, C)` logits; -100 labels are ignored."""
+
+    def __init__(self, model: nn.Module, optimizer: OptimizerSettings) -> None:
         super().__init__()
         self.model = model
         self.optimizer_settings = optimizer
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        logits = self.model(batch["input_ids"], batch["attention_mask"])
-        loss = F.cross_entropy(logits, batch["labels"])
+        logits = self.model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        loss = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]),
+            batch["labels"].reshape(-1),
+            ignore_index=IGNORE_INDEX,
+        )
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
@@ -33,14 +50,50 @@ class SequenceClassificationModule(pl.LightningModule):
 
 
 @torch.no_grad()
-def predict_labels(
-    model: BertForSequenceClassification, loader: DataLoader
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Predicted and true label ids over a whole loader, in eval mode."""
+def predict(model: nn.Module, loader: DataLoader) -> Predictions:
+    """Per example, in loader order: a label id, or the tag ids at the labelled positions."""
+    was_training = model.training
     model.eval()
-    predictions, labels = [], []
+    predictions: list[Any] = []
     for batch in loader:
-        logits = model(batch["input_ids"], batch["attention_mask"])
-        predictions.append(logits.argmax(-1))
-        labels.append(batch["labels"])
-    return torch.cat(predictions), torch.cat(labels)
+        logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        best = logits.argmax(-1)
+        if best.dim() == 1:
+            predictions.extend(best.tolist())
+        else:
+            labelled = batch["labels"] != IGNORE_INDEX
+            predictions.extend(row[mask].tolist() for row, mask in zip(best, labelled, strict=True))
+    model.train(was_training)
+    return predictions
+
+
+class BestEpoch(pl.Callback):
+    """Scores the validation split after each epoch, keeps the best weights, stops on patience.
+
+    Restoring the best epoch's weights makes the epoch count a choice made on validation, per
+    arm, like the learning rate; test data is never looked at during training.
+    """
+
+    def __init__(
+        self, loader: DataLoader, score: Callable[[Predictions], float], patience: int
+    ) -> None:
+        self.loader = loader
+        self.score = score
+        self.patience = patience
+        self.best_score = float("-inf")
+        self.best_epoch = 0
+        self.best_state: dict[str, torch.Tensor] | None = None
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, module: FinetuneModule) -> None:  # type: ignore[override]
+        score = self.score(predict(module.model, self.loader))
+        epoch = trainer.current_epoch + 1
+        module.log("val/score", score)
+        if score > self.best_score:
+            self.best_score, self.best_epoch = score, epoch
+            self.best_state = copy.deepcopy(module.model.state_dict())
+        elif epoch - self.best_epoch >= self.patience:
+            trainer.should_stop = True
+
+    def restore(self, model: nn.Module) -> None:
+        if self.best_state is not None:
+            model.load_state_dict(self.best_state)

@@ -1,4 +1,4 @@
-"""Classification metrics computed from predicted and true label ids."""
+"""Downstream metrics: classification from label ids, entity-level scores from IOB2 tags."""
 
 from __future__ import annotations
 
@@ -23,3 +23,65 @@ def macro_f1(predictions: torch.Tensor, labels: torch.Tensor, num_labels: int) -
             0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
         )
     return sum(scores) / len(scores) if scores else 0.0
+
+
+def matthews_corrcoef(predictions: torch.Tensor, labels: torch.Tensor, num_labels: int) -> float:
+    """Matthews correlation (CoLA's metric), multiclass form (Gorodkin 2004), as scikit-learn.
+
+    0 when either side is constant: a model that always says "acceptable" gets no credit.
+    """
+    confusion = torch.zeros(num_labels, num_labels, dtype=torch.float64)
+    confusion.index_put_((labels, predictions), torch.ones(len(labels), dtype=torch.float64), True)
+    true_counts, predicted_counts = confusion.sum(1), confusion.sum(0)
+    correct, total = confusion.trace(), confusion.sum()
+    covariance = correct * total - true_counts @ predicted_counts
+    spread = (total**2 - predicted_counts @ predicted_counts) * (
+        total**2 - true_counts @ true_counts
+    )
+    return 0.0 if float(spread) == 0.0 else float(covariance / spread.sqrt())
+
+
+def binary_f1(predictions: torch.Tensor, labels: torch.Tensor, positive: int = 1) -> float:
+    """F1 of the positive class (MRPC's metric: 1 = paraphrase)."""
+    predicted, actual = predictions == positive, labels == positive
+    true_positive = float((predicted & actual).sum())
+    denominator = float(predicted.sum()) + float(actual.sum())
+    return 0.0 if denominator == 0 else 2 * true_positive / denominator
+
+
+Span = tuple[str, int, int]
+
+
+def entity_spans(tags: list[str]) -> set[Span]:
+    """`(type, start, end)` spans of an IOB2 sequence, end exclusive, with seqeval's semantics.
+
+    As seqeval and conlleval do (their default, non-strict mode): an `I-X` with no open `X` entity
+    (after `O`, or after another type) starts a new entity instead of being dropped, and a type
+    change ends the open entity.
+    """
+    spans: set[Span] = set()
+    open_type: str | None = None
+    start = 0
+    for position, tag in enumerate([*tags, "O"]):
+        prefix, _, kind = tag.partition("-")
+        continues = prefix == "I" and kind == open_type
+        if open_type is not None and not continues:
+            spans.add((open_type, start, position))
+            open_type = None
+        if prefix in ("B", "I") and not continues:
+            open_type, start = kind, position
+    return spans
+
+
+def entity_scores(gold: list[list[str]], predicted: list[list[str]]) -> dict[str, float]:
+    """Entity-level precision, recall and F1 with exact span (and type) match, micro-averaged."""
+    true_positive = predicted_total = gold_total = 0
+    for gold_tags, predicted_tags in zip(gold, predicted, strict=True):
+        gold_spans, predicted_spans = entity_spans(gold_tags), entity_spans(predicted_tags)
+        true_positive += len(gold_spans & predicted_spans)
+        predicted_total += len(predicted_spans)
+        gold_total += len(gold_spans)
+    precision = true_positive / predicted_total if predicted_total else 0.0
+    recall = true_positive / gold_total if gold_total else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"entity_precision": precision, "entity_recall": recall, "entity_f1": f1}

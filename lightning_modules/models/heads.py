@@ -1,4 +1,4 @@
-"""Task heads over the encoder: masked-LM pretraining and sequence classification."""
+"""Task heads over the encoder: masked-LM pretraining, sequence and token classification."""
 
 from __future__ import annotations
 
@@ -91,7 +91,36 @@ class BertForSequenceClassification(nn.Module):
         init_bert_weights(self.pooler, config.initializer_range)
         init_bert_weights(self.classifier, config.initializer_range)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden = self.encoder(input_ids, attention_mask)
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits `(batch, num_labels)`; `token_type_ids` mark the second sentence of a pair."""
+        hidden = self.encoder(input_ids, attention_mask, token_type_ids)
         pooled = torch.tanh(self.pooler(self.dropout(hidden[:, 0])))
         return self.classifier(self.dropout(pooled))
+
+
+class BertForTokenClassification(nn.Module):
+    """Encoder + a linear tagger on every position (BERT's NER head)."""
+
+    def __init__(self, config: EncoderConfig, num_labels: int, classifier_dropout: float) -> None:
+        super().__init__()
+        if num_labels < 2:
+            raise ValueError(f"a tagging task needs at least 2 labels, got {num_labels}")
+        self.encoder = BertEncoder(config)
+        self.dropout = nn.Dropout(classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        init_bert_weights(self.classifier, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits `(batch, seq_len, num_labels)`."""
+        hidden = self.encoder(input_ids, attention_mask, token_type_ids)
+        return self.classifier(self.dropout(hidden))

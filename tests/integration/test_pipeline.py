@@ -20,7 +20,7 @@ TINY = [
     "corpus.max_documents=800",
     "trainer.max_steps=40",
     "trainer.val_every_steps=20",
-    "finetune.max_train_examples=200",
+    "finetune.train_examples=200",
 ]
 STAGES = ("tokenizer", "shards", "pretrain", "finetune")
 
@@ -68,10 +68,33 @@ def test_each_stage_is_a_child_run_with_its_metrics(root: Path, first: Any) -> N
     assert sorted(children) == sorted(STAGES)
     assert children["tokenizer"].data.metrics["vocab_size"] == 2000
     assert children["shards"].data.metrics["train_sequences"] > 100
-    assert 0 < children["finetune"].data.metrics["pretrained_accuracy"] <= 1
-    assert "lift_accuracy" in children["finetune"].data.metrics
+    assert 0 < children["finetune"].data.metrics["pydoc_topics.pretrained_accuracy_mean"] <= 1
+    assert "pydoc_topics.lift_accuracy" in children["finetune"].data.metrics
     assert all(run.data.tags["cloze.cache_hit"] == "false" for run in children.values())
     assert all(run.info.status == "FINISHED" for run in children.values())
+
+
+def test_each_task_is_a_child_of_the_finetune_run_with_table_and_chart(
+    root: Path, first: Any
+) -> None:
+    from prefect.client.orchestration import get_client
+
+    summary = first.result()
+    finetune_run = child_runs(root, summary["mlflow_run_id"])["finetune"]
+    tasks = child_runs(root, finetune_run.info.run_id)
+    assert sorted(tasks) == ["pydoc_topics"]
+    metrics = tasks["pydoc_topics"].data.metrics
+    assert metrics["lift_accuracy"] == pytest.approx(
+        metrics["pretrained_accuracy_mean"] - metrics["random_init_accuracy_mean"]
+    )
+    assert tasks["pydoc_topics"].info.status == "FINISHED"
+    client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    logged = {item.path for item in client.list_artifacts(finetune_run.info.run_id)}
+    assert {"summary.md", "lift.png"} <= logged
+    with get_client(sync_client=True) as prefect:
+        artifact = prefect.read_latest_artifacts()
+    markdown = [a for a in artifact if a.key == "finetune-summary"]
+    assert markdown and "| pydoc_topics | accuracy |" in str(markdown[0].data)
 
 
 def test_mlm_loss_falls_and_the_curve_reaches_mlflow(root: Path, first: Any) -> None:
@@ -133,7 +156,7 @@ def test_cli_runs_the_flow_and_prints_the_summary(root: Path, first: Any) -> Non
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
     assert output.count("reused (cache hit)") == 4
-    assert "pretraining lift: accuracy" in output
+    assert "pydoc_topics accuracy over 1 seed(s): pretrained" in output
     assert f"sqlite:///{root / 'mlflow.db'}" in output
 
 

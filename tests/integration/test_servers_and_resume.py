@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from tests.integration.servers import mlflow_server, prefect_server
 
 pytestmark = pytest.mark.slow
-TINY = ["experiment=smoke", "corpus.max_documents=800", "finetune.max_train_examples=200"]
+TINY = ["experiment=smoke", "corpus.max_documents=800", "finetune.train_examples=200"]
 
 
 def cli(*overrides: str) -> list[str]:

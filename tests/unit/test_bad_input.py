@@ -23,8 +23,10 @@ from flows.artifacts import ArtifactRef, ArtifactStore
 from flows.config import compose_config
 from flows.corpora import CorpusSettings, open_corpus
 from flows.corpora.formats import CorpusInputError
+from flows.downstream.spec import TaskInputError
 from flows.pipeline import PipelinePlan
 from flows.settings import ConfigError
+from flows.stages.finetune import FinetuneSettings, finetune
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
 from flows.stages.shards import ShardSettings, build_shards
@@ -263,3 +265,112 @@ def test_an_encoder_of_another_shape_refuses_pretrained_weights(tmp_path: Path, 
     other = BertEncoder(EncoderConfig(vocab_size=100, hidden_size=64, num_layers=1, num_heads=2))
     with pytest.raises(ValueError, match=r"pretrained encoder in .* was built with"):
         load_encoder_weights(other, pretrained.path)
+
+
+@dataclass(frozen=True)
+class TaskCase:
+    name: str
+    files: dict[str, str]  # file name -> content, written into the task's data dir
+    spec: dict[str, Any]  # finetune.catalog.t, on top of a GLUE single-sentence task
+    message: str
+
+
+GLUE = {"format": "glue", "labels": ["0", "1"], "train": "t.tsv", "test": "t.tsv"}
+CONLL = {
+    "format": "conll",
+    "kind": "token_classification",
+    "metric": "entity_f1",
+    "labels": ["O", "B-Disease", "I-Disease"],
+    "train": "n.tsv",
+    "test": "n.tsv",
+}
+TASK_CASES = [
+    TaskCase(
+        "label outside the label list",
+        {"t.tsv": "sentence\tlabel\na fine film\t1\na dull one\t2\n"},
+        GLUE,
+        r"t\.tsv:3: label '2' is not in finetune\.catalog\.t\.labels \['0', '1'\]; add it to "
+        r"the label list or fix the row",
+    ),
+    TaskCase(
+        "missing column",
+        {"t.tsv": "text\tlabel\na fine film\t1\n"},
+        GLUE,
+        r"t\.tsv:1 has no column 'sentence' \(columns: text, label\); set the "
+        r"finetune\.catalog\.t column settings to one of them",
+    ),
+    TaskCase(
+        "row short of the label column",
+        {"t.tsv": "sentence\tlabel\na fine film\n"},
+        GLUE,
+        r"t\.tsv:2 has 1 tab-separated fields, but finetune\.catalog\.t reads column 1",
+    ),
+    TaskCase(
+        "empty split",
+        {"t.tsv": "sentence\tlabel\n\n"},
+        GLUE,
+        r"t\.tsv: the train split of task t holds no example; point finetune\.catalog\.t\.train "
+        r"at a file with labelled rows",
+    ),
+    TaskCase(
+        "pair row without its second sentence",
+        {"t.tsv": "a\tb\tlabel\nx\ty\t1\nonly one\t\t0\n"},
+        {**GLUE, "text_column": "a", "pair_column": "b"},
+        r"t\.tsv:3 has no second sentence \(column 'b'\); every row of a sentence-pair task "
+        r"needs both sentences",
+    ),
+    TaskCase(
+        "missing task file",
+        {},
+        GLUE,
+        r"t\.tsv does not exist; fix finetune\.catalog\.t\.train, or set CLOZE_DATA_DIR",
+    ),
+    TaskCase(
+        "IOB line without a tab",
+        {"n.tsv": "fever\tB-Disease\ncough I-Disease\n"},
+        CONLL,
+        r"n\.tsv:2 has no tab: expected 'token<TAB>tag'; separate the token from its tag",
+    ),
+    TaskCase(
+        "IOB line with a broken tag",
+        {"n.tsv": "fever\tX-Disease\n"},
+        CONLL,
+        r"n\.tsv:1: tag 'X-Disease' is not IOB2 \(O, B-<type> or I-<type>\); fix the line",
+    ),
+    TaskCase(
+        "IOB tag outside the label list",
+        {"n.tsv": "a\tO\n\nBRCA1\tB-Gene\n"},
+        CONLL,
+        r"n\.tsv:3: tag 'B-Gene' is not in finetune\.catalog\.t\.labels .*; add it to the label "
+        r"list",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def pretrained(built: Any, tmp_path_factory: pytest.TempPathFactory) -> ArtifactRef:
+    _, tokenizer, shards = built
+    store = ArtifactStore(tmp_path_factory.mktemp("pretrained"))
+    return pretrain(
+        PretrainSettings(TINY, ObjectiveSettings(), ONE_STEP, 0), shards, tokenizer, store
+    )
+
+
+@pytest.mark.parametrize("case", TASK_CASES, ids=[case.name for case in TASK_CASES])
+def test_bad_task_input(
+    tmp_path: Path, built: Any, pretrained: ArtifactRef, case: TaskCase
+) -> None:
+    _, tokenizer, _ = built
+    for name, content in case.files.items():
+        (tmp_path / name).write_text(content)
+    settings = FinetuneSettings(
+        tasks=["t"],
+        catalog={"t": case.spec},
+        data_dir=str(tmp_path),
+        seeds=1,
+        learning_rates=[1e-3],
+    )
+    store_root = tmp_path / "store"
+    with pytest.raises(TaskInputError, match=case.message):
+        finetune(settings, 0, ONE_STEP, pretrained, tokenizer, ArtifactStore(store_root))
+    assert published(store_root) == []

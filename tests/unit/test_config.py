@@ -40,7 +40,7 @@ def test_missing_mandatory_value_is_named() -> None:
         ("trainer.precision=fp8", "trainer.precision='fp8' must be one of"),
         ("trainer.warmup_steps=5000", "trainer.warmup_steps=5000 must be in"),
         ("tokenizer.kind=sentencepiece", "tokenizer.kind='sentencepiece'"),
-        ("finetune.task=mnli", "finetune.task='mnli' must be one of"),
+        ("finetune.tasks=[mnli]", "finetune.tasks: 'mnli' is not in finetune.catalog"),
     ],
 )
 def test_bad_values_fail_before_any_stage_runs_and_name_the_key(

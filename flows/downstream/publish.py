@@ -1,0 +1,71 @@
+"""Where the evaluation shows up: a child run per task, the summary table, the chart.
+
+The stage writes `summary.md` and `lift.png` into its artifact, so a cache hit publishes the same
+table and chart as the run that computed them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flows.artifacts import ArtifactRef
+from flows.tracking import RunHandle, Tracker
+
+PREFECT_ARTIFACT_KEY = "finetune-summary"
+
+
+class TaskRuns:
+    """MLflow child runs of the finetune run, one per task, opened on first use."""
+
+    def __init__(self, tracker: Tracker, parent: RunHandle) -> None:
+        self.tracker = tracker
+        self.parent = parent
+        self.runs: dict[str, RunHandle] = {}
+
+    def get(self, task: str) -> RunHandle:
+        if task not in self.runs:
+            self.runs[task] = self.tracker.start_run(
+                task, self.parent, tags={"cloze.stage": "finetune", "cloze.task": task}
+            )
+        return self.runs[task]
+
+    def loggers(self, task: str, label: str) -> list[Any]:
+        """Training curves of one run, prefixed `<arm>-lr<rate>-seed<seed>`, on the task's run."""
+        return [self.get(task).lightning_logger(prefix=label)]
+
+    def fail_open(self) -> None:
+        for run in self.runs.values():
+            run.finish("FAILED")
+
+
+def task_metrics(outputs: dict[str, Any], task: str) -> dict[str, Any]:
+    prefix = f"{task}."
+    return {key.removeprefix(prefix): v for key, v in outputs.items() if key.startswith(prefix)}
+
+
+def publish(ref: ArtifactRef, stage_run: RunHandle, task_runs: TaskRuns) -> None:
+    """Task child runs with their figures; table and chart on the stage run and in Prefect."""
+    from flows.stages.finetune import CHART_FILE, SUMMARY_FILE
+
+    for task in ref.outputs["tasks"]:
+        run = task_runs.get(task)
+        run.set_tags({"cloze.cache_hit": str(ref.cache_hit).lower(), "cloze.artifact_key": ref.key})
+        run.log_metrics(task_metrics(ref.outputs, task))
+        run.finish()
+    for name in (SUMMARY_FILE, CHART_FILE):
+        stage_run.client.log_artifact(stage_run.run_id, str(ref.path / name))
+    markdown = (ref.path / SUMMARY_FILE).read_text()
+    publish_prefect_markdown(f"## Downstream evaluation\n\n{markdown}")
+
+
+def publish_prefect_markdown(markdown: str) -> bool:
+    """A Prefect markdown artifact, only inside a flow or task run (outside one it would fail)."""
+    from prefect.artifacts import create_markdown_artifact
+    from prefect.context import FlowRunContext, TaskRunContext
+
+    if FlowRunContext.get() is None and TaskRunContext.get() is None:
+        return False
+    create_markdown_artifact(
+        markdown, key=PREFECT_ARTIFACT_KEY, description="Pretrained vs random init, per task"
+    )
+    return True

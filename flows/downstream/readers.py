@@ -1,0 +1,151 @@
+"""Readers for GLUE-format TSV and CoNLL/IOB2 files: rows in, labelled examples out.
+
+Both formats are read by hand rather than with `csv`: GLUE sentences contain quote characters and
+must be split on tabs with no quoting at all, and every error has to name the file and line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from flows.downstream.spec import Column, TaskInputError, TaskSpec
+
+IOB2_TAG = re.compile(r"O|[BI]-\S+")
+
+
+@dataclass(frozen=True)
+class TextExample:
+    """One sentence (or sentence pair) and its label id."""
+
+    text: str
+    pair: str | None
+    label: int
+
+
+@dataclass(frozen=True)
+class TaggedSentence:
+    """Pre-split words and their IOB2 tag ids."""
+
+    tokens: tuple[str, ...]
+    tags: tuple[int, ...]
+
+
+def read_lines(path: Path, spec: TaskSpec) -> list[str]:
+    """The file's lines; `utf-8-sig` drops the byte-order mark MRPC's header starts with."""
+    try:
+        return path.read_text(encoding="utf-8-sig").split("\n")
+    except FileNotFoundError:
+        raise TaskInputError(
+            f"{path} does not exist; fix finetune.catalog.{spec.name}'s paths, or set "
+            "CLOZE_DATA_DIR (or finetune.data_dir) to the folder that holds the data"
+        ) from None
+    except UnicodeDecodeError as error:
+        raise TaskInputError(f"{path} is not valid UTF-8 ({error.reason}); convert it") from None
+
+
+def column_position(column: Column, header: Sequence[str] | None, where: str, key: str) -> int:
+    if isinstance(column, int):
+        return column
+    if header is None:
+        raise TaskInputError(
+            f"{where} has no header ({key}.header=false), so {key} must name columns by "
+            f"position (0, 1, ...), not {column!r}"
+        )
+    if column not in header:
+        raise TaskInputError(
+            f"{where}:1 has no column {column!r} (columns: {', '.join(header)}); set the "
+            f"{key} column settings to one of them"
+        )
+    return header.index(column)
+
+
+def text_examples(
+    rows: Iterable[tuple[int, Sequence[str]]],
+    header: Sequence[str] | None,
+    where: str,
+    spec: TaskSpec,
+) -> list[TextExample]:
+    """Picks text, pair and label from each `(line number, fields)` row and checks them."""
+    key = f"finetune.catalog.{spec.name}"
+    text_at = column_position(spec.text_column, header, where, key)
+    label_at = column_position(spec.label_column, header, where, key)
+    pair_at = (
+        None if spec.pair_column is None else column_position(spec.pair_column, header, where, key)
+    )
+    examples = []
+    for line, fields in rows:
+        needed = max(text_at, label_at, -1 if pair_at is None else pair_at) + 1
+        if len(fields) < max(text_at, label_at) + 1:
+            raise TaskInputError(
+                f"{where}:{line} has {len(fields)} tab-separated fields, but {key} reads "
+                f"column {max(text_at, label_at)}; every row needs {needed} fields"
+            )
+        pair = None
+        if pair_at is not None:
+            pair = fields[pair_at].strip() if pair_at < len(fields) else ""
+            if not pair:
+                raise TaskInputError(
+                    f"{where}:{line} has no second sentence (column {spec.pair_column!r}); "
+                    "every row of a sentence-pair task needs both sentences: fix or remove it"
+                )
+        label = fields[label_at].strip()
+        if label not in spec.labels:
+            raise TaskInputError(
+                f"{where}:{line}: label {label!r} is not in {key}.labels {spec.labels}; "
+                "add it to the label list or fix the row"
+            )
+        examples.append(TextExample(fields[text_at].strip(), pair, spec.labels.index(label)))
+    return examples
+
+
+def read_glue(path: Path, spec: TaskSpec) -> list[TextExample]:
+    """A GLUE-format TSV: one example per line, fields split on tabs, no quoting."""
+    lines = read_lines(path, spec)
+    header = lines[0].rstrip("\r").split("\t") if spec.header else None
+    start = 1 if spec.header else 0
+    rows = (
+        (number, line.rstrip("\r").split("\t"))
+        for number, line in enumerate(lines[start:], start=start + 1)
+        if line.strip()
+    )
+    return text_examples(rows, header, str(path), spec)
+
+
+def read_conll(path: Path, spec: TaskSpec) -> list[TaggedSentence]:
+    """`token<TAB>tag` lines, blank lines between sentences; the tag is the last field."""
+    key = f"finetune.catalog.{spec.name}"
+    sentences: list[TaggedSentence] = []
+    tokens: list[str] = []
+    tags: list[int] = []
+    for number, raw in enumerate(read_lines(path, spec), start=1):
+        line = raw.rstrip("\r")
+        if not line.strip() or line.startswith("-DOCSTART-"):
+            if tokens:
+                sentences.append(TaggedSentence(tuple(tokens), tuple(tags)))
+            tokens, tags = [], []
+            continue
+        if "\t" not in line:
+            raise TaskInputError(
+                f"{path}:{number} has no tab: expected 'token<TAB>tag'; separate the token "
+                "from its tag with a tab (blank lines separate sentences)"
+            )
+        fields = line.split("\t")
+        tag = fields[-1].strip()
+        if not IOB2_TAG.fullmatch(tag):
+            raise TaskInputError(
+                f"{path}:{number}: tag {tag!r} is not IOB2 (O, B-<type> or I-<type>); fix the "
+                "line (IOBES or BILOU files need converting to IOB2 first)"
+            )
+        if tag not in spec.labels:
+            raise TaskInputError(
+                f"{path}:{number}: tag {tag!r} is not in {key}.labels {spec.labels}; add it "
+                "to the label list or fix the line"
+            )
+        tokens.append(fields[0])
+        tags.append(spec.labels.index(tag))
+    if tokens:
+        sentences.append(TaggedSentence(tuple(tokens), tuple(tags)))
+    return sentences

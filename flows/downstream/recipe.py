@@ -1,0 +1,140 @@
+"""One task, both arms, n seeds: the runs behind a lift that a tuned control cannot erase.
+
+Per arm, the learning rate is chosen on the validation split from `finetune.learning_rates`
+(with the first seed), then the remaining seeds train at that rate. Each run keeps its best
+validation epoch. Test scores are computed once per run, after training, and never steer a choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.loggers import Logger
+from torch import nn
+from torch.utils.data import DataLoader
+
+from flows.downstream.encoding import EncodedSplit, pad_batch, score
+from flows.downstream.settings import FinetuneSettings
+from flows.downstream.spec import ARMS, TaskSpec
+from flows.stages.training import TrainerSettings, make_trainer
+from lightning_modules.callbacks import ProgressLog
+from lightning_modules.classifier import BestEpoch, FinetuneModule, predict
+from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.heads import BertForSequenceClassification, BertForTokenClassification
+from lightning_modules.models.serialization import load_encoder_weights
+from lightning_modules.optim import OptimizerSettings
+
+LoggerFactory = Callable[[str, str], Sequence[Logger]]  # (task, run label) -> loggers
+
+
+@dataclass(frozen=True)
+class RunResult:
+    arm: str
+    learning_rate: float
+    seed: int
+    validation_score: float
+    best_epoch: int
+    test: dict[str, float]
+
+
+@dataclass
+class ArmResult:
+    learning_rate: float
+    grid: dict[str, float]  # learning rate -> validation score of the first seed
+    runs: list[RunResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """What every run of one task shares."""
+
+    spec: TaskSpec
+    labels: list[str]
+    splits: dict[str, EncodedSplit]
+    settings: FinetuneSettings
+    trainer: TrainerSettings
+    encoder: EncoderConfig
+    pretrained_dir: Path
+    pad_id: int
+    work_dir: Path
+    loggers_for: LoggerFactory
+
+    def loader(self, split: str, seed: int, shuffle: bool = False) -> DataLoader:
+        return DataLoader(
+            self.splits[split],
+            batch_size=self.settings.batch_size,
+            shuffle=shuffle,
+            collate_fn=lambda items: pad_batch(items, self.pad_id),
+            generator=torch.Generator().manual_seed(seed),
+        )
+
+    def metrics(self, split: str, predictions: Any) -> dict[str, float]:
+        return score(self.spec.kind, self.splits[split].gold, predictions, self.labels)
+
+
+def build_model(run: TaskRun, arm: str) -> nn.Module:
+    head = (
+        BertForTokenClassification
+        if run.spec.kind == "token_classification"
+        else BertForSequenceClassification
+    )
+    model = head(run.encoder, len(run.labels), run.settings.classifier_dropout)
+    if arm == "pretrained":
+        load_encoder_weights(model.encoder, run.pretrained_dir)
+    return model
+
+
+def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunResult:
+    """One fine-tuning run; the same seed gives both arms the same head init and data order."""
+    settings = run.settings
+    pl.seed_everything(seed, workers=True, verbose=False)
+    model = build_model(run, arm)
+    steps = settings.epochs * -(-len(run.splits["train"]) // settings.batch_size)
+    module = FinetuneModule(
+        model,
+        OptimizerSettings(
+            learning_rate=learning_rate,
+            weight_decay=settings.weight_decay,
+            warmup_steps=int(settings.warmup_ratio * steps),
+            total_steps=steps,
+        ),
+    )
+    metric = run.spec.metric
+    selector = BestEpoch(
+        run.loader("validation", seed),
+        lambda predictions: run.metrics("validation", predictions)[metric],
+        settings.patience,
+    )
+    label = f"{arm}-lr{learning_rate:g}-seed{seed}"
+    trainer = make_trainer(
+        replace(run.trainer, accumulate_grad_batches=1),
+        run.work_dir / run.spec.name / label,
+        run.loggers_for(run.spec.name, label),
+        [ProgressLog(settings.log_every_steps, f"finetune/{run.spec.name}/{label}"), selector],
+        max_epochs=settings.epochs,
+        enable_checkpointing=False,
+    )
+    trainer.fit(module, train_dataloaders=run.loader("train", seed, shuffle=True))
+    selector.restore(model)
+    test = run.metrics("test", predict(model, run.loader("test", seed)))
+    return RunResult(arm, learning_rate, seed, selector.best_score, selector.best_epoch, test)
+
+
+def evaluate_arm(run: TaskRun, arm: str, seeds: list[int]) -> ArmResult:
+    grid = [train_once(run, arm, rate, seeds[0]) for rate in run.settings.learning_rates]
+    best = max(grid, key=lambda result: result.validation_score)  # the first of equals wins
+    result = ArmResult(
+        best.learning_rate, {f"{r.learning_rate:g}": r.validation_score for r in grid}, [best]
+    )
+    result.runs += [train_once(run, arm, best.learning_rate, seed) for seed in seeds[1:]]
+    return result
+
+
+def evaluate_task(run: TaskRun, base_seed: int) -> dict[str, ArmResult]:
+    seeds = [base_seed + offset for offset in range(run.settings.seeds)]
+    return {arm: evaluate_arm(run, arm, seeds) for arm in ARMS}

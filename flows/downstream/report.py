@@ -1,0 +1,147 @@
+"""Per-seed scores to the figures a reader trusts: mean, std, the lift and its confidence interval.
+
+The lift's interval is a Student t-interval over the *paired* per-seed differences (pretrained
+minus random init at the same seed): the seed fixes the head init and data order of both arms,
+so pairing removes that shared noise. With one seed there is no interval and none is reported.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flows.downstream.spec import ARMS
+
+if TYPE_CHECKING:
+    from flows.downstream.recipe import ArmResult
+
+ARM_NAMES = {"pretrained": "pretrained", "random_init": "random init"}
+
+
+def paired_interval(differences: list[float], confidence: float) -> tuple[float, float] | None:
+    """`mean ± t(n-1) * sd / sqrt(n)`; None with fewer than two pairs."""
+    from scipy import stats
+
+    if len(differences) < 2:
+        return None
+    mean = statistics.fmean(differences)
+    half = stats.t.ppf((1 + confidence) / 2, len(differences) - 1) * statistics.stdev(differences)
+    half /= math.sqrt(len(differences))
+    return mean - half, mean + half
+
+
+def std(values: list[float]) -> float:
+    """Sample standard deviation across seeds; 0 for a single seed."""
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def task_outputs(
+    task: str, metric: str, arms: dict[str, ArmResult], confidence: float
+) -> dict[str, Any]:
+    """The flat `<task>.*` keys of the stage's outputs (see the README for the list)."""
+    outputs: dict[str, Any] = {
+        f"{task}.metric": metric,
+        f"{task}.seeds": len(arms["pretrained"].runs),
+    }
+    for arm in ARMS:
+        result = arms[arm]
+        outputs[f"{task}.{arm}_learning_rate"] = result.learning_rate
+        outputs[f"{task}.{arm}_epochs_mean"] = statistics.fmean(r.best_epoch for r in result.runs)
+        outputs[f"{task}.{arm}_validation_{metric}_mean"] = statistics.fmean(
+            r.validation_score for r in result.runs
+        )
+    for name in arms["pretrained"].runs[0].test:
+        scores = {arm: [run.test[name] for run in arms[arm].runs] for arm in ARMS}
+        for arm in ARMS:
+            outputs[f"{task}.{arm}_{name}_mean"] = statistics.fmean(scores[arm])
+            outputs[f"{task}.{arm}_{name}_std"] = std(scores[arm])
+        differences = [
+            p - r for p, r in zip(scores["pretrained"], scores["random_init"], strict=True)
+        ]
+        outputs[f"{task}.lift_{name}"] = statistics.fmean(differences)
+        interval = paired_interval(differences, confidence)
+        if interval is not None:
+            outputs[f"{task}.lift_{name}_ci_low"], outputs[f"{task}.lift_{name}_ci_high"] = interval
+    return outputs
+
+
+def headline(outputs: dict[str, Any], task: str) -> dict[str, Any]:
+    """The task's configured metric, for tables and charts."""
+    metric = outputs[f"{task}.metric"]
+    return {
+        "metric": metric,
+        **{
+            f"{arm}_{stat}": outputs[f"{task}.{arm}_{metric}_{stat}"]
+            for arm in ARMS
+            for stat in ("mean", "std")
+        },
+        "lift": outputs[f"{task}.lift_{metric}"],
+        "ci": (
+            outputs.get(f"{task}.lift_{metric}_ci_low"),
+            outputs.get(f"{task}.lift_{metric}_ci_high"),
+        ),
+    }
+
+
+def markdown_table(outputs: dict[str, Any], tasks: list[str], confidence: float) -> str:
+    level = f"{confidence:.0%}"
+    rows = [
+        f"| task | metric | pretrained | random init | lift [{level} CI, paired t] | "
+        "lr (pre / rand) | epochs (pre / rand) | seeds | train examples |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for task in tasks:
+        line = headline(outputs, task)
+        low, high = line["ci"]
+        interval = f" [{low:+.3f}, {high:+.3f}]" if low is not None else " (one seed: no CI)"
+        rows.append(
+            f"| {task} | {line['metric']} | "
+            f"{line['pretrained_mean']:.3f} ± {line['pretrained_std']:.3f} | "
+            f"{line['random_init_mean']:.3f} ± {line['random_init_std']:.3f} | "
+            f"{line['lift']:+.3f}{interval} | "
+            f"{outputs[f'{task}.pretrained_learning_rate']:g} / "
+            f"{outputs[f'{task}.random_init_learning_rate']:g} | "
+            f"{outputs[f'{task}.pretrained_epochs_mean']:.1f} / "
+            f"{outputs[f'{task}.random_init_epochs_mean']:.1f} | "
+            f"{outputs[f'{task}.seeds']} | {outputs[f'{task}.train_examples']} |"
+        )
+    rows.append("")
+    rows.append(
+        "Mean ± sample std over seeds, on each task's test split (GLUE: its dev file). Each arm's "
+        "learning rate and epoch were chosen on the validation split."
+    )
+    return "\n".join(rows)
+
+
+def bar_chart(outputs: dict[str, Any], tasks: list[str], path: Path) -> None:
+    """Pretrained against random init per task, error bars = std over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines = [headline(outputs, task) for task in tasks]
+    figure, axes = plt.subplots(figsize=(max(5.5, 1.6 * len(tasks) + 2), 3.8))
+    width = 0.38
+    for offset, arm in enumerate(ARMS):
+        positions = [index + (offset - 0.5) * width for index in range(len(tasks))]
+        axes.bar(
+            positions,
+            [line[f"{arm}_mean"] for line in lines],
+            width,
+            yerr=[line[f"{arm}_std"] for line in lines],
+            capsize=4,
+            label=ARM_NAMES[arm],
+        )
+    axes.set_xticks(range(len(tasks)))
+    axes.set_xticklabels(
+        [f"{task}\n({line['metric']})" for task, line in zip(tasks, lines, strict=True)]
+    )
+    axes.set_ylabel("test score (mean ± std over seeds)")
+    axes.set_title("Pretrained vs random init")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

@@ -1,0 +1,118 @@
+"""What a downstream task is, as config: where its data lives, how to read it, what to score.
+
+Every task, built in or user-defined, is one entry of `finetune.catalog`; the stage never special-
+cases a task name, so a user adds a task with a YAML block and no code.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from flows.corpora.formats import CorpusInputError
+from flows.settings import ConfigError, settings_from
+
+FORMATS = ("pydoc_topics", "glue", "conll", "huggingface")
+KINDS = ("classification", "token_classification")
+CLASSIFICATION_METRICS = ("accuracy", "macro_f1", "mcc", "f1")
+TOKEN_METRICS = ("entity_f1", "entity_precision", "entity_recall")
+SPLITS = ("train", "validation", "test")
+ARMS = ("pretrained", "random_init")
+Column = str | int
+
+
+class TaskInputError(CorpusInputError):
+    """A task's data file cannot be used as configured; the message names file, line and fix."""
+
+
+def default_data_dir() -> Path:
+    """`$CLOZE_DATA_DIR`, else `../shared/data` beside the repository (as benchmarks/ use)."""
+    configured = os.environ.get("CLOZE_DATA_DIR")
+    if configured:
+        return Path(configured)
+    return Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """`finetune.catalog.<name>`: one task's data and metric.
+
+    `train`/`validation`/`test` are file paths (relative ones resolve against the data dir) or,
+    for `format: huggingface`, split names. A missing `validation` is carved, seeded, out of train;
+    GLUE's test files are unlabelled, so its presets score on the dev file as `test`.
+    """
+
+    name: str
+    format: Literal["pydoc_topics", "glue", "conll", "huggingface"]
+    kind: Literal["classification", "token_classification"] = "classification"
+    metric: str = "accuracy"
+    labels: list[str] = field(default_factory=list)
+    train: str | None = None
+    validation: str | None = None
+    test: str | None = None
+    header: bool = True
+    text_column: Column = "sentence"
+    pair_column: Column | None = None
+    label_column: Column = "label"
+    hub_name: str | None = None
+    hub_config: str | None = None
+    min_words: int = 5
+
+    def __post_init__(self) -> None:
+        key = f"finetune.catalog.{self.name}"
+        if self.format not in FORMATS:
+            raise ConfigError(f"{key}.format={self.format!r} must be one of {FORMATS}")
+        if self.kind not in KINDS:
+            raise ConfigError(f"{key}.kind={self.kind!r} must be one of {KINDS}")
+        if (self.format == "conll") != (self.kind == "token_classification") and (
+            self.format != "huggingface"
+        ):
+            raise ConfigError(
+                f"{key}: format {self.format!r} cannot be kind {self.kind!r}; conll files are "
+                "token_classification, glue and pydoc_topics are classification"
+            )
+        allowed = TOKEN_METRICS if self.kind == "token_classification" else CLASSIFICATION_METRICS
+        if self.metric not in allowed:
+            raise ConfigError(f"{key}.metric={self.metric!r} must be one of {allowed}")
+        if self.metric == "f1" and len(self.labels) != 2:
+            raise ConfigError(f"{key}.metric=f1 is binary F1: {key}.labels needs exactly 2 labels")
+        if self.format != "pydoc_topics":
+            self._check_sources(key)
+
+    def _check_sources(self, key: str) -> None:
+        if len(self.labels) < 2:
+            raise ConfigError(f"{key}.labels must list at least 2 labels (the label vocabulary)")
+        if len(set(self.labels)) != len(self.labels):
+            raise ConfigError(f"{key}.labels={self.labels} lists a label twice")
+        if self.train is None or self.test is None:
+            raise ConfigError(f"{key}: set {key}.train and {key}.test (validation is optional)")
+        if self.format == "huggingface" and not self.hub_name:
+            raise ConfigError(f"{key}.hub_name must name the dataset (e.g. nyu-mll/glue)")
+        if self.kind == "token_classification" and "O" not in self.labels:
+            raise ConfigError(f"{key}.labels must include 'O' for IOB2 tagging")
+
+    def source(self, split: str, data_dir: Path) -> Path | str | None:
+        """Where a split comes from: a resolved file, a hub split name, or None (carve/absent)."""
+        value = getattr(self, split)
+        if value is None or self.format == "huggingface":
+            return value
+        path = Path(os.path.expanduser(value))
+        return path if path.is_absolute() else data_dir / path
+
+
+def task_specs(catalog: dict[str, Any], names: list[str]) -> list[TaskSpec]:
+    """The specs of `finetune.tasks`, validated; an unknown name lists the known ones."""
+    specs = []
+    for name in names:
+        if name not in catalog:
+            raise ConfigError(
+                f"finetune.tasks: {name!r} is not in finetune.catalog (known: "
+                f"{', '.join(sorted(catalog))}); add finetune.catalog.{name} or pick a known task"
+            )
+        entry = catalog[name]
+        if not isinstance(entry, dict):
+            raise ConfigError(f"finetune.catalog.{name} must be a mapping of task settings")
+        specs.append(settings_from(TaskSpec, {**entry, "name": name}, f"finetune.catalog.{name}"))
+    return specs

@@ -1,0 +1,146 @@
+"""`python -m flows.deploy serve | register --pool NAME`: the Cloze deployments on a Prefect server.
+
+`serve` registers every enabled deployment of `conf/deploy/<config>.yaml` and runs their flow
+runs from this process (local use: no work pool, no worker). `register` registers the same
+deployments to a work pool, with this checkout as their source, for a worker to run. Both set
+the tag concurrency limit that keeps training tasks from running more than N at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from flows.config import CONF_DIR, compose_config
+from flows.deploy_settings import DEPLOYMENTS, DeploymentSettings, DeploySettings
+from flows.settings import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ENTRYPOINTS = {
+    "pipeline": "flows/deployment_flows.py:pipeline_deployment",
+    "refresh": "flows/domain_refresh.py:domain_refresh",
+}
+TAGS = ["cloze"]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m flows.deploy", description=__doc__)
+    parser.add_argument("--config", default="default", help="conf/deploy/<CONFIG>.yaml")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("serve", help="register the deployments and run them from here")
+    register = commands.add_parser("register", help="register the deployments to a work pool")
+    register.add_argument("--pool", required=True, help="work pool name, e.g. cloze-process")
+    register.add_argument(
+        "--source", default=str(REPO_ROOT), help="code location the worker pulls (default: here)"
+    )
+    return parser.parse_args(argv)
+
+
+def check_overrides(settings: DeploySettings) -> None:
+    """Each deployment's default overrides compose, so a scheduled run cannot fail on them."""
+    for name, item in settings.enabled().items():
+        try:
+            compose_config(item.overrides)
+        except ConfigError as error:
+            raise ConfigError(f"deployments.{name}.overrides: {error}") from error
+
+
+def deployment_options(name: str, item: DeploymentSettings) -> dict[str, Any]:
+    """What `to_deployment` and `deploy` share: parameters, schedule, tags."""
+    from prefect.schedules import Cron
+
+    parameters: dict[str, Any] = {"overrides": list(item.overrides)}
+    until = DEPLOYMENTS[name]
+    if until is not None:
+        parameters["until"] = until
+    return {
+        "name": name,
+        "parameters": parameters,
+        "schedules": [Cron(item.cron, timezone=item.timezone)] if item.cron else None,
+        "tags": [*TAGS, name],
+        "description": f"Cloze {name}: parameters are Hydra overrides plus an experiment name",
+    }
+
+
+def with_timeout(flow_object: Any, item: DeploymentSettings) -> Any:
+    if item.timeout_hours is None:
+        return flow_object
+    return flow_object.with_options(timeout_seconds=item.timeout_hours * 3600)
+
+
+def serve(settings: DeploySettings) -> None:
+    from prefect import serve as serve_deployments
+
+    from flows.deployment_flows import pipeline_deployment
+    from flows.domain_refresh import domain_refresh
+
+    deployments = [
+        with_timeout(
+            pipeline_deployment if DEPLOYMENTS[name] else domain_refresh, item
+        ).to_deployment(**deployment_options(name, item))
+        for name, item in settings.enabled().items()
+    ]
+    serve_deployments(*deployments)
+
+
+def register(settings: DeploySettings, pool: str, source: str) -> None:
+    """From source: the worker loads the flows from `source` (a path it can read, or a git URL).
+
+    A worker loads the flow from its entrypoint, so `timeout_hours` (a flow option) applies
+    only to served deployments; a registered one takes the flow's own options.
+    """
+    from prefect import Flow
+
+    for name, item in settings.enabled().items():
+        entrypoint = ENTRYPOINTS["pipeline" if DEPLOYMENTS[name] else "refresh"]
+        remote: Any = Flow.from_source(source=source, entrypoint=entrypoint)  # sync here
+        remote.deploy(
+            work_pool_name=pool, build=False, push=False, print_next_steps=False,
+            **deployment_options(name, item),
+        )  # fmt: skip
+        print(f"registered {remote.name}/{name} to work pool {pool}")
+
+
+def set_training_limit(settings: DeploySettings) -> None:
+    from prefect import get_client
+
+    from flows.pipeline import TRAINING_TAG
+
+    if settings.training_concurrency is None:
+        return
+    with get_client(sync_client=True) as client:
+        client.create_concurrency_limit(
+            tag=TRAINING_TAG, concurrency_limit=settings.training_concurrency
+        )
+    print(f"at most {settings.training_concurrency} '{TRAINING_TAG}' task(s) at a time")
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    if not os.environ.get("PREFECT_API_URL"):
+        print(
+            "error: set PREFECT_API_URL to a Prefect server (e.g. `prefect server start`, then "
+            "PREFECT_API_URL=http://127.0.0.1:4200/api); deployments need one",
+            file=sys.stderr,
+        )
+        return 2
+    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "flows,lightning_modules,cloze")
+    try:
+        settings = DeploySettings.load(CONF_DIR / "deploy" / f"{args.config}.yaml")
+        check_overrides(settings)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    set_training_limit(settings)
+    if args.command == "register":
+        register(settings, args.pool, args.source)
+    else:
+        serve(settings)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,111 @@
+"""`conf/deploy/<name>.yaml`: which deployments exist, their default overrides and schedules.
+
+Kept apart from the Hydra run config on purpose: it describes how runs are triggered, not what a
+run computes, so it must not enter any run's params or artifact keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+
+from flows.settings import ConfigError, settings_from
+
+# Deployment name -> the pipeline stage it stops after (None: the domain-refresh flow).
+DEPLOYMENTS: dict[str, str | None] = {
+    "full": "finetune",
+    "tokenizer": "tokenizer",
+    "shards": "shards",
+    "pretrain": "pretrain",
+    "finetune": "finetune",
+    "domain-refresh": None,
+}
+
+
+def run_overrides(overrides: list[str] | None, experiment: str | None) -> list[str]:
+    """The CLI's argument list for a deployment run's parameters: `experiment=<name>`, then the
+    overrides, so `python -m flows <that list>` composes the same config."""
+    return ([f"experiment={experiment}"] if experiment else []) + list(overrides or [])
+
+
+@dataclass(frozen=True)
+class DeploymentSettings:
+    """`deployments.<name>.*` of the deploy config."""
+
+    enabled: bool = True
+    overrides: list[str] = field(default_factory=list)
+    cron: str | None = None
+    timezone: str = "UTC"
+    timeout_hours: float | None = None
+
+    def check(self, prefix: str) -> None:
+        if not all(isinstance(item, str) for item in self.overrides):
+            raise ConfigError(f"{prefix}.overrides must be a list of Hydra override strings")
+        if self.timeout_hours is not None and self.timeout_hours <= 0:
+            raise ConfigError(f"{prefix}.timeout_hours={self.timeout_hours} must be > 0 or null")
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError) as error:
+            raise ConfigError(
+                f"{prefix}.timezone={self.timezone!r} is not an IANA time zone (e.g. UTC, "
+                "Europe/Berlin)"
+            ) from error
+        if self.cron is not None:
+            from prefect.client.schemas.schedules import CronSchedule
+            from pydantic import ValidationError
+
+            try:
+                CronSchedule(cron=self.cron, timezone=self.timezone)
+            except ValidationError as error:
+                raise ConfigError(
+                    f"{prefix}.cron={self.cron!r} is not a valid cron expression (five fields: "
+                    "minute hour day-of-month month day-of-week, e.g. '0 2 * * *')"
+                ) from error
+
+
+@dataclass(frozen=True)
+class DeploySettings:
+    training_concurrency: int | None = 1
+    deployments: dict[str, DeploymentSettings] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> DeploySettings:
+        raw = dict(raw)
+        sections = raw.pop("deployments", None) or {}
+        if not isinstance(sections, dict):
+            raise ConfigError("deployments must map deployment names to their settings")
+        unknown = sorted(set(sections) - set(DEPLOYMENTS))
+        if unknown:
+            raise ConfigError(
+                f"unknown deployment deployments.{unknown[0]}; valid names: "
+                f"{', '.join(DEPLOYMENTS)}"
+            )
+        deployments = {}
+        for name in DEPLOYMENTS:
+            prefix = f"deployments.{name}"
+            settings = settings_from(DeploymentSettings, sections.get(name) or {}, prefix)
+            settings.check(prefix)
+            deployments[name] = settings
+        top = settings_from(cls, raw, "deploy")
+        if top.training_concurrency is not None and top.training_concurrency < 1:
+            raise ConfigError(
+                f"training_concurrency={top.training_concurrency} must be >= 1, or null for none"
+            )
+        return dataclasses.replace(top, deployments=deployments)
+
+    @classmethod
+    def load(cls, path: Path) -> DeploySettings:
+        if not path.is_file():
+            raise ConfigError(f"deploy config {path} does not exist")
+        raw = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path} must be a mapping of deploy settings")
+        return cls.from_dict(raw)
+
+    def enabled(self) -> dict[str, DeploymentSettings]:
+        return {name: item for name, item in self.deployments.items() if item.enabled}

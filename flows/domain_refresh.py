@@ -1,0 +1,215 @@
+"""The `domain-refresh` flow: continued pretraining on what a growing corpus gained since last time.
+
+One run: fingerprint the corpus files against the manifest of the last successful run; shard
+only the new and changed files, with the tokenizer of the model we continue from (the vocabulary
+must not move under trained embeddings); continue pretraining from the domain's `champion`
+(MLflow registry alias); fine-tune challenger and champion with the same recipe; register the
+result as `challenger` and promote it to `champion` only if it wins by `refresh.margin`. The
+manifest moves forward only when all of that succeeded. Wiring only: the stages are the
+pipeline's own tasks, so caching, tracking and Prefect options are the same.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+
+from flows.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore
+from flows.config import to_yaml
+from flows.corpora import open_corpus
+from flows.corpora.file_source import resolve_paths
+from flows.deployment_flows import compose_run_config, run_name
+from flows.environment import RunPaths
+from flows.fingerprints import (
+    CorpusChanges,
+    compare,
+    fingerprint_files,
+    load_manifest,
+    save_manifest,
+)
+from flows.pipeline import (
+    PipelinePlan,
+    StageContext,
+    finetune_task,
+    pretrain_task,
+    shards_task,
+    tokenizer_task,
+)
+from flows.promotion import CHALLENGER, CHAMPION, RefreshSettings, decide, metric_value
+from flows.settings import ConfigError, settings_from
+from flows.tracking import Tracker, redact_secrets
+
+
+@dataclass(frozen=True)
+class StartingPoint:
+    """The model a refresh continues from and the tokenizer it must keep."""
+
+    pretrain: ArtifactRef
+    tokenizer: ArtifactRef
+    version: str | None  # the champion's registry version; None for a configured base model
+
+
+def published(path: Path) -> ArtifactRef:
+    """A published artifact by its directory (its manifest says what it is)."""
+    recorded = json.loads((path / MANIFEST_FILE).read_text())
+    return ArtifactRef(recorded["stage"], recorded["key"], path, recorded["outputs"], True)
+
+
+def starting_point(
+    tracker: Tracker, store: ArtifactStore, refresh: RefreshSettings
+) -> StartingPoint | None:
+    """The champion; on the first run the configured base model; or None (from scratch)."""
+    champion = tracker.version_by_alias(refresh.model_name, CHAMPION)
+    if champion is not None:
+        path = tracker.resolve_model_uri(f"models:/{refresh.model_name}@{CHAMPION}")
+    elif refresh.base_model is not None:
+        base = refresh.base_model
+        path = tracker.resolve_model_uri(base) if base.startswith("models:/") else Path(base)
+    else:
+        return None
+    if not (path / MANIFEST_FILE).is_file():
+        raise ConfigError(f"{path} is not a published pretrain artifact (no {MANIFEST_FILE})")
+    pretrained = published(path)
+    tokenizer_key = json.loads((path / MANIFEST_FILE).read_text())["inputs"]["tokenizer"]
+    tokenizer = store.lookup("tokenizer", tokenizer_key)
+    if tokenizer is None:
+        raise ConfigError(
+            f"the tokenizer {tokenizer_key} that {path} was trained with is not in the artifact "
+            f"store {store.root}; continued pretraining must keep its vocabulary"
+        )
+    return StartingPoint(pretrained, tokenizer, None if champion is None else champion.version)
+
+
+def refresh_models(
+    ctx: StageContext, refresh: RefreshSettings, changes: CorpusChanges
+) -> dict[str, Any]:
+    """Shards the new files, trains the challenger, scores both, moves the aliases."""
+    start = starting_point(ctx.tracker, ctx.store, refresh)
+    corpus = open_corpus(replace(ctx.plan.corpus, paths=changes.to_train))
+    tokenizer = start.tokenizer if start else tokenizer_task(ctx, corpus)
+    init_from = str(start.pretrain.path) if start else None
+    plan = replace(ctx.plan, pretrain=replace(ctx.plan.pretrain, init_from=init_from))
+    ctx = replace(ctx, plan=plan)
+    shards = shards_task(ctx, corpus, tokenizer)
+    pretrained = pretrain_task(ctx, shards, tokenizer)
+    version = ctx.tracker.version_for_artifact(refresh.model_name, pretrained.key)
+    if version is None:
+        raise ConfigError(
+            f"the challenger ({pretrained.path}) has no version of {refresh.model_name} in the "
+            "registry; domain-refresh needs a model with a Hugging Face export (post-LN)"
+        )
+    ctx.tracker.set_alias(refresh.model_name, CHALLENGER, version.version)
+    challenger = metric_value(finetune_task(ctx, pretrained, tokenizer).outputs, refresh.metric)
+    champion = (
+        metric_value(finetune_task(ctx, start.pretrain, tokenizer).outputs, refresh.metric)
+        if start is not None and start.version is not None
+        else None
+    )
+    decision = decide(challenger, champion, refresh.margin, refresh.higher_is_better)
+    if decision.promote:
+        ctx.tracker.set_alias(refresh.model_name, CHAMPION, version.version)
+    return {
+        "decision": "promoted" if decision.promote else "kept-champion",
+        "reason": decision.reason,
+        "challenger_score": decision.challenger_score,
+        "champion_score": decision.champion_score,
+        "challenger_version": version.version,
+        "champion_version": version.version if decision.promote else start and start.version,
+        "previous_champion_version": start.version if start else None,
+        "continued_from": str(start.pretrain.path) if start else "random init",
+        "shards_key": shards.key,
+        "train_documents": shards.outputs["train_documents"],
+    }
+
+
+def scan(config: dict[str, Any], domain: str) -> tuple[Path, CorpusChanges]:
+    """The manifest's path and what changed since it was written."""
+    corpus = config["corpus"]
+    if corpus["kind"] != "files":
+        raise ConfigError(
+            "domain-refresh needs corpus=files with corpus.paths pointing at the growing corpus "
+            f"(corpus.kind={corpus['kind']!r})"
+        )
+    manifest = RunPaths.from_config(config).artifacts / "domains" / domain / "fingerprints.json"
+    previous = load_manifest(manifest)
+    files = resolve_paths(list(corpus["paths"]))
+    return manifest, compare(previous, fingerprint_files(files, previous))
+
+
+def refresh_markdown(domain: str, metric: str, result: dict[str, Any]) -> str:
+    lines = [f"# Domain refresh: {domain}", "", f"**{result['decision']}**: {result['reason']}", ""]
+    lines += ["| | |", "|---|---|"]
+    lines += [f"| {key} | {value} |" for key, value in result.items() if key != "sharded_files"]
+    lines += ["", f"Promotion metric: `{metric}` (finetune output).", "", "Sharded files:"]
+    lines += [f"- `{name}`" for name in result["sharded_files"]] or ["- none"]
+    return "\n".join(lines)
+
+
+def record(parent: Any, result: dict[str, Any]) -> None:
+    """The decision and both scores on the refresh's MLflow run."""
+    parent.set_tags(
+        {f"cloze.refresh.{key}": value for key, value in result.items() if key != "sharded_files"}
+    )
+    parent.log_metrics(
+        {
+            f"refresh.{key}": result[key]
+            for key in ("challenger_score", "champion_score", "new_files", "changed_files")
+            if result.get(key) is not None
+        }
+    )
+    parent.log_text("\n".join(result["sharded_files"]), "sharded_files.txt")
+
+
+@flow(name="domain-refresh", flow_run_name=run_name, log_prints=True)
+def domain_refresh(overrides: list[str] | None = None, experiment: str | None = None) -> dict:
+    """One refresh of `refresh.domain`; a run without new or changed files trains nothing."""
+    config = compose_run_config(overrides, experiment)
+    refresh = settings_from(RefreshSettings, config["refresh"], "refresh")
+    domain = refresh.require_domain()
+    manifest, changes = scan(config, domain)
+    print(f"domain {domain}: {changes.describe()}")
+    base = PipelinePlan.from_config(config)
+    plan = replace(base, tracking=replace(base.tracking, registered_model=refresh.model_name))
+    paths = RunPaths.from_config(config)
+    uri = paths.tracking_uri(plan.tracking.uri)
+    tracker = Tracker(
+        uri, plan.tracking.experiment, paths.mlflow_artifacts if uri.startswith("sqlite:") else None
+    )
+    parent = tracker.start_run("domain-refresh", tags={"cloze.refresh.domain": domain})
+    loggable = redact_secrets(config)
+    parent.log_params(loggable)
+    parent.log_text(to_yaml(loggable), "config.yaml")
+    try:
+        if changes.to_train:
+            ctx = StageContext(plan, ArtifactStore(paths.artifacts), tracker, parent)
+            result = refresh_models(ctx, refresh, changes)
+        else:
+            result = {
+                "decision": "no-new-data",
+                "reason": "no new or changed files; nothing trained",
+            }
+        result |= {
+            "new_files": len(changes.new),
+            "changed_files": len(changes.changed),
+            "removed_files": len(changes.removed),
+            "sharded_files": changes.to_train,
+            "mlflow_run_id": parent.run_id,
+        }
+        record(parent, result)
+    except BaseException:
+        parent.finish("FAILED")
+        raise
+    save_manifest(manifest, changes.current)  # only now: a failed run sees the same files again
+    parent.finish()
+    create_markdown_artifact(
+        refresh_markdown(domain, refresh.metric, result),
+        key=f"domain-refresh-{domain.lower().replace('_', '-')}",
+        description="Domain refresh: files, scores and the promotion decision",
+    )
+    print(f"domain {domain}: {result['decision']} ({result['reason']})")
+    return result

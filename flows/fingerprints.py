@@ -1,0 +1,117 @@
+"""Which files of a growing corpus are new or changed since the last successful refresh.
+
+A manifest maps each file to its size and content hash. Content, not mtime, decides "changed":
+a file rewritten with the same bytes, or touched, must not trigger retraining. Size and mtime let
+an unchanged file skip rehashing. The manifest is replaced atomically, and only after a run
+succeeds, so a failed run leaves the next one to see the same new files again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MANIFEST_VERSION = 1
+HASH_CHUNK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class FileFingerprint:
+    size: int
+    mtime_ns: int
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"size": self.size, "mtime_ns": self.mtime_ns, "sha256": self.sha256}
+
+
+Manifest = dict[str, FileFingerprint]
+
+
+@dataclass(frozen=True)
+class CorpusChanges:
+    """The corpus now (`current`) against the last manifest, file by file (absolute paths)."""
+
+    new: list[str]
+    changed: list[str]
+    unchanged: list[str]
+    removed: list[str]
+    current: Manifest
+
+    @property
+    def to_train(self) -> list[str]:
+        """New and changed files, in path order (the order the shards stage reads them)."""
+        return sorted(self.new + self.changed)
+
+    def describe(self) -> str:
+        return (
+            f"{len(self.new)} new, {len(self.changed)} changed, {len(self.unchanged)} unchanged, "
+            f"{len(self.removed)} removed"
+        )
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(HASH_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def fingerprint_files(files: list[Path], previous: Manifest) -> Manifest:
+    """Fingerprints of `files`; a file whose size and mtime match `previous` is not rehashed."""
+    current: Manifest = {}
+    for path in files:
+        stat = path.stat()
+        known = previous.get(str(path))
+        if known is not None and (known.size, known.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
+            current[str(path)] = known
+        else:
+            current[str(path)] = FileFingerprint(stat.st_size, stat.st_mtime_ns, file_sha256(path))
+    return current
+
+
+def compare(previous: Manifest, current: Manifest) -> CorpusChanges:
+    new, changed, unchanged = [], [], []
+    for path, fingerprint in sorted(current.items()):
+        known = previous.get(path)
+        if known is None:
+            new.append(path)
+        elif known.sha256 != fingerprint.sha256:
+            changed.append(path)
+        else:
+            unchanged.append(path)
+    removed = sorted(set(previous) - set(current))
+    return CorpusChanges(new, changed, unchanged, removed, current)
+
+
+def load_manifest(path: Path) -> Manifest:
+    """The last successful run's fingerprints; none before the first one."""
+    if not path.is_file():
+        return {}
+    recorded = json.loads(path.read_text())
+    if recorded.get("version") != MANIFEST_VERSION:
+        raise ValueError(
+            f"{path} has manifest version {recorded.get('version')}, expected {MANIFEST_VERSION}; "
+            "delete it to treat every file as new"
+        )
+    return {name: FileFingerprint(**entry) for name, entry in recorded["files"].items()}
+
+
+def save_manifest(path: Path, manifest: Manifest) -> None:
+    """Atomic replace: a reader (or a crash) sees the old manifest or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    payload = {
+        "version": MANIFEST_VERSION,
+        "files": {name: entry.to_json() for name, entry in sorted(manifest.items())},
+    }
+    with temp.open("w") as handle:
+        json.dump(payload, handle, indent=2)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)

@@ -1,0 +1,99 @@
+"""Champion/challenger: the `refresh.*` settings and the promotion decision, free of any I/O.
+
+The metric is any numeric output key of the finetune stage (`<task>.pretrained_<metric>_mean`,
+`<task>.lift_<metric>`, ...), read by name, so the decision does not depend on which keys the
+finetune stage happens to produce.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from flows.settings import ConfigError
+
+CHAMPION = "champion"
+CHALLENGER = "challenger"
+
+
+@dataclass(frozen=True)
+class RefreshSettings:
+    """`refresh.*`: which domain, where its models live, and what makes a challenger win."""
+
+    domain: str | None = None
+    registered_model: str | None = None
+    metric: str = "pydoc_topics.pretrained_accuracy_mean"
+    higher_is_better: bool = True
+    margin: float = 0.0
+    base_model: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.domain is not None and not self.domain.replace("-", "").replace("_", "").isalnum():
+            raise ConfigError(
+                f"refresh.domain={self.domain!r} must be a name of letters, digits, - and _ "
+                "(it names the fingerprint manifest's folder and the registered model)"
+            )
+        if not math.isfinite(self.margin) or self.margin < 0:
+            raise ConfigError(f"refresh.margin={self.margin} must be a finite number >= 0")
+        if not self.metric:
+            raise ConfigError(
+                "refresh.metric must name a finetune output, e.g. "
+                "pydoc_topics.pretrained_accuracy_mean"
+            )
+
+    def require_domain(self) -> str:
+        if self.domain is None:
+            raise ConfigError(
+                "domain-refresh needs refresh.domain (e.g. refresh.domain=legal) and "
+                "corpus=files with corpus.paths pointing at the growing corpus directory"
+            )
+        return self.domain
+
+    @property
+    def model_name(self) -> str:
+        """The registry entry whose `champion` and `challenger` aliases this domain moves."""
+        return self.registered_model or f"cloze-{self.require_domain()}"
+
+
+@dataclass(frozen=True)
+class Decision:
+    promote: bool
+    reason: str
+    challenger_score: float
+    champion_score: float | None
+
+
+def metric_value(outputs: Mapping[str, Any], metric: str) -> float:
+    """`refresh.metric` from a finetune artifact's outputs; the error lists what is there."""
+    value = outputs.get(metric)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        numeric = sorted(
+            key
+            for key, item in outputs.items()
+            if isinstance(item, int | float) and not isinstance(item, bool)
+        )
+        raise ConfigError(
+            f"refresh.metric={metric!r} is not a numeric finetune output; choose one of: "
+            f"{', '.join(numeric)}"
+        )
+    return float(value)
+
+
+def decide(
+    challenger: float, champion: float | None, margin: float, higher_is_better: bool = True
+) -> Decision:
+    """Promote when there is no champion yet, or when the challenger wins by more than `margin`.
+
+    A tie or a win inside the margin keeps the champion: a model that serves users is replaced
+    only for a difference larger than the evaluation's noise, which the margin stands for.
+    """
+    if champion is None:
+        return Decision(True, "no champion yet", challenger, None)
+    gain = challenger - champion if higher_is_better else champion - challenger
+    if gain > margin:
+        return Decision(True, f"beats the champion by {gain:+.4f} > {margin}", challenger, champion)
+    return Decision(
+        False, f"gain {gain:+.4f} is not above the margin {margin}", challenger, champion
+    )

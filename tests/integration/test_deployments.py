@@ -1,0 +1,242 @@
+"""Slow: `python -m flows.deploy serve` against real Prefect and MLflow servers on 127.0.0.1.
+
+Runs are triggered through the Prefect API with overrides, as a user would from the UI or
+`prefect deployment run`; what they did is read back from the MLflow server and the artifact
+store. One Prefect server, one MLflow server and one serve process are shared by the module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+from mlflow.tracking import MlflowClient
+from prefect.client.orchestration import SyncPrefectClient
+from prefect.client.schemas.objects import FlowRun
+
+from tests.integration.servers import mlflow_server, prefect_server, serving_deployments
+
+pytestmark = pytest.mark.slow
+DEPLOYMENTS = ["cloze-pipeline/pretrain", "domain-refresh/domain-refresh"]
+TINY = [
+    "trainer.max_steps=12",
+    "trainer.warmup_steps=2",
+    "trainer.val_every_steps=12",
+    "trainer.checkpoint_every_steps=12",
+    "finetune.train_examples=100",
+    "finetune.validation_examples=50",
+    "finetune.test_examples=100",
+    "finetune.max_length=32",
+]
+
+
+@dataclass(frozen=True)
+class Services:
+    prefect_api: str
+    mlflow_uri: str
+    root: Path
+    serve_log: Path
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    base = tmp_path_factory.mktemp("deployments")
+    (base / "mlflow").mkdir()
+    env = {key: value for key, value in os.environ.items() if key != "PREFECT_HOME"}
+    with (
+        prefect_server(base / "prefect") as api,
+        mlflow_server(base / "mlflow") as uri,
+        serving_deployments(api, base / "serve.log", env, DEPLOYMENTS),
+    ):
+        yield Services(api, uri, base / "run", base / "serve.log")
+
+
+def run_deployment(services: Services, name: str, parameters: dict[str, Any]) -> FlowRun:
+    """Creates a flow run as the UI does and waits for it to end."""
+    with SyncPrefectClient(services.prefect_api) as client:
+        deployment = client.read_deployment_by_name(name)
+        flow_run = client.create_flow_run_from_deployment(deployment.id, parameters=parameters)
+    return wait_for(services, flow_run.id)
+
+
+def run_from_shell(services: Services, name: str, experiment: str, overrides: list[str]) -> FlowRun:
+    """`prefect deployment run NAME --param experiment=... --param overrides='[...]'`."""
+    env = {**os.environ, "PREFECT_API_URL": services.prefect_api}
+    env.pop("PREFECT_HOME", None)
+    command = [sys.executable, "-m", "prefect", "deployment", "run", name]
+    command += [
+        "--param",
+        f"experiment={experiment}",
+        "--param",
+        f"overrides={json.dumps(overrides)}",
+    ]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    match = re.search(r"UUID: ([0-9a-f-]{36})", result.stdout)
+    assert match, result.stdout
+    return wait_for(services, UUID(match.group(1)))
+
+
+def wait_for(services: Services, flow_run_id: UUID) -> FlowRun:
+    with SyncPrefectClient(services.prefect_api) as client:
+        deadline = time.monotonic() + 400
+        while True:
+            flow_run = client.read_flow_run(flow_run_id)
+            if flow_run.state is not None and flow_run.state.is_final():
+                break
+            assert time.monotonic() < deadline, f"{flow_run.name} still {flow_run.state}"
+            time.sleep(1)
+    assert flow_run.state is not None
+    assert flow_run.state.is_completed(), (
+        f"{flow_run.name}: {flow_run.state}\n{services.serve_log.read_text()[-4000:]}"
+    )
+    return flow_run
+
+
+def common(services: Services, experiment: str) -> list[str]:
+    return [
+        f"paths.root={services.root}",
+        f"tracking.uri={services.mlflow_uri}",
+        f"tracking.experiment={experiment}",
+        *TINY,
+    ]
+
+
+def test_a_stage_deployment_runs_with_the_overrides_it_was_given(services: Services) -> None:
+    corpus = services.root.parent / "texts"
+    corpus.mkdir()
+    write_part(corpus, 5)
+    # Quoted: the Prefect CLI prints parameters as rich markup, where `[/...]` is a closing tag.
+    overrides = [*common(services, "deployed"), "corpus=files", f"corpus.paths=['{corpus}']"]
+    flow_run = run_from_shell(services, "cloze-pipeline/shards", "smoke", overrides)
+    assert flow_run.name.startswith("smoke-texts-")  # run name: experiment, corpus, date
+    client = MlflowClient(services.mlflow_uri)
+    experiment = client.get_experiment_by_name("deployed")
+    runs = client.search_runs([experiment.experiment_id])
+    # The stage deployment stops after shards; the tokenizer it needs ran in the same run.
+    assert sorted(run.info.run_name for run in runs) == ["pipeline", "shards", "tokenizer"]
+    parent = next(run for run in runs if run.info.run_name == "pipeline")
+    assert parent.data.params["trainer.max_steps"] == "12"  # the override
+    assert parent.data.params["shards.seq_len"] == "64"  # the smoke bundle
+    with SyncPrefectClient(services.prefect_api) as prefect:
+        limit = prefect.read_concurrency_limit_by_tag("cloze-training")  # set by `serve`
+        [summary] = [item for item in prefect.read_artifacts() if item.flow_run_id == flow_run.id]
+    assert limit.concurrency_limit == 1
+    assert summary.key == "cloze-shards-summary" and "| shards | computed |" in summary.data
+
+
+def write_part(corpus: Path, index: int) -> Path:
+    """A corpus file of stdlib docstrings: real prose, different in every part."""
+    from flows.corpora.stdlib_docs import stdlib_docstrings
+
+    texts = [doc.text for doc in stdlib_docstrings()][index * 300 : (index + 1) * 300]
+    path = corpus / f"part{index}.txt"
+    path.write_text("\n\n".join(texts))
+    return path
+
+
+def refresh_runs(client: MlflowClient) -> list[Any]:
+    experiment = client.get_experiment_by_name("refresh")
+    return list(
+        client.search_runs([experiment.experiment_id], order_by=["attributes.start_time ASC"])
+    )
+
+
+def test_domain_refresh_trains_on_new_files_only_and_records_its_decision(
+    services: Services,
+) -> None:
+    corpus = services.root.parent / "news"
+    corpus.mkdir()
+    first_files = [write_part(corpus, 0), write_part(corpus, 1)]
+    overrides = [
+        *common(services, "refresh"),
+        "corpus=files",
+        f"corpus.paths=[{corpus}]",
+        "refresh.domain=news",
+        "refresh.margin=0.01",
+    ]
+    parameters = {"experiment": "smoke", "overrides": overrides}
+    run_deployment(services, "domain-refresh/domain-refresh", parameters)
+    added = write_part(corpus, 2)
+    run_deployment(services, "domain-refresh/domain-refresh", parameters)
+    run_deployment(services, "domain-refresh/domain-refresh", parameters)
+
+    client = MlflowClient(services.mlflow_uri)
+    runs = refresh_runs(client)
+    by_parent: dict[str, list[str]] = {}
+    for run in runs:
+        parent = run.data.tags.get("mlflow.parentRunId")
+        if parent:
+            by_parent.setdefault(parent, []).append(run.info.run_name)
+    first, second, third = [run for run in runs if run.info.run_name == "domain-refresh"]
+
+    def sharded_files(run: Any) -> list[str]:
+        path = client.download_artifacts(run.info.run_id, "sharded_files.txt")
+        return Path(path).read_text().split()
+
+    # First run: no champion yet, the whole corpus, promoted.
+    assert sharded_files(first) == [str(path) for path in first_files]
+    assert first.data.tags["cloze.refresh.decision"] == "promoted"
+    assert sorted(by_parent[first.info.run_id]) == ["finetune", "pretrain", "shards", "tokenizer"]
+    # Second run: only the added file, continued from the champion with its tokenizer.
+    assert sharded_files(second) == [str(added)]
+    assert sorted(by_parent[second.info.run_id]) == ["finetune", "finetune", "pretrain", "shards"]
+    shards = next(
+        run
+        for run in runs
+        if run.data.tags.get("mlflow.parentRunId") == second.info.run_id
+        and run.info.run_name == "shards"
+    )
+    assert shards.data.metrics["units"] == 1
+    tags, metrics = second.data.tags, second.data.metrics
+    challenger, champion = metrics["refresh.challenger_score"], metrics["refresh.champion_score"]
+    expected = "promoted" if challenger - champion > 0.01 else "kept-champion"
+    assert tags["cloze.refresh.decision"] == expected
+    assert tags["cloze.refresh.previous_champion_version"] == "1"
+    registry = client.get_model_version_by_alias("cloze-news", "champion")
+    assert registry.version == ("2" if expected == "promoted" else "1")
+    assert client.get_model_version_by_alias("cloze-news", "challenger").version == "2"
+    artifacts = {item.path for item in client.list_artifacts(registry.run_id, "huggingface")}
+    assert "huggingface/tokenizer.json" in artifacts  # the tokenizer travels with the model
+    # Third run: nothing new, nothing trained, and it says so.
+    assert third.data.tags["cloze.refresh.decision"] == "no-new-data"
+    assert third.info.run_id not in by_parent
+    manifest = services.root / "artifacts" / "domains" / "news" / "fingerprints.json"
+    recorded = json.loads(manifest.read_text())["files"]
+    assert sorted(recorded) == sorted(str(path) for path in [*first_files, added])
+
+
+def test_register_puts_the_same_deployments_on_a_work_pool(services: Services) -> None:
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.config import CONF_DIR
+    from flows.deploy import REPO_ROOT, register
+    from flows.deploy_settings import DeploySettings
+
+    with SyncPrefectClient(services.prefect_api) as client:
+        client.create_work_pool(WorkPoolCreate(name="cloze-process", type="process"))
+    with temporary_settings({PREFECT_API_URL: services.prefect_api}):
+        register(
+            DeploySettings.load(CONF_DIR / "deploy" / "default.yaml"),
+            "cloze-process",
+            str(REPO_ROOT),
+        )
+    with SyncPrefectClient(services.prefect_api) as client:
+        stage = client.read_deployment_by_name("cloze-pipeline/shards")
+        refresh = client.read_deployment_by_name("domain-refresh/domain-refresh")
+    assert stage.work_pool_name == refresh.work_pool_name == "cloze-process"
+    assert stage.entrypoint == "flows/deployment_flows.py:pipeline_deployment"
+    assert stage.parameters == {"overrides": [], "until": "shards"}
+    assert refresh.entrypoint == "flows/domain_refresh.py:domain_refresh"
+    assert str(REPO_ROOT) in str(stage.pull_steps)  # the worker runs this checkout

@@ -1,0 +1,58 @@
+"""`pretrain.init_from`: the weights' identity enters the stage key; a misfit fails clearly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from flows.settings import ConfigError
+from flows.stages.pretrain import init_source, load_initial_weights
+from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.heads import BertForMaskedLM
+from lightning_modules.models.serialization import save_masked_lm
+
+
+def tiny(vocab_size: int = 120) -> BertForMaskedLM:
+    return BertForMaskedLM(
+        EncoderConfig(vocab_size, hidden_size=16, num_heads=2, intermediate_size=32)
+    )
+
+
+def saved(directory: Path, model: BertForMaskedLM, key: str | None = None) -> Path:
+    directory.mkdir()
+    save_masked_lm(model, directory)
+    if key is not None:
+        (directory / "manifest.json").write_text(json.dumps({"stage": "pretrain", "key": key}))
+    return directory
+
+
+def test_weights_are_copied_and_identified_by_content_not_path(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    source = tiny()
+    init = init_source(str(saved(tmp_path / "a", source)))
+    assert init is not None
+    moved = init_source(str(saved(tmp_path / "b", source)))
+    assert moved is not None and moved.identity == init.identity  # same weights, other path
+    retrained = tiny()
+    other = init_source(str(saved(tmp_path / "c", retrained)))
+    assert other is not None and other.identity != init.identity
+    published = init_source(str(saved(tmp_path / "d", source, key="abc123")))
+    assert published is not None and published.identity == "pretrain:abc123"
+
+    target = tiny()
+    load_initial_weights(target, init)
+    for name, tensor in source.state_dict().items():
+        assert torch.equal(target.state_dict()[name], tensor), name
+
+
+def test_a_different_vocabulary_or_a_missing_artifact_is_a_clear_error(tmp_path: Path) -> None:
+    init = init_source(str(saved(tmp_path / "a", tiny(vocab_size=120))))
+    assert init is not None
+    with pytest.raises(ConfigError, match=r"vocab_size=120 \(this run: 200\).*same vocabulary"):
+        load_initial_weights(tiny(vocab_size=200), init)
+    with pytest.raises(ConfigError, match="is not a pretrain artifact directory"):
+        init_source(str(tmp_path / "missing"))
+    assert init_source(None) is None

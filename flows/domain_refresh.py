@@ -176,10 +176,7 @@ def domain_refresh(overrides: list[str] | None = None, experiment: str | None = 
     base = PipelinePlan.from_config(config)
     plan = replace(base, tracking=replace(base.tracking, registered_model=refresh.model_name))
     paths = RunPaths.from_config(config)
-    uri = paths.tracking_uri(plan.tracking.uri)
-    tracker = Tracker(
-        uri, plan.tracking.experiment, paths.mlflow_artifacts if uri.startswith("sqlite:") else None
-    )
+    tracker = Tracker.for_run(plan.tracking, paths)
     parent = tracker.start_run("domain-refresh", tags={"cloze.refresh.domain": domain})
     loggable = redact_secrets(config)
     parent.log_params(loggable)

@@ -76,16 +76,8 @@ class StageContext:
     parent: RunHandle
 
     def tracked(self, stage: str, produce: Callable[[RunHandle], ArtifactRef]) -> ArtifactRef:
-        """Runs `produce` inside a child run that records the artifact, computed or reused."""
-        run = self.tracker.start_run(stage, self.parent, tags={"cloze.stage": stage})
-        try:
-            ref = produce(run)
-        except BaseException:
-            run.finish("FAILED")
-            raise
-        run.record_artifact(ref)
-        run.finish()
-        return ref
+        """Runs `produce` inside a child run of the pipeline's parent run."""
+        return self.tracker.record_stage(stage, produce, self.parent)
 
 
 @task(name="tokenizer", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
@@ -172,14 +164,7 @@ def pretraining_pipeline(config: dict[str, Any], until: str = "finetune") -> dic
     corpus = open_corpus(plan.corpus)  # a missing path or empty glob fails here, before tracking
     paths = RunPaths.from_config(config)
     store = ArtifactStore(paths.artifacts)
-    tracking_uri = paths.tracking_uri(plan.tracking.uri)
-    experiment = plan.tracking.experiment
-    tracker = Tracker(
-        tracking_uri,
-        experiment,
-        paths.mlflow_artifacts if tracking_uri.startswith("sqlite:") else None,
-        plan.tracking.retry_policy(),
-    )
+    tracker = Tracker.for_run(plan.tracking, paths)
     parent = tracker.start_run(
         "pipeline", tags={"cloze.model": config["model"]["name"], "cloze.corpus": plan.corpus.kind}
     )
@@ -199,7 +184,7 @@ def pretraining_pipeline(config: dict[str, Any], until: str = "finetune") -> dic
     except BaseException:
         parent.finish("FAILED")
         raise
-    summary = build_summary(refs, tracking_uri, parent.run_id, experiment)
+    summary = build_summary(refs, tracker.tracking_uri, parent.run_id, plan.tracking.experiment)
     parent.log_metrics(
         {
             f"{stage}.{name}": value

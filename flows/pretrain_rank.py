@@ -25,7 +25,7 @@ from flows.stages.launch import is_rank_zero, launched_per_rank
 from flows.stages.pretrain import PretrainSettings, pretrain
 from flows.stages.shards import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
-from flows.tracking import Tracker, TrackingSettings, redact_secrets
+from flows.tracking import RunHandle, Tracker, TrackingSettings, redact_secrets
 
 log = logging.getLogger("cloze.pretrain_rank")
 
@@ -51,20 +51,13 @@ def pretrain_as_rank(config: dict[str, Any]) -> ArtifactRef:
     if not is_rank_zero():
         return pretrain(settings, shards, tokenizer, store)
     tracking = settings_from(TrackingSettings, config["tracking"], "tracking")
-    uri = paths.tracking_uri(tracking.uri)
-    tracker = Tracker(
-        uri, tracking.experiment, paths.mlflow_artifacts if uri.startswith("sqlite:") else None
-    )
-    run = tracker.start_run("pretrain", tags={"cloze.stage": "pretrain", "cloze.launch": "ranks"})
-    run.log_params(redact_secrets(config))
-    try:
-        ref = pretrain(settings, shards, tokenizer, store, [run.lightning_logger()])
-    except BaseException:
-        run.finish("FAILED")
-        raise
-    run.record_artifact(ref)
-    run.finish()
-    return ref
+    tracker = Tracker.for_run(tracking, paths)
+
+    def train_logged(run: RunHandle) -> ArtifactRef:
+        run.log_params(redact_secrets(config))
+        return pretrain(settings, shards, tokenizer, store, [run.lightning_logger()])
+
+    return tracker.record_stage("pretrain", train_logged, tags={"cloze.launch": "ranks"})
 
 
 def main(argv: list[str]) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import fcntl
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +21,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from flows.artifacts import ArtifactRef
+from flows.environment import RunPaths
 from flows.settings import ConfigError
 from flows.tracking_retry import RetryingClient, RetryPolicy
 
@@ -194,6 +195,13 @@ class Tracker:
             assert created is not None, f"experiment {experiment!r} exists but cannot be read"
             return str(created.experiment_id)
 
+    @classmethod
+    def for_run(cls, settings: TrackingSettings, paths: RunPaths) -> Tracker:
+        """The configured server, or the SQLite store under the run root (artifacts beside it)."""
+        uri = paths.tracking_uri(settings.uri)
+        artifact_root = paths.mlflow_artifacts if uri.startswith("sqlite:") else None
+        return cls(uri, settings.experiment, artifact_root, settings.retry_policy())
+
     def start_run(
         self, name: str, parent: RunHandle | None = None, tags: Mapping[str, str] | None = None
     ) -> RunHandle:
@@ -202,6 +210,28 @@ class Tracker:
             all_tags[PARENT_TAG] = parent.run_id
         run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
         return RunHandle(self.client, run.info.run_id, self.tracking_uri)
+
+    def record_stage(
+        self,
+        stage: str,
+        produce: Callable[[RunHandle], ArtifactRef],
+        parent: RunHandle | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> ArtifactRef:
+        """Runs `produce` inside a run that records the artifact, computed or reused.
+
+        The run is marked FAILED on any exit but success, so a killed stage never stays RUNNING
+        in the UI when Python gets the chance to say so.
+        """
+        run = self.start_run(stage, parent, tags={"cloze.stage": stage, **(tags or {})})
+        try:
+            ref = produce(run)
+        except BaseException:
+            run.finish("FAILED")
+            raise
+        run.record_artifact(ref)
+        run.finish()
+        return ref
 
     def register_model(
         self,

@@ -50,8 +50,11 @@ def test_pipeline_runs_against_real_prefect_and_mlflow_servers(tmp_path: Path) -
         experiment = client.get_experiment_by_name("srv")
         runs = client.search_runs([experiment.experiment_id])
         assert sorted(run.info.run_name for run in runs) == sorted(
-            ["pipeline", "tokenizer", "shards", "pretrain", "finetune"]
+            ["pipeline", "tokenizer", "shards", "pretrain", "finetune", "pydoc_topics"]
         )
+        finetune = next(run for run in runs if run.info.run_name == "finetune")
+        task = next(run for run in runs if run.info.run_name == "pydoc_topics")
+        assert task.data.tags["mlflow.parentRunId"] == finetune.info.run_id
         parent = next(run for run in runs if run.info.run_name == "pipeline")
         artifacts = [item.path for item in client.list_artifacts(parent.info.run_id)]
         assert artifacts == ["config.yaml"]

@@ -42,6 +42,7 @@ from flows.pipeline import (
 )
 from flows.promotion import CHALLENGER, CHAMPION, RefreshSettings, decide, metric_value
 from flows.settings import ConfigError, settings_from
+from flows.stages.tokenizer import reused_tokenizer
 from flows.tracking import Tracker, redact_secrets
 
 
@@ -74,15 +75,8 @@ def starting_point(
         return None
     if not (path / MANIFEST_FILE).is_file():
         raise ConfigError(f"{path} is not a published pretrain artifact (no {MANIFEST_FILE})")
-    pretrained = published(path)
-    tokenizer_key = json.loads((path / MANIFEST_FILE).read_text())["inputs"]["tokenizer"]
-    tokenizer = store.lookup("tokenizer", tokenizer_key)
-    if tokenizer is None:
-        raise ConfigError(
-            f"the tokenizer {tokenizer_key} that {path} was trained with is not in the artifact "
-            f"store {store.root}; continued pretraining must keep its vocabulary"
-        )
-    return StartingPoint(pretrained, tokenizer, None if champion is None else champion.version)
+    tokenizer = reused_tokenizer(str(path), store)  # continued pretraining keeps the vocabulary
+    return StartingPoint(published(path), tokenizer, None if champion is None else champion.version)
 
 
 def refresh_models(

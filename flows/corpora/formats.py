@@ -31,7 +31,7 @@ FORMAT_BY_SUFFIX = {
     ".csv": "csv",
     ".parquet": "parquet",
 }
-FORMATS = ("auto", "txt", "jsonl", "csv", "parquet", "wikiextractor")
+FORMATS = ("auto", "txt", "jsonl", "csv", "parquet", "wikiextractor", "pubtator")
 Lines = Iterator[tuple[int, str]]
 
 
@@ -196,6 +196,37 @@ def wikiextractor_documents(
                 body.append(line)
 
 
+def pubtator_documents(
+    path: Path, lines: Lines, rules: ReadRules, stats: CorpusStats
+) -> Iterator[str]:
+    """PubTator (BC5CDR, NCBI disease corpus): title and abstract of each PMID, one document.
+
+    A document is `PMID|t|title`, `PMID|a|abstract`, then annotation lines (`PMID<TAB>...`),
+    ending at a blank line. Annotations are dropped: pretraining wants the text, not the labels.
+    A line of another shape, or of another PMID, means the file is not what the format says.
+    """
+    body = BoundedText(rules.max_chars)
+    pmid: str | None = None
+    for number, line in lines:
+        if not line.strip():
+            if pmid is not None and (text := body.finish(stats)).strip():
+                yield text
+            pmid = None
+            continue
+        head, bar, rest = line.partition("|")
+        if bar and head.isdigit() and rest[:2] in ("t|", "a|") and pmid in (None, head):
+            pmid = head
+            body.append(rest[2:].strip() + "\n")
+        elif pmid is None or not line.startswith(pmid + "\t"):
+            raise CorpusInputError(
+                f"{path}:{number} is not a PubTator line (PMID|t|title, PMID|a|abstract or "
+                f"PMID<TAB>annotation of the document above): {line[:60]!r}; check "
+                "corpus.format=pubtator suits this file, or fix the line"
+            )
+    if pmid is not None and (text := body.finish(stats)).strip():
+        yield text
+
+
 def csv_rows(path: Path, lines: Lines, text_field: str, rules: ReadRules) -> Iterator[str]:
     csv.field_size_limit(rules.max_line_bytes)
     reader = csv.DictReader(line for _, line in lines)
@@ -235,5 +266,7 @@ def read_documents(
         yield from csv_rows(path, lines, text_field, rules)
     elif file_format == "wikiextractor":
         yield from wikiextractor_documents(path, lines, rules, stats)
+    elif file_format == "pubtator":
+        yield from pubtator_documents(path, lines, rules, stats)
     else:
         yield from paragraphs(lines, rules, stats)

@@ -95,6 +95,7 @@ def pretrain(
     }
     init = init_source(settings.init_from)
     if init is not None:  # the weights' identity, never their path, enters the key
+        check_same_tokenizer(init, tokenizer_ref)
         record["inputs"]["init_from"] = init.identity
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
     job = PretrainJob(
@@ -237,6 +238,20 @@ def init_source(init_from: str | None) -> InitSource | None:
         return InitSource(path, f"{STAGE}:{json.loads(manifest.read_text())['key']}")
     digest = hashlib.sha256((path / WEIGHTS_FILE).read_bytes()).hexdigest()[:20]
     return InitSource(path, f"weights:{digest}")
+
+
+def check_same_tokenizer(init: InitSource, tokenizer_ref: ArtifactRef) -> None:
+    """Refuses a retrained tokenizer: same size, other ids would load silently as wrong rows."""
+    manifest = init.path / MANIFEST_FILE
+    if not manifest.is_file():
+        return  # weights from outside the store carry no tokenizer identity to compare
+    trained_with = json.loads(manifest.read_text())["inputs"].get("tokenizer")
+    if trained_with != tokenizer_ref.key:
+        raise ConfigError(
+            f"pretrain.init_from={init.path} was trained with tokenizer {trained_with}, this run's "
+            f"tokenizer is {tokenizer_ref.key}: continued pretraining must keep the vocabulary; "
+            f"add tokenizer.from_artifact={init.path}"
+        )
 
 
 def load_initial_weights(model: BertForMaskedLM | ElectraForPreTraining, init: InitSource) -> None:

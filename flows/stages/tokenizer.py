@@ -16,7 +16,7 @@ from typing import Any
 
 from tokenizers import Tokenizer, processors
 
-from flows.artifacts import ArtifactRef, ArtifactStore, stage_key
+from flows.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, stage_key
 from flows.corpora import Corpus
 from flows.corpora.base import empty_corpus_error
 from flows.settings import ConfigError, output_settings
@@ -40,6 +40,7 @@ class TokenizerSettings:
     lowercase: bool = True
     min_frequency: int = 2
     max_training_mb: float | None = 256.0
+    from_artifact: str | None = None  # reuse, do not train; out of the key (the reused one's is)
     special_tokens: dict[str, str] = field(
         default_factory=lambda: {
             "pad": "[PAD]",
@@ -113,11 +114,39 @@ def measure(tokenizer: Tokenizer, documents: list[str], unk_id: int) -> dict[str
     }
 
 
+def reused_tokenizer(source: str, store: ArtifactStore) -> ArtifactRef:
+    """`tokenizer.from_artifact`: a published tokenizer, given directly or through a pretrain run.
+
+    Continued pretraining on a new corpus must keep the vocabulary its embeddings were trained
+    on; a tokenizer retrained on the new corpus may even have the same size but other ids.
+    """
+    path = Path(source).expanduser().resolve()
+    if not (path / MANIFEST_FILE).is_file():
+        raise ConfigError(
+            f"tokenizer.from_artifact={source!r} is not a published artifact directory (no "
+            f"{MANIFEST_FILE}); give <artifact root>/tokenizer/<key> or .../pretrain/<key>"
+        )
+    recorded = json.loads((path / MANIFEST_FILE).read_text())
+    if recorded["stage"] == STAGE:
+        return ArtifactRef(STAGE, recorded["key"], path, recorded["outputs"], cache_hit=True)
+    key = recorded.get("inputs", {}).get("tokenizer")
+    found = store.lookup(STAGE, key) if isinstance(key, str) else None
+    if found is None:
+        raise ConfigError(
+            f"tokenizer.from_artifact={source!r} is a {recorded['stage']} artifact whose "
+            f"tokenizer ({key}) is not in the artifact store {store.root}; give the tokenizer "
+            "artifact directory itself"
+        )
+    return found
+
+
 def train_tokenizer(
     settings: TokenizerSettings, corpus: Corpus, store: ArtifactStore
 ) -> ArtifactRef:
+    if settings.from_artifact is not None:
+        return reused_tokenizer(settings.from_artifact, store)
     record: dict[str, Any] = {
-        "settings": output_settings(settings),
+        "settings": output_settings(settings, exclude=("from_artifact",)),
         "inputs": {"corpus": corpus.fingerprint()},
     }
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])

@@ -72,3 +72,26 @@ def test_wikiextractor_blocks_drop_titles_and_stub_articles(tmp_path: Path) -> N
 def test_unknown_format_is_a_config_error() -> None:
     with pytest.raises(ValueError, match=r"corpus\.format='xml' must be one of"):
         CorpusSettings(kind="files", paths=["x"], format="xml")
+
+
+def test_pubtator_gives_title_and_abstract_per_pmid_without_annotations(tmp_path: Path) -> None:
+    (tmp_path / "a.PubTator.txt").write_text(
+        f"11|t|A title line.\n11|a|{DOCS[0]}\n11\t0\t1\tA\tDisease\tD1\n11\tCID\tD1\tD2\n\n"
+        f"22|t|Another title.\n22|a|{DOCS[1]}\n22\t3\t9\tother\tSpecificDisease\tD2\n"
+    )
+    assert read(tmp_path / "a.PubTator.txt", format="pubtator") == [
+        f"A title line.\n{DOCS[0]}",
+        f"Another title.\n{DOCS[1]}",
+    ]
+
+
+@pytest.mark.parametrize(
+    "second",
+    ["just prose in the middle", "33|a|an abstract of another PMID with no blank line first"],
+)
+def test_pubtator_malformed_line_names_file_and_line(tmp_path: Path, second: str) -> None:
+    (tmp_path / "b.txt").write_text(f"11|t|Title.\n{second}\n11|a|{DOCS[0]}\n")
+    with pytest.raises(
+        CorpusInputError, match=r"b\.txt:2 is not a PubTator line .* corpus\.format"
+    ):
+        read(tmp_path / "b.txt", format="pubtator")

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from flows.artifacts import ArtifactRef
 from flows.settings import ConfigError
-from flows.stages.pretrain import init_source, load_initial_weights
+from flows.stages.pretrain import check_same_tokenizer, init_source, load_initial_weights
 from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import save_masked_lm
@@ -56,3 +57,24 @@ def test_a_different_vocabulary_or_a_missing_artifact_is_a_clear_error(tmp_path:
     with pytest.raises(ConfigError, match="is not a pretrain artifact directory"):
         init_source(str(tmp_path / "missing"))
     assert init_source(None) is None
+
+
+def test_weights_trained_with_another_tokenizer_are_refused(tmp_path: Path) -> None:
+    source = saved(tmp_path / "a", tiny(), key="abc123")
+    manifest = source / "manifest.json"
+    manifest.write_text(
+        json.dumps({"stage": "pretrain", "key": "abc123", "inputs": {"tokenizer": "tok-old"}})
+    )
+    init = init_source(str(source))
+    assert init is not None
+
+    def tokenizer(key: str) -> ArtifactRef:
+        return ArtifactRef("tokenizer", key, tmp_path / key, {}, cache_hit=True)
+
+    check_same_tokenizer(init, tokenizer("tok-old"))  # the same vocabulary: fine
+    with pytest.raises(
+        ConfigError,
+        match=rf"trained with tokenizer tok-old, this run's tokenizer is tok-new.*"
+        rf"tokenizer.from_artifact={source}",
+    ):
+        check_same_tokenizer(init, tokenizer("tok-new"))

@@ -74,7 +74,7 @@ def corpus_files(corpus_dir: str) -> list[str]:
 
 
 def train_shared_tokenizer(work_dir: Path, corpus_file: Path) -> Path:
-    from flows.artifacts import ArtifactStore
+    from flows.core.artifacts import ArtifactStore
     from flows.corpora import CorpusSettings, open_corpus
     from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 
@@ -84,9 +84,9 @@ def train_shared_tokenizer(work_dir: Path, corpus_file: Path) -> Path:
 
 
 def run_cloze(corpus_dir: str, tokenizer_dir: str, num_proc: int) -> dict[str, Any]:
-    from flows.artifacts import ArtifactRef, ArtifactStore
+    from flows.core.artifacts import ArtifactRef, ArtifactStore
     from flows.corpora import CorpusSettings, open_corpus
-    from flows.stages.shards import ShardSettings, build_shards
+    from flows.stages.shards.stage import ShardSettings, build_shards
 
     tokenizer = ArtifactRef("tokenizer", Path(tokenizer_dir).name, Path(tokenizer_dir), {}, True)
     corpus = open_corpus(CorpusSettings(kind="files", paths=[corpus_dir]))

@@ -43,9 +43,9 @@ MASK_RATE = 0.15
 
 def prepare_shards(work_dir: Path) -> tuple[Path, Path]:
     """Tokenizer and shards from Cloze's own stages; cached in work_dir across benchmark runs."""
-    from flows.artifacts import ArtifactStore
+    from flows.core.artifacts import ArtifactStore
     from flows.corpora import CorpusSettings, open_corpus
-    from flows.stages.shards import ShardSettings, build_shards
+    from flows.stages.shards.stage import ShardSettings, build_shards
     from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 
     # WikiText-2 raw has no blank lines between articles, so the file is one paragraph of 1.3 M
@@ -79,9 +79,9 @@ def run_cloze(
     precision: str,
     compile_encoder: bool = False,
 ) -> dict[str, Any]:
-    from flows.artifacts import ArtifactRef
+    from flows.core.artifacts import ArtifactRef
     from flows.stages.tokenizer import load_tokenizer
-    from flows.stages.training import TrainerSettings, make_trainer
+    from flows.training.trainer import TrainerSettings, make_trainer
     from lightning_modules.data.collator import MaskingCollator, MaskingRule
     from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
     from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings

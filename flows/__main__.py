@@ -6,10 +6,11 @@ import logging
 import sys
 import warnings
 
-from flows.config import compose_config, expand_sweeps, to_yaml
+from flows.core.config import compose_config, expand_sweeps, to_yaml
+from flows.core.paths import configure_services
+from flows.core.settings import ConfigError
 from flows.corpora.formats import CorpusInputError
-from flows.environment import configure_services, service_outage_message
-from flows.settings import ConfigError
+from flows.tracking.retry import service_outage_message
 
 USAGE = """usage: python -m flows [--cfg] [-m] [OVERRIDE ...]
 

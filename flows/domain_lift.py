@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flows.config import compose_config
+from flows.core.config import compose_config
+from flows.core.paths import configure_services
+from flows.core.settings import ConfigError
 from flows.downstream.report import paired_interval, std
-from flows.environment import configure_services
-from flows.settings import ConfigError
 from flows.stages.finetune import RESULTS_FILE
 
 TASK = "ncbi_disease"

@@ -13,18 +13,19 @@ from typing import Any
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.artifacts import ArtifactRef, ArtifactStore
-from flows.config import to_yaml
+from flows.core.artifacts import ArtifactRef, ArtifactStore
+from flows.core.config import to_yaml
+from flows.core.paths import RunPaths
+from flows.core.settings import ConfigError, settings_from
 from flows.corpora import Corpus, CorpusSettings, open_corpus
-from flows.downstream.publish import TaskRuns, publish
-from flows.environment import RunPaths
-from flows.settings import ConfigError, settings_from
 from flows.stages.finetune import FinetuneSettings, finetune
 from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
-from flows.stages.shards import ShardSettings, build_shards
+from flows.stages.shards.runners import prefect_unit_mapper
+from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.summary import build_summary, render_summary
-from flows.tracking import (
+from flows.tracking.publish import TaskRuns, publish
+from flows.tracking.runs import (
     ARTIFACT_KEY_TAG,
     ARTIFACT_PATH_TAG,
     RunHandle,
@@ -32,7 +33,6 @@ from flows.tracking import (
     TrackingSettings,
     redact_secrets,
 )
-from flows.unit_runners import prefect_unit_mapper
 
 STAGES = ("tokenizer", "shards", "pretrain", "finetune")
 # Training stages share this tag: a Prefect tag concurrency limit on it (set by

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flows.artifacts import ArtifactRef
+from flows.core.artifacts import ArtifactRef
 from flows.downstream.report import headline
 
 

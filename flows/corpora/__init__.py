@@ -1,5 +1,6 @@
 """Corpus sources: where raw text comes from, cleaned, deduplicated and split into documents."""
 
-from flows.corpora.base import Corpus, CorpusSettings, open_corpus
+from flows.corpora.base import Corpus, CorpusSettings
+from flows.corpora.sources import open_corpus
 
 __all__ = ["Corpus", "CorpusSettings", "open_corpus"]

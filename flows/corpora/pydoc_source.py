@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from flows.corpora import pydoc_topics_task
-from flows.corpora.base import clean_text
+from flows.corpora.cleaning import clean_text
+from flows.corpora.pydoc_topics_task import module_split
 from flows.corpora.stats import CorpusStats
 from flows.corpora.stdlib_docs import pydoc_topics, stdlib_docstrings, stdlib_fingerprint
 
@@ -25,7 +25,7 @@ class PydocUnit:
             {
                 clean_text(doc.text)
                 for doc in stdlib_docstrings()
-                if pydoc_topics_task.module_split(doc.module) == "test"
+                if module_split(doc.module) == "test"
             }
             if self.exclude_downstream_test
             else set()

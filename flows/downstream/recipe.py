@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader
 from flows.downstream.encoding import EncodedSplit, pad_batch, score
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.spec import ARMS, TaskSpec
-from flows.stages.training import TrainerSettings, make_trainer
+from flows.training.trainer import TrainerSettings, make_trainer
 from lightning_modules.callbacks import ProgressLog
 from lightning_modules.classifier import BestEpoch, FinetuneModule, predict
 from lightning_modules.models.encoder import EncoderConfig

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flows.core.settings import ConfigError, settings_from
 from flows.downstream.spec import TaskSpec, default_data_dir, task_specs
-from flows.settings import ConfigError, settings_from
 
 
 @dataclass(frozen=True)

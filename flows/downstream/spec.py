@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from flows.core.paths import REPO_ROOT
+from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
-from flows.settings import ConfigError, settings_from
 
 FORMATS = ("pydoc_topics", "glue", "conll", "huggingface")
 KINDS = ("classification", "token_classification")
@@ -32,7 +33,7 @@ def default_data_dir() -> Path:
     configured = os.environ.get("CLOZE_DATA_DIR")
     if configured:
         return Path(configured)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    return REPO_ROOT.parent / "shared" / "data"
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from flows.artifacts import ArtifactRef, ArtifactStore, stage_key
+from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
+from flows.core.settings import output_settings
 from flows.downstream.encoding import encode
 from flows.downstream.load import Sampling, load_task, source_fingerprint
 from flows.downstream.recipe import LoggerFactory, TaskRun, evaluate_task
 from flows.downstream.report import bar_chart, markdown_table, task_outputs
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.spec import ARMS, TaskSpec
-from flows.settings import output_settings
 from flows.stages.tokenizer import load_tokenizer
-from flows.stages.training import TrainerSettings
+from flows.training.trainer import TrainerSettings
 from lightning_modules.models.serialization import load_encoder_config
 
 STAGE = "finetune"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flows.settings import ConfigError
+from flows.core.settings import ConfigError
 from flows.stages.tokenizer import TrainedTokenizer
 from lightning_modules.data.collator import MaskingCollator, MaskingRule
 from lightning_modules.data.span_masking import (

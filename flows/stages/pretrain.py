@@ -15,12 +15,12 @@ import pytorch_lightning as pl
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger
 
-from flows.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, replace_json, stage_key
-from flows.settings import ConfigError, output_settings, settings_from
-from flows.stages.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
+from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, replace_json, stage_key
+from flows.core.settings import ConfigError, output_settings, settings_from
 from flows.stages.objectives import ObjectiveSettings, make_collator
 from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokenizer
-from flows.stages.training import TrainerSettings, encoder_config, make_trainer
+from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
+from flows.training.trainer import TrainerSettings, encoder_config, make_trainer
 from lightning_modules.callbacks import ProgressLog
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
 from lightning_modules.data.shard_format import ShardIndex
@@ -77,6 +77,21 @@ class PretrainSettings:
         return settings
 
 
+def pretrain_record(
+    settings: PretrainSettings, shards_key: str, tokenizer_key: str
+) -> dict[str, Any]:
+    """What the pretrain artifact key is made of; runtime keys (devices, workers) stay out."""
+    return {
+        "settings": {
+            "model": settings.model,
+            "objective": output_settings(settings.objective, exclude=("name",)),
+            "trainer": output_settings(settings.trainer, TrainerSettings.NOT_IN_KEY),
+            "seed": settings.seed,
+        },
+        "inputs": {"shards": shards_key, "tokenizer": tokenizer_key},
+    }
+
+
 def pretrain(
     settings: PretrainSettings,
     shards_ref: ArtifactRef,
@@ -84,15 +99,7 @@ def pretrain(
     store: ArtifactStore,
     loggers: Sequence[Logger] = (),
 ) -> ArtifactRef:
-    record: dict[str, Any] = {
-        "settings": {
-            "model": settings.model,
-            "objective": output_settings(settings.objective, exclude=("name",)),
-            "trainer": output_settings(settings.trainer, TrainerSettings.NOT_IN_KEY),
-            "seed": settings.seed,
-        },
-        "inputs": {"shards": shards_ref.key, "tokenizer": tokenizer_ref.key},
-    }
+    record = pretrain_record(settings, shards_ref.key, tokenizer_ref.key)
     init = init_source(settings.init_from)
     if init is not None:  # the weights' identity, never their path, enters the key
         check_same_tokenizer(init, tokenizer_ref)

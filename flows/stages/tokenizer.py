@@ -16,10 +16,10 @@ from typing import Any
 
 from tokenizers import Tokenizer, processors
 
-from flows.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, stage_key
+from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, stage_key
+from flows.core.settings import ConfigError, output_settings
 from flows.corpora import Corpus
 from flows.corpora.base import empty_corpus_error
-from flows.settings import ConfigError, output_settings
 from flows.stages.tokenizer_models import TOKENIZER_KINDS, build_tokenizer
 
 STAGE = "tokenizer"
@@ -140,15 +140,20 @@ def reused_tokenizer(source: str, store: ArtifactStore) -> ArtifactRef:
     return found
 
 
+def tokenizer_record(settings: TokenizerSettings, corpus: dict[str, Any]) -> dict[str, Any]:
+    """What the tokenizer's artifact key is made of: its settings and the corpus fingerprint."""
+    return {
+        "settings": output_settings(settings, exclude=("from_artifact",)),
+        "inputs": {"corpus": corpus},
+    }
+
+
 def train_tokenizer(
     settings: TokenizerSettings, corpus: Corpus, store: ArtifactStore
 ) -> ArtifactRef:
     if settings.from_artifact is not None:
         return reused_tokenizer(settings.from_artifact, store)
-    record: dict[str, Any] = {
-        "settings": output_settings(settings, exclude=("from_artifact",)),
-        "inputs": {"corpus": corpus.fingerprint()},
-    }
+    record = tokenizer_record(settings, corpus.fingerprint())
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
 
     def build(directory: Path) -> dict[str, Any]:

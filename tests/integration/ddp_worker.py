@@ -15,7 +15,7 @@ from typing import Any
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from flows.artifacts import ArtifactStore
+from flows.core.artifacts import ArtifactStore
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
 from tests.integration import pretrain_worker

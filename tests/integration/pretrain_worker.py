@@ -5,13 +5,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from flows.artifacts import ArtifactRef, ArtifactStore
+from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.corpora import CorpusSettings, open_corpus
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
-from flows.stages.shards import ShardSettings, build_shards
+from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
-from flows.stages.training import TrainerSettings
+from flows.training.trainer import TrainerSettings
 
 MODEL = {
     "hidden_size": 32,

@@ -10,11 +10,11 @@ import pytest
 from prefect import flow
 from prefect.runtime import flow_run
 
-from flows.artifacts import ArtifactRef, ArtifactStore
+from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.corpora import CorpusSettings, open_corpus
-from flows.stages.shards import ShardSettings, build_shards
+from flows.stages.shards.runners import prefect_unit_mapper
+from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
-from flows.unit_runners import prefect_unit_mapper
 
 pytestmark = pytest.mark.slow
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]

@@ -20,15 +20,15 @@ import torch
 from mlflow.tracking import MlflowClient
 from safetensors.torch import load_file
 
-from flows.artifacts import ArtifactRef, ArtifactStore
+from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.corpora import CorpusSettings, open_corpus
-from flows.stages.launch import run_on_local_ranks
 from flows.stages.objectives import ObjectiveSettings, make_collator
 from flows.stages.pretrain import pretrain
-from flows.stages.shards import ShardSettings, build_shards
+from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
-from flows.stages.training import TrainerSettings, make_trainer
-from flows.tracking import Tracker
+from flows.tracking.runs import Tracker
+from flows.training.launch import run_on_local_ranks
+from flows.training.trainer import TrainerSettings, make_trainer
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
 from lightning_modules.models.heads import IGNORE_INDEX
 from lightning_modules.models.serialization import WEIGHTS_FILE

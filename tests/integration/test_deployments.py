@@ -220,9 +220,9 @@ def test_register_puts_the_same_deployments_on_a_work_pool(services: Services) -
     from prefect.client.schemas.actions import WorkPoolCreate
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.config import CONF_DIR
-    from flows.deploy import REPO_ROOT, register
-    from flows.deploy_settings import DeploySettings
+    from flows.core.config import CONF_DIR
+    from flows.deploy.cli import REPO_ROOT, register
+    from flows.deploy.settings import DeploySettings
 
     with SyncPrefectClient(services.prefect_api) as client:
         client.create_work_pool(WorkPoolCreate(name="cloze-process", type="process"))
@@ -236,7 +236,7 @@ def test_register_puts_the_same_deployments_on_a_work_pool(services: Services) -
         stage = client.read_deployment_by_name("cloze-pipeline/shards")
         refresh = client.read_deployment_by_name("domain-refresh/domain-refresh")
     assert stage.work_pool_name == refresh.work_pool_name == "cloze-process"
-    assert stage.entrypoint == "flows/deployment_flows.py:pipeline_deployment"
+    assert stage.entrypoint == "flows/deploy/entrypoints.py:pipeline_deployment"
     assert stage.parameters == {"overrides": [], "until": "shards"}
-    assert refresh.entrypoint == "flows/domain_refresh.py:domain_refresh"
+    assert refresh.entrypoint == "flows/refresh/flow.py:domain_refresh"
     assert str(REPO_ROOT) in str(stage.pull_steps)  # the worker runs this checkout

@@ -25,8 +25,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from flows.artifacts import MANIFEST_FILE, ArtifactStore
-from flows.config import compose_config
+from flows.core.artifacts import MANIFEST_FILE, ArtifactStore
+from flows.core.config import compose_config
 from flows.corpora import open_corpus
 from flows.pipeline import PipelinePlan
 from flows.stages.tokenizer import train_tokenizer

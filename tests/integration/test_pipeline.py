@@ -12,7 +12,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from flows.config import compose_config
+from flows.core.config import compose_config
 from lightning_modules.models.serialization import load_masked_lm
 
 TINY = [

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.artifacts import MANIFEST_FILE, ArtifactStore, replace_json, stage_key
+from flows.core.artifacts import MANIFEST_FILE, ArtifactStore, replace_json, stage_key
 
 
 def test_key_ignores_dict_order_and_changes_with_settings_inputs_and_version() -> None:

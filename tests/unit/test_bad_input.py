@@ -19,19 +19,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from flows.artifacts import ArtifactRef, ArtifactStore
-from flows.config import compose_config
+from flows.core.artifacts import ArtifactRef, ArtifactStore
+from flows.core.config import compose_config
+from flows.core.settings import ConfigError
 from flows.corpora import CorpusSettings, open_corpus
 from flows.corpora.formats import CorpusInputError
 from flows.downstream.spec import TaskInputError
 from flows.pipeline import PipelinePlan
-from flows.settings import ConfigError
 from flows.stages.finetune import FinetuneSettings, finetune
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
-from flows.stages.shards import ShardSettings, build_shards
+from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
-from flows.stages.training import TrainerSettings
+from flows.training.trainer import TrainerSettings
 from lightning_modules.data.shard_format import CorruptShardError
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
 from lightning_modules.models.serialization import load_encoder_weights

@@ -1,6 +1,6 @@
 """`python -m flows.compare` against real runs in a temporary SQLite MLflow store.
 
-The runs are written the way the pipeline writes them (flows.tracking.Tracker): a `pipeline`
+The runs are written the way the pipeline writes them (flows.tracking.runs.Tracker): a `pipeline`
 parent with the flattened config as params and `<stage>.<figure>` metrics, and a `pretrain` child
 whose Lightning logger recorded `train/loss` and `val/loss` per step.
 """
@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 from mlflow.entities import Metric
 
-from flows.compare import (
+from flows.compare.cli import (
     CompareSettings,
     RunSelectionError,
     compare,
     main,
 )
-from flows.compare_plots import lift_panels
-from flows.settings import ConfigError
-from flows.tracking import Tracker
+from flows.compare.plots import lift_panels
+from flows.core.settings import ConfigError
+from flows.tracking.runs import Tracker
 
 BASE_CONFIG: dict[str, Any] = {
     "model": {"name": "bert-tiny", "hidden_size": 32},

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from flows.config import CONF_DIR, compose_config, expand_sweeps
+from flows.core.config import CONF_DIR, compose_config, expand_sweeps
+from flows.core.settings import ConfigError
 from flows.pipeline import PipelinePlan
-from flows.settings import ConfigError
 
 
 def test_default_config_composes_and_validates() -> None:

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flows.core.settings import ConfigError
 from flows.corpora import CorpusSettings, open_corpus
-from flows.corpora.base import clean_and_count_words, clean_text
+from flows.corpora.cleaning import clean_and_count_words, clean_text
 from flows.corpora.formats import CorpusInputError
 from flows.corpora.pydoc_topics_task import LABELS, load_pydoc_topics, module_splits
-from flows.settings import ConfigError
 
 PARAGRAPHS = [
     "The quick brown fox jumps over the lazy dog today.",

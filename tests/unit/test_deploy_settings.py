@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from flows.config import CONF_DIR, compose_config
-from flows.deploy import deployment_options
-from flows.deploy_settings import DEPLOYMENTS, DeploymentSettings, DeploySettings, run_overrides
-from flows.settings import ConfigError
+from flows.core.config import CONF_DIR, compose_config
+from flows.core.settings import ConfigError
+from flows.deploy.cli import deployment_options
+from flows.deploy.settings import DEPLOYMENTS, DeploymentSettings, DeploySettings, run_overrides
 
 
 def test_the_shipped_deploy_config_is_valid_and_lists_every_deployment() -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from flows import pretrain_rank
-from flows.artifacts import ArtifactStore
-from flows.settings import ConfigError, output_settings, settings_from
-from flows.stages.launch import build_on_ranks
-from flows.stages.training import TrainerSettings, lightning_strategy
+from flows.core.artifacts import ArtifactStore
+from flows.core.settings import ConfigError, output_settings, settings_from
+from flows.training import rank_entry
+from flows.training.launch import build_on_ranks
+from flows.training.trainer import TrainerSettings, lightning_strategy
 from lightning_modules.data.collator import MaskingCollator, MaskingRule
 from lightning_modules.data.distributed import (
     LOSS_WEIGHT,
@@ -182,9 +182,9 @@ def test_the_rank_entry_point_refuses_several_ranks_in_one_process(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    assert pretrain_rank.main(["trainer.devices=2"]) == 2
+    assert rank_entry.main(["trainer.devices=2"]) == 2
     assert capsys.readouterr().err == (
         "error: trainer.devices x trainer.num_nodes = 2 processes, but this one was not started "
-        "per rank: launch flows.pretrain_rank with torchrun (see infra/multinode.md), or use "
+        "per rank: launch flows.training.rank_entry with torchrun (see infra/multinode.md), or use "
         "`python -m flows` on one node\n"
     )

@@ -10,14 +10,14 @@ from sklearn.metrics import f1_score
 from sklearn.metrics import matthews_corrcoef as sklearn_mcc
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from flows.config import compose_config
+from flows.core.config import compose_config
+from flows.core.settings import ConfigError
 from flows.downstream.encoding import encode, pad_batch, score
 from flows.downstream.load import Sampling, load_task
 from flows.downstream.readers import TaggedSentence, TextExample, read_conll, read_glue
 from flows.downstream.report import paired_interval
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.spec import TaskSpec, default_data_dir
-from flows.settings import ConfigError
 from lightning_modules.metrics import (
     binary_f1,
     entity_scores,

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from flows.artifacts import ArtifactStore
+from flows.core.artifacts import ArtifactStore
 from flows.corpora import CorpusSettings, open_corpus
 from flows.stages.finetune import FinetuneSettings, finetune, stage_settings
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
-from flows.stages.shards import ShardSettings, build_shards
+from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
-from flows.stages.training import TrainerSettings
+from flows.training.trainer import TrainerSettings
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "fever", "cough"]
 TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}

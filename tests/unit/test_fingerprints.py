@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.fingerprints import compare, fingerprint_files, load_manifest, save_manifest
+from flows.refresh.fingerprints import compare, fingerprint_files, load_manifest, save_manifest
 
 
 def write(path: Path, text: str) -> Path:

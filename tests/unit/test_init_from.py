@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from flows.artifacts import ArtifactRef
-from flows.settings import ConfigError
+from flows.core.artifacts import ArtifactRef
+from flows.core.settings import ConfigError
 from flows.stages.pretrain import check_same_tokenizer, init_source, load_initial_weights
 from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flows.packing import ConcatPacker, DocumentPacker
+from flows.stages.shards.packing import ConcatPacker, DocumentPacker
 
 CLS, SEP, PAD = 2, 3, 0
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from flows.artifacts import ArtifactStore
-from flows.config import compose_config
+from flows.core.artifacts import ArtifactStore
+from flows.core.config import compose_config
 from flows.corpora import open_corpus
 from flows.pipeline import PipelinePlan
 from flows.stages.pretrain import pretrain
-from flows.stages.shards import build_shards
+from flows.stages.shards.stage import build_shards
 from flows.stages.tokenizer import train_tokenizer
 from lightning_modules.models.serialization import load_encoder_config
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from flows.promotion import RefreshSettings, decide, metric_value
-from flows.settings import ConfigError, settings_from
+from flows.core.settings import ConfigError, settings_from
+from flows.refresh.promotion import RefreshSettings, decide, metric_value
 
 
 def test_the_first_challenger_becomes_champion() -> None:

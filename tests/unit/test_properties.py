@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flows.corpora import CorpusSettings, open_corpus
-from flows.corpora.base import clean_text
+from flows.corpora.cleaning import clean_text
 from lightning_modules.data.collator import MaskingCollator, MaskingRule
 from lightning_modules.data.span_masking import SpanMaskingCollator, WholeWordMaskingCollator
 from lightning_modules.data.word_boundaries import PrefixWordBoundaries

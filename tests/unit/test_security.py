@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from flows.artifacts import ArtifactStore
+from flows.core.artifacts import ArtifactStore
 from flows.corpora import CorpusSettings, open_corpus
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import LAST_CHECKPOINT, PretrainSettings, pretrain
-from flows.stages.shards import ShardSettings, build_shards
+from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
-from flows.stages.training import TrainerSettings
+from flows.training.trainer import TrainerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}

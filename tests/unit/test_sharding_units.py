@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flows.artifacts import ArtifactRef, ArtifactStore
+from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.corpora import CorpusSettings, open_corpus
-from flows.corpora.base import document_identity
+from flows.corpora.cleaning import document_identity
 from flows.corpora.formats import CorpusInputError
-from flows.stages.shard_units import UnitJob, UnitResult, encode_unit
-from flows.stages.shards import SeenKeys, ShardSettings, build_shards
+from flows.stages.shards.stage import SeenKeys, ShardSettings, build_shards
+from flows.stages.shards.units import UnitJob, UnitResult, encode_unit
 from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
 from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex
 

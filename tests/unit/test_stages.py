@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flows.artifacts import ArtifactStore
+from flows.core.artifacts import ArtifactStore
 from flows.corpora import CorpusSettings, open_corpus
-from flows.stages.shards import ShardSettings, build_shards
+from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
 from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex
 

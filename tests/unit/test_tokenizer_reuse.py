@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from flows.artifacts import ArtifactStore
+from flows.core.artifacts import ArtifactStore
+from flows.core.settings import ConfigError
 from flows.corpora import CorpusSettings, open_corpus
-from flows.settings import ConfigError
-from flows.stages.shards import ShardSettings, build_shards
+from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
 from lightning_modules.data.shard_format import ShardIndex
 

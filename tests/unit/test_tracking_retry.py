@@ -10,10 +10,14 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, TEMPORARILY_UNAVAILABLE
 
-from flows.environment import service_outage_message
-from flows.settings import ConfigError, settings_from
-from flows.tracking import Tracker, TrackingSettings
-from flows.tracking_retry import RetryingClient, RetryPolicy, TrackingUnavailableError
+from flows.core.settings import ConfigError, settings_from
+from flows.tracking.retry import (
+    RetryingClient,
+    RetryPolicy,
+    TrackingUnavailableError,
+    service_outage_message,
+)
+from flows.tracking.runs import Tracker, TrackingSettings
 from tests.integration.servers import free_port
 
 URI = "http://127.0.0.1:9"

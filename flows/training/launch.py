@@ -6,9 +6,9 @@ that reruns the whole pipeline per rank, with an MLflow run each. Instead:
 - single node, from the flow: `run_on_local_ranks` spawns N fresh interpreters that run only the
   training function (`spawn`, so no Prefect threads or MLflow clients are forked); rank zero's
   return value comes back to the caller, which alone publishes the artifact;
-- several nodes: `torchrun` (under `srun` or a Kubernetes Job) starts `python -m
-  flows.pretrain_rank` once per rank; rank zero decides and broadcasts (`broadcast_from_rank_zero`),
-  the other ranks train and publish nothing.
+- several nodes: `torchrun` (under `srun` or a Kubernetes Job) starts
+  `python -m flows.training.rank_entry` once per rank; rank zero decides and broadcasts
+  (`broadcast_from_rank_zero`), the other ranks train and publish nothing.
 
 Both set the same environment as torchrun, so Lightning sees one kind of cluster either way.
 """
@@ -27,9 +27,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from flows.artifacts import ArtifactRef, ArtifactStore
-from flows.settings import ConfigError
-from flows.stages.training import TrainerSettings
+from flows.core.artifacts import ArtifactRef, ArtifactStore
+from flows.core.settings import ConfigError
+from flows.training.trainer import TrainerSettings
 
 
 def launched_per_rank() -> bool:
@@ -63,7 +63,7 @@ def build_on_ranks(
     if settings.num_nodes > 1:
         raise ConfigError(
             f"trainer.num_nodes={settings.num_nodes} needs one process per rank on every node: "
-            "start `python -m flows.pretrain_rank` with torchrun, srun or a Kubernetes Job "
+            "start `python -m flows.training.rank_entry` with torchrun, srun or a Kubernetes Job "
             "(infra/multinode.md), or set trainer.num_nodes=1"
         )
 

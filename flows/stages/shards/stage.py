@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from flows.artifacts import ArtifactRef, ArtifactStore, stage_key
+from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
+from flows.core.settings import ConfigError, output_settings
 from flows.corpora import Corpus
 from flows.corpora.base import empty_corpus_error
 from flows.corpora.stats import CorpusStats
-from flows.packing import PACKING_MODES, make_packer
-from flows.settings import ConfigError, output_settings
-from flows.stages.shard_units import UnitJob, UnitResult, encode_unit, encode_units
+from flows.stages.shards.packing import PACKING_MODES, make_packer
+from flows.stages.shards.units import UnitJob, UnitResult, encode_unit, encode_units
 from flows.stages.tokenizer import TOKENIZER_FILE, load_tokenizer
 from lightning_modules.data.shard_format import (
     SPLITS,
@@ -107,6 +107,16 @@ class SeenKeys:
         return keep
 
 
+def shards_record(
+    settings: ShardSettings, tokenizer_key: str, corpus: dict[str, Any]
+) -> dict[str, Any]:
+    """What the shards' artifact key is made of; worker counts and executors stay out."""
+    return {
+        "settings": output_settings(settings, exclude=NOT_IN_KEY),
+        "inputs": {"tokenizer": tokenizer_key, "corpus": corpus},
+    }
+
+
 def build_shards(
     settings: ShardSettings,
     corpus: Corpus,
@@ -114,10 +124,7 @@ def build_shards(
     store: ArtifactStore,
     map_units: UnitMapper | None = None,
 ) -> ArtifactRef:
-    record: dict[str, Any] = {
-        "settings": output_settings(settings, exclude=NOT_IN_KEY),
-        "inputs": {"tokenizer": tokenizer_ref.key, "corpus": corpus.fingerprint()},
-    }
+    record = shards_record(settings, tokenizer_ref.key, corpus.fingerprint())
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
     run_units = map_units or map_in_processes(settings.num_workers)
 

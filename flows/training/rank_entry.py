@@ -1,4 +1,4 @@
-"""`torchrun [...] -m flows.pretrain_rank [--prepare-only] OVERRIDE ...`: pretraining, one rank.
+"""`torchrun [...] -m flows.training.rank_entry [--prepare-only] OVERRIDE ...`: one rank.
 
 The entry point for several nodes (infra/multinode.md): torchrun, `srun` or a Kubernetes Job
 starts it once per rank with the same overrides as `python -m flows`. Every rank composes the
@@ -16,16 +16,16 @@ import logging
 import sys
 from typing import Any
 
-from flows.artifacts import ArtifactRef, ArtifactStore
-from flows.config import compose_config
+from flows.core.artifacts import ArtifactRef, ArtifactStore
+from flows.core.config import compose_config
+from flows.core.paths import RunPaths, configure_services
+from flows.core.settings import ConfigError, settings_from
 from flows.corpora import CorpusSettings, open_corpus
-from flows.environment import RunPaths, configure_services
-from flows.settings import ConfigError, settings_from
-from flows.stages.launch import is_rank_zero, launched_per_rank
 from flows.stages.pretrain import PretrainSettings, pretrain
-from flows.stages.shards import ShardSettings, build_shards
+from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
-from flows.tracking import RunHandle, Tracker, TrackingSettings, redact_secrets
+from flows.tracking.runs import RunHandle, Tracker, TrackingSettings, redact_secrets
+from flows.training.launch import is_rank_zero, launched_per_rank
 
 log = logging.getLogger("cloze.pretrain_rank")
 
@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
         if processes > 1 and not prepare_only and not launched_per_rank():
             raise ConfigError(
                 f"trainer.devices x trainer.num_nodes = {processes} processes, but this one was "
-                "not started per rank: launch flows.pretrain_rank with torchrun (see "
+                "not started per rank: launch flows.training.rank_entry with torchrun (see "
                 "infra/multinode.md), or use `python -m flows` on one node"
             )
         paths = configure_services(config)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flows.settings import ConfigError
+from flows.core.settings import ConfigError
 
 CHAMPION = "champion"
 CHALLENGER = "challenger"

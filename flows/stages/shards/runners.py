@@ -12,8 +12,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 
-from flows.stages.shard_units import UnitJob, UnitResult, encode_unit
-from flows.stages.shards import ShardSettings, UnitMapper
+from flows.stages.shards.stage import ShardSettings, UnitMapper
+from flows.stages.shards.units import UnitJob, UnitResult, encode_unit
 
 
 @task(name="encode-corpus-unit", cache_policy=NO_CACHE, task_run_name="encode-{job.index}")

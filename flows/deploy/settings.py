@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from flows.settings import ConfigError, settings_from
+from flows.core.settings import ConfigError, settings_from
 
 # Deployment name -> the pipeline stage it stops after (None: the domain-refresh flow).
 DEPLOYMENTS: dict[str, str | None] = {

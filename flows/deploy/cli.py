@@ -11,17 +11,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
-from flows.config import CONF_DIR, compose_config
-from flows.deploy_settings import DEPLOYMENTS, DeploymentSettings, DeploySettings
-from flows.settings import ConfigError
+from flows.core.config import CONF_DIR, compose_config
+from flows.core.paths import REPO_ROOT
+from flows.core.settings import ConfigError
+from flows.deploy.settings import DEPLOYMENTS, DeploymentSettings, DeploySettings
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 ENTRYPOINTS = {
-    "pipeline": "flows/deployment_flows.py:pipeline_deployment",
-    "refresh": "flows/domain_refresh.py:domain_refresh",
+    "pipeline": "flows/deploy/entrypoints.py:pipeline_deployment",
+    "refresh": "flows/refresh/flow.py:domain_refresh",
 }
 TAGS = ["cloze"]
 
@@ -74,8 +73,8 @@ def with_timeout(flow_object: Any, item: DeploymentSettings) -> Any:
 def serve(settings: DeploySettings) -> None:
     from prefect import serve as serve_deployments
 
-    from flows.deployment_flows import pipeline_deployment
-    from flows.domain_refresh import domain_refresh
+    from flows.deploy.entrypoints import pipeline_deployment
+    from flows.refresh.flow import domain_refresh
 
     deployments = [
         with_timeout(
@@ -140,7 +139,3 @@ def main(argv: list[str]) -> int:
     else:
         serve(settings)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

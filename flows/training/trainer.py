@@ -13,7 +13,7 @@ from lightning_fabric.plugins.environments import TorchElasticEnvironment
 from pytorch_lightning.loggers import Logger
 from pytorch_lightning.strategies import Strategy
 
-from flows.settings import ConfigError, settings_from
+from flows.core.settings import ConfigError, settings_from
 from lightning_modules.models.encoder import EncoderConfig
 
 PRECISIONS = ("32-true", "bf16-mixed")
@@ -151,7 +151,7 @@ def make_trainer(
 ) -> pl.Trainer:
     """A Trainer on one device, or on `settings.world_size` processes when `distributed`.
 
-    `distributed` is only for processes started one per rank (flows/stages/launch.py, torchrun):
+    `distributed` is only for processes started one per rank (flows/training/launch.py, torchrun):
     Lightning's own launcher would re-run the whole program (the flow, MLflow) in every rank.
     Data modules shard the global batch themselves, so Lightning's sampler injection is off.
     """
@@ -163,7 +163,7 @@ def make_trainer(
             "devices": settings.devices,
             "num_nodes": settings.num_nodes,
             "strategy": lightning_strategy(settings),
-            # Processes are started per rank with torchrun's environment (flows/stages/launch.py);
+            # Processes are started per rank with torchrun's environment (flows/training/launch.py);
             # named here so a SLURM allocation's variables cannot redefine the ranks.
             "plugins": [TorchElasticEnvironment()],
         }

@@ -17,9 +17,10 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from flows.settings import ConfigError
+from flows.core.paths import REPO_ROOT
+from flows.core.settings import ConfigError
 
-CONF_DIR = Path(os.environ.get("CLOZE_CONF_DIR", Path(__file__).resolve().parents[1] / "conf"))
+CONF_DIR = Path(os.environ.get("CLOZE_CONF_DIR", REPO_ROOT / "conf"))
 
 
 def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:

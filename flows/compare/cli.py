@@ -22,9 +22,9 @@ from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from flows.compare_plots import LOSS_KEYS, Curve, lift_panels, plot_lift, plot_loss_curves
-from flows.settings import ConfigError
-from flows.tracking import PARENT_TAG
+from flows.compare.plots import LOSS_KEYS, Curve, lift_panels, plot_lift, plot_loss_curves
+from flows.core.settings import ConfigError
+from flows.tracking.runs import PARENT_TAG
 
 FORMATS = ("markdown", "plain")
 MISSING = "-"
@@ -315,8 +315,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def settings_from_args(args: argparse.Namespace) -> CompareSettings:
     """Flags, with the pipeline's own defaults (from `conf/`) for the store and experiment."""
-    from flows.config import compose_config
-    from flows.environment import RunPaths
+    from flows.core.config import compose_config
+    from flows.core.paths import RunPaths
 
     config = compose_config([])
     paths = RunPaths.from_config(config)
@@ -342,7 +342,3 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -26,10 +26,10 @@ from flows.corpora.base import (
     SourceUnit,
     batched,
     cleaned_documents,
-    document_identity,
 )
+from flows.corpora.cleaning import document_identity
 from flows.corpora.stats import CorpusStats
-from flows.prefetch import prefetched
+from flows.stages.shards.prefetch import prefetched
 
 RESULT_FILE = "result.json"
 TOKENS_FILE = "tokens.bin"

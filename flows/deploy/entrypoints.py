@@ -16,11 +16,11 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
-from flows.config import compose_config
-from flows.deploy_settings import run_overrides
-from flows.environment import configure_services
+from flows.core.config import compose_config
+from flows.core.paths import configure_services
+from flows.core.settings import ConfigError
+from flows.deploy.settings import run_overrides
 from flows.pipeline import STAGES, pretraining_pipeline
-from flows.settings import ConfigError
 
 
 def compose_run_config(overrides: list[str] | None, experiment: str | None) -> dict[str, Any]:

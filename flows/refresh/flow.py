@@ -19,19 +19,13 @@ from typing import Any
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from flows.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore
-from flows.config import to_yaml
+from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore
+from flows.core.config import to_yaml
+from flows.core.paths import RunPaths
+from flows.core.settings import ConfigError, settings_from
 from flows.corpora import open_corpus
 from flows.corpora.file_source import resolve_paths
-from flows.deployment_flows import compose_run_config, run_name
-from flows.environment import RunPaths
-from flows.fingerprints import (
-    CorpusChanges,
-    compare,
-    fingerprint_files,
-    load_manifest,
-    save_manifest,
-)
+from flows.deploy.entrypoints import compose_run_config, run_name
 from flows.pipeline import (
     PipelinePlan,
     StageContext,
@@ -40,10 +34,16 @@ from flows.pipeline import (
     shards_task,
     tokenizer_task,
 )
-from flows.promotion import CHALLENGER, CHAMPION, RefreshSettings, decide, metric_value
-from flows.settings import ConfigError, settings_from
+from flows.refresh.fingerprints import (
+    CorpusChanges,
+    compare,
+    fingerprint_files,
+    load_manifest,
+    save_manifest,
+)
+from flows.refresh.promotion import CHALLENGER, CHAMPION, RefreshSettings, decide, metric_value
 from flows.stages.tokenizer import reused_tokenizer
-from flows.tracking import Tracker, redact_secrets
+from flows.tracking.runs import Tracker, redact_secrets
 
 
 @dataclass(frozen=True)

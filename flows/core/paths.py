@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# The checkout (or install) root: conf/ and the deployments' entrypoints are found from here.
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
 
 @dataclass(frozen=True)
 class RunPaths:
@@ -53,7 +56,7 @@ def configure_services(config: dict[str, Any]) -> RunPaths:
     os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "3")
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ.setdefault("DO_NOT_TRACK", "1")
-    # One retry layer: flows/tracking_retry.py retries whole MLflow calls within a deadline, so
+    # One retry layer: flows/tracking/retry.py retries whole MLflow calls within a deadline, so
     # MLflow's own HTTP retries (7 with exponential backoff, minutes per call) are switched off
     # and a request that hangs gives up after tracking.request_timeout_seconds.
     os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
@@ -62,35 +65,3 @@ def configure_services(config: dict[str, Any]) -> RunPaths:
     # Lightning's MLFlowLogger reads this at import time; keep it consistent with the run.
     os.environ.setdefault("MLFLOW_TRACKING_URI", paths.tracking_uri(config["tracking"]["uri"]))
     return paths
-
-
-def service_outage_message(error: BaseException) -> str | None:
-    """What to do when the Prefect or MLflow server went away mid-run; None for other errors."""
-    import httpx  # Prefect's HTTP client; imported here, after configure_services
-
-    from flows.tracking_retry import TrackingUnavailableError
-
-    cause: BaseException | None = error
-    for _ in range(5):  # an outage may surface wrapped, or while handling an earlier error
-        if cause is None:
-            return None
-        if isinstance(cause, TrackingUnavailableError):
-            return str(cause)
-        api = os.environ.get("PREFECT_API_URL")
-        if isinstance(cause, httpx.TransportError) and api and requested(cause).startswith(api):
-            return (
-                f"the Prefect API at {api} stopped answering ({type(cause).__name__}: {cause}). "
-                "Start the Prefect server, or unset PREFECT_API_URL to run with a local one, "
-                "then rerun: finished stages are reused and pretraining resumes from its last "
-                "checkpoint."
-            )
-        cause = cause.__cause__ or cause.__context__
-    return None
-
-
-def requested(error: Any) -> str:
-    """The URL an httpx error was about ('' if none): other libraries use httpx too."""
-    try:
-        return str(error.request.url)
-    except RuntimeError:  # raised without a request attached
-        return ""

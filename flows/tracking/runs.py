@@ -20,10 +20,10 @@ from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from flows.artifacts import ArtifactRef
-from flows.environment import RunPaths
-from flows.settings import ConfigError
-from flows.tracking_retry import RetryingClient, RetryPolicy
+from flows.core.artifacts import ArtifactRef
+from flows.core.paths import RunPaths
+from flows.core.settings import ConfigError
+from flows.tracking.retry import RetryingClient, RetryPolicy
 
 MAX_PARAM_LENGTH = 6000
 BATCH_LIMIT = 100

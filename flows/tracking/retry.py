@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 import requests
 from mlflow.exceptions import MlflowException
 
-from flows.settings import ConfigError
+from flows.core.settings import ConfigError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -131,3 +132,33 @@ class RetryingClient:
             f"tracking.uri={uri}, then rerun: finished stages are reused and pretraining resumes "
             "from its last checkpoint (raise tracking.retry_deadline_seconds to wait longer)."
         )
+
+
+def service_outage_message(error: BaseException) -> str | None:
+    """What to do when the Prefect or MLflow server went away mid-run; None for other errors."""
+    import httpx  # Prefect's HTTP client; imported here, after configure_services
+
+    cause: BaseException | None = error
+    for _ in range(5):  # an outage may surface wrapped, or while handling an earlier error
+        if cause is None:
+            return None
+        if isinstance(cause, TrackingUnavailableError):
+            return str(cause)
+        api = os.environ.get("PREFECT_API_URL")
+        if isinstance(cause, httpx.TransportError) and api and requested(cause).startswith(api):
+            return (
+                f"the Prefect API at {api} stopped answering ({type(cause).__name__}: {cause}). "
+                "Start the Prefect server, or unset PREFECT_API_URL to run with a local one, "
+                "then rerun: finished stages are reused and pretraining resumes from its last "
+                "checkpoint."
+            )
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def requested(error: Any) -> str:
+    """The URL an httpx error was about ('' if none): other libraries use httpx too."""
+    try:
+        return str(error.request.url)
+    except RuntimeError:  # raised without a request attached
+        return ""

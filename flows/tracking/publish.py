@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flows.artifacts import ArtifactRef
-from flows.tracking import RunHandle, Tracker
+from flows.core.artifacts import ArtifactRef
+from flows.tracking.runs import RunHandle, Tracker
 
 PREFECT_ARTIFACT_KEY = "finetune-summary"
 

@@ -1,0 +1,7 @@
+"""`python -m flows.deploy`: see flows/deploy/cli.py."""
+
+import sys
+
+from flows.deploy.cli import main
+
+sys.exit(main(sys.argv[1:]))

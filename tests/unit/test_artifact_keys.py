@@ -1,0 +1,58 @@
+"""Artifact keys are a contract with every store already on disk: a refactor must not move them.
+
+The keys below were computed by the code before the layout and settings refactor (commit a5b4250)
+for the default and smoke configs, with fixed stand-ins for what depends on the machine (the
+corpus fingerprint, the task data's fingerprint). A change that alters one must be deliberate:
+bump the stage's VERSION, update the pin here and say why in the commit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from flows.core.artifacts import stage_key
+from flows.core.config import compose_config
+from flows.pipeline import PipelinePlan
+from flows.stages import finetune, pretrain, tokenizer
+from flows.stages.shards import stage as shards
+
+CORPUS: dict[str, Any] = {"kind": "pinned-corpus"}
+
+PINNED = {
+    "smoke": {
+        "tokenizer": "2e0b995d73bf6d528937",
+        "shards": "1562f9a4dc2a19cd8a9c",
+        "pretrain": "d0190e5f659a6f2ed332",
+        "finetune": "b4df058188aa122f43c3",
+    },
+    "default": {
+        "tokenizer": "ceeedba1aea8fd41f0ba",
+        "shards": "eb1f197b05030bbe07eb",
+        "pretrain": "d3145b50617ac0d98eb0",
+        "finetune": "3a4c1dbbc2337feae5eb",
+    },
+}
+
+
+def stage_keys(overrides: list[str]) -> dict[str, str]:
+    plan = PipelinePlan.from_config(compose_config(overrides))
+    record = tokenizer.tokenizer_record(plan.tokenizer, CORPUS)
+    keys = {"tokenizer": stage_key(tokenizer.STAGE, tokenizer.VERSION, **record)}
+    record = shards.shards_record(plan.shards, keys["tokenizer"], CORPUS)
+    keys["shards"] = stage_key(shards.STAGE, shards.VERSION, **record)
+    record = pretrain.pretrain_record(plan.pretrain, keys["shards"], keys["tokenizer"])
+    keys["pretrain"] = stage_key(pretrain.STAGE, pretrain.VERSION, **record)
+    settings = finetune.stage_settings(plan.finetune, plan.pretrain.seed, plan.pretrain.trainer)
+    for spec in settings["specs"].values():
+        spec["data"] = "pinned-data"
+    inputs = {"pretrain": keys["pretrain"], "tokenizer": keys["tokenizer"]}
+    keys["finetune"] = stage_key(finetune.STAGE, finetune.VERSION, settings, inputs)
+    return keys
+
+
+@pytest.mark.parametrize("experiment", sorted(PINNED))
+def test_artifact_keys_of_the_shipped_configs_do_not_move(experiment: str) -> None:
+    overrides = [] if experiment == "default" else [f"experiment={experiment}"]
+    assert stage_keys(overrides) == PINNED[experiment]

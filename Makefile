@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TORCH_VERSION ?= 2.13.0
 ARGS ?=
 
-.PHONY: install demo domain-lift test test-slow lint format bench compare ui clean
+.PHONY: install demo domain-lift test test-slow lint format docs bench compare ui clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,9 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff format flows lightning_modules tests benchmarks
 	$(BIN)/ruff check --fix flows lightning_modules tests benchmarks
+
+docs: $(STAMP)  ## the documentation site (docs/, mkdocs.yml) into build/site; fails on any warning
+	$(BIN)/mkdocs build --strict -d build/site
 
 bench: $(STAMP)  ## side by side with the Hugging Face path, on ../shared/data (CLOZE_DATA_DIR)
 	$(BIN)/python -m benchmarks.shard_throughput

@@ -64,7 +64,7 @@ def row(name: str, tokens: str, scores: list[float], lifts: str, stage: dict[str
 
 
 def render(general: dict[str, Any], domain: dict[str, Any]) -> str:
-    """The README's table: F1 per model, and each lift as a paired t-interval over seeds."""
+    """The table of docs/results/: F1 per model, each lift as a paired t-interval over seeds."""
     first, second = seed_scores(general), seed_scores(domain)
     fine, fine_domain = general["stages"]["finetune"], domain["stages"]["finetune"]
     confidence = fine["confidence"]

@@ -40,7 +40,7 @@ def std(values: list[float]) -> float:
 def task_outputs(
     task: str, metric: str, arms: dict[str, ArmResult], confidence: float
 ) -> dict[str, Any]:
-    """The flat `<task>.*` keys of the stage's outputs (see the README for the list)."""
+    """The flat `<task>.*` keys of the stage's outputs (listed in docs/guides/downstream.md)."""
     outputs: dict[str, Any] = {
         f"{task}.metric": metric,
         f"{task}.seeds": len(arms["pretrained"].runs),

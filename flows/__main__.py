@@ -6,7 +6,9 @@ import logging
 import sys
 import warnings
 
+from flows.core.cli import SERVICE_ERROR, fail
 from flows.core.config import compose_config, expand_sweeps, to_yaml
+from flows.core.logs import setup_logging
 from flows.core.paths import configure_services
 from flows.core.settings import ConfigError
 from flows.corpora.formats import CorpusInputError
@@ -33,15 +35,12 @@ def main(argv: list[str]) -> int:
         runs = expand_sweeps(overrides) if multirun else [overrides]
         configs = [compose_config(run) for run in runs]  # every combination checked up front
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return fail(error)
     if "--cfg" in argv:
         print("\n---\n".join(to_yaml(config) for config in configs))
         return 0
     configure_services(configs[0])
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    for name in ("flows", "lightning_modules", "cloze"):
-        logging.getLogger(name).setLevel(logging.INFO)
+    setup_logging()
     # Lightning's hardware banner and tips repeat for every Trainer; our own lines say more.
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
@@ -55,14 +54,12 @@ def main(argv: list[str]) -> int:
         try:
             summaries.append(pretraining_pipeline(config))
         except (ConfigError, CorpusInputError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
+            return fail(error)
         except Exception as error:
             outage = service_outage_message(error)
             if outage is None:
                 raise
-            print(f"error: {outage}", file=sys.stderr)
-            return 3
+            return fail(outage, SERVICE_ERROR)
     if multirun:
         from flows.summary import render_comparison
 

@@ -11,16 +11,18 @@ Each step is an ordinary pipeline run, cached by the artifact store like any oth
 from __future__ import annotations
 
 import json
-import logging
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from flows.core.cli import fail
 from flows.core.config import compose_config
+from flows.core.logs import setup_logging
 from flows.core.paths import configure_services
 from flows.core.settings import ConfigError
+from flows.core.tables import markdown_table
 from flows.downstream.report import paired_interval, std
 from flows.stages.finetune import RESULTS_FILE
 
@@ -55,11 +57,17 @@ def lift(better: list[float], base: list[float], confidence: float) -> str:
     return f"{statistics.fmean(differences):+.3f}{ci}"
 
 
-def row(name: str, tokens: str, scores: list[float], lifts: str, stage: dict[str, Any]) -> str:
+def row(
+    name: str, tokens: str, scores: list[float], lifts: str, stage: dict[str, Any]
+) -> tuple[str, ...]:
     arm = "random_init" if name == "random init" else "pretrained"
     return (
-        f"| {name} | {tokens} | {statistics.fmean(scores):.3f} ± {std(scores):.3f} | {lifts} | "
-        f"{stage[f'{TASK}.{arm}_learning_rate']:g} | {stage[f'{TASK}.{arm}_epochs_mean']:.1f} |"
+        name,
+        tokens,
+        f"{statistics.fmean(scores):.3f} ± {std(scores):.3f}",
+        lifts,
+        f"{stage[f'{TASK}.{arm}_learning_rate']:g}",
+        f"{stage[f'{TASK}.{arm}_epochs_mean']:.1f}",
     )
 
 
@@ -71,10 +79,15 @@ def render(general: dict[str, Any], domain: dict[str, Any]) -> str:
     general_tokens = general["stages"]["pretrain"]["train_tokens"]
     domain_tokens = domain["stages"]["pretrain"]["train_tokens"]
     pct = f"{confidence:.0%}"
-    lines = [
-        f"| model | MLM tokens seen | NCBI-disease test {METRIC} | lift over random init; over "
-        f"general [{pct} CI, paired t] | lr | epochs |",
-        "|---|---|---|---|---|---|",
+    header = [
+        "model",
+        "MLM tokens seen",
+        f"NCBI-disease test {METRIC}",
+        f"lift over random init; over general [{pct} CI, paired t]",
+        "lr",
+        "epochs",
+    ]
+    rows = [
         row("random init", "0", first["random_init"], "", fine),
         row(
             "general",
@@ -92,6 +105,7 @@ def render(general: dict[str, Any], domain: dict[str, Any]) -> str:
             fine_domain,
         ),
     ]
+    lines = [markdown_table(header, rows)]
     if second["random_init"] != first["random_init"]:
         lines.append(
             f"\nnote: step 2's random-init arm scored {second['random_init']}, step 1's "
@@ -102,16 +116,14 @@ def render(general: dict[str, Any], domain: dict[str, Any]) -> str:
 
 def main(argv: list[str]) -> int:
     """Overrides apply to both steps (e.g. trainer.threads=2 finetune.train_examples=500)."""
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("cloze").setLevel(logging.INFO)
+    setup_logging()
     try:
         general, general_seconds = run_step("domain_lift_general", argv)
         start = general["stages"]["pretrain"]["path"]
         reuse = [f"pretrain.init_from={start}", f"tokenizer.from_artifact={start}"]
         domain, domain_seconds = run_step("domain_lift_pubmed", reuse + argv)
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return fail(error)
     print(render(general, domain))
     print(
         f"\nstep 1 (general pretraining + evaluation): {general_seconds / 60:.1f} min; step 2 "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.core.artifacts import ArtifactRef
+from flows.core.tables import markdown_table
 from flows.downstream.report import headline
 
 
@@ -82,10 +83,7 @@ def render_summary(summary: dict[str, Any]) -> str:
 
 def render_comparison(runs: list[list[str]], summaries: list[dict[str, Any]]) -> str:
     """One row per run of a multirun: same token budget, what each recipe bought."""
-    rows = [
-        "| run | train tokens | tokens/s | held-out after pretraining | pretraining lift |",
-        "|---|---|---|---|---|",
-    ]
+    rows = []
     for overrides, summary in zip(runs, summaries, strict=True):
         pre, fine = summary["stages"]["pretrain"], summary["stages"]["finetune"]
         lifts = ", ".join(
@@ -93,8 +91,13 @@ def render_comparison(runs: list[list[str]], summaries: list[dict[str, Any]]) ->
             for task in fine["tasks"]
         )
         rows.append(
-            f"| {' '.join(overrides) or '(defaults)'} | {pre['train_tokens']:,} | "
-            f"{pre['train_tokens'] / max(pre['fit_seconds'], 1e-9):,.0f} | "
-            f"{pretraining_result(pre)} | {lifts} |"
+            (
+                " ".join(overrides) or "(defaults)",
+                f"{pre['train_tokens']:,}",
+                f"{pre['train_tokens'] / max(pre['fit_seconds'], 1e-9):,.0f}",
+                pretraining_result(pre),
+                lifts,
+            )
         )
-    return "\n".join(rows)
+    header = ["run", "train tokens", "tokens/s", "held-out after pretraining", "pretraining lift"]
+    return markdown_table(header, rows)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import sys
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,10 +22,12 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from flows.compare.plots import LOSS_KEYS, Curve, lift_panels, plot_lift, plot_loss_curves
+from flows.core.cli import fail
 from flows.core.settings import ConfigError
+from flows.core.tables import TABLE_FORMATS, render_table
 from flows.tracking.runs import PARENT_TAG
 
-FORMATS = ("markdown", "plain")
+FORMATS = TABLE_FORMATS
 MISSING = "-"
 LOCAL_UI = "http://127.0.0.1:5000"  # where `make ui` serves the local store
 
@@ -208,17 +209,6 @@ def format_value(value: str | float | None) -> str:
     return f"{value:.4g}"
 
 
-def render_table(header: Sequence[str], rows: Sequence[Sequence[str]], table_format: str) -> str:
-    if table_format == "markdown":
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
-    widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
-        for line in [header, *rows]
-    )
-
-
 def render(comparison: Comparison, table_format: str) -> str:
     runs = comparison.runs
     header = ["", *(run_label(run) for run in runs)]
@@ -339,6 +329,5 @@ def main(argv: Sequence[str]) -> int:
     try:
         print(compare(settings_from_args(args)).text)
     except (ConfigError, RunSelectionError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return fail(error)
     return 0

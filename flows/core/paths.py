@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flows.core.logs import PROJECT_LOGGERS
+
 # The checkout (or install) root: conf/ and the deployments' entrypoints are found from here.
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +47,7 @@ def configure_services(config: dict[str, Any]) -> RunPaths:
     paths.root.mkdir(parents=True, exist_ok=True)
     if not os.environ.get("PREFECT_API_URL"):
         os.environ.setdefault("PREFECT_HOME", str(paths.prefect_home))
-    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "flows,lightning_modules,cloze")
+    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", ",".join(PROJECT_LOGGERS))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # The temporary server's default 20 s start-up budget is too short on a loaded machine or
     # when a second run starts beside this one (measured: both of two concurrent runs timed out).

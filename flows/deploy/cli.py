@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
+from flows.core.cli import fail
 from flows.core.config import CONF_DIR, compose_config
+from flows.core.logs import PROJECT_LOGGERS
 from flows.core.paths import REPO_ROOT
 from flows.core.settings import ConfigError
 from flows.deploy.settings import DEPLOYMENTS, DeploymentSettings, DeploySettings
@@ -120,19 +121,16 @@ def set_training_limit(settings: DeploySettings) -> None:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if not os.environ.get("PREFECT_API_URL"):
-        print(
-            "error: set PREFECT_API_URL to a Prefect server (e.g. `prefect server start`, then "
-            "PREFECT_API_URL=http://127.0.0.1:4200/api); deployments need one",
-            file=sys.stderr,
+        return fail(
+            "set PREFECT_API_URL to a Prefect server (e.g. `prefect server start`, then "
+            "PREFECT_API_URL=http://127.0.0.1:4200/api); deployments need one"
         )
-        return 2
-    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "flows,lightning_modules,cloze")
+    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", ",".join(PROJECT_LOGGERS))
     try:
         settings = DeploySettings.load(CONF_DIR / "deploy" / f"{args.config}.yaml")
         check_overrides(settings)
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return fail(error)
     set_training_limit(settings)
     if args.command == "register":
         register(settings, args.pool, args.source)

@@ -19,6 +19,7 @@ from prefect.runtime import flow_run
 from flows.core.config import compose_config
 from flows.core.paths import configure_services
 from flows.core.settings import ConfigError
+from flows.core.tables import markdown_table
 from flows.deploy.settings import run_overrides
 from flows.pipeline import STAGES, pretraining_pipeline
 
@@ -57,7 +58,7 @@ def run_name() -> str:
 
 
 def pipeline_markdown(summary: dict[str, Any], until: str) -> str:
-    rows = ["| stage | origin | artifact key | figures |", "|---|---|---|---|"]
+    rows = []
     for stage, outputs in summary["stages"].items():
         figures = ", ".join(
             f"{name} {value:.4g}"
@@ -65,12 +66,12 @@ def pipeline_markdown(summary: dict[str, Any], until: str) -> str:
             if isinstance(value, int | float) and not isinstance(value, bool)
         )
         origin = "reused" if outputs["cache_hit"] else "computed"
-        rows.append(f"| {stage} | {origin} | `{outputs['key']}` | {figures} |")
+        rows.append((stage, origin, f"`{outputs['key']}`", figures))
     return "\n".join(
         [
             f"# Cloze pipeline (through `{until}`)",
             "",
-            *rows,
+            markdown_table(["stage", "origin", "artifact key", "figures"], rows),
             "",
             f"MLflow: experiment `{summary['experiment']}`, run `{summary['mlflow_run_id']}` at "
             f"{summary['tracking_uri']}",

@@ -23,6 +23,7 @@ from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore
 from flows.core.config import to_yaml
 from flows.core.paths import RunPaths
 from flows.core.settings import ConfigError, settings_from
+from flows.core.tables import markdown_table
 from flows.corpora import open_corpus
 from flows.corpora.file_source import resolve_paths
 from flows.deploy.entrypoints import compose_run_config, run_name
@@ -137,8 +138,8 @@ def scan(config: dict[str, Any], domain: str) -> tuple[Path, CorpusChanges]:
 
 def refresh_markdown(domain: str, metric: str, result: dict[str, Any]) -> str:
     lines = [f"# Domain refresh: {domain}", "", f"**{result['decision']}**: {result['reason']}", ""]
-    lines += ["| | |", "|---|---|"]
-    lines += [f"| {key} | {value} |" for key, value in result.items() if key != "sharded_files"]
+    figures = [(key, value) for key, value in result.items() if key != "sharded_files"]
+    lines.append(markdown_table(["", ""], figures))
     lines += ["", f"Promotion metric: `{metric}` (finetune output).", "", "Sharded files:"]
     lines += [f"- `{name}`" for name in result["sharded_files"]] or ["- none"]
     return "\n".join(lines)

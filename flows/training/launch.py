@@ -28,6 +28,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore
+from flows.core.logs import setup_logging
 from flows.core.settings import ConfigError
 from flows.training.trainer import TrainerSettings
 
@@ -189,8 +190,7 @@ def _rank_main(
     log_level: int,
 ) -> None:
     # A fresh interpreter: the caller's logging setup is gone, so keep its progress lines.
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("cloze").setLevel(log_level)
+    setup_logging(log_level)
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),

@@ -17,7 +17,9 @@ import sys
 from typing import Any
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore
+from flows.core.cli import fail
 from flows.core.config import compose_config
+from flows.core.logs import setup_logging
 from flows.core.paths import RunPaths, configure_services
 from flows.core.settings import ConfigError, settings_from
 from flows.corpora import CorpusSettings, open_corpus
@@ -78,14 +80,12 @@ def main(argv: list[str]) -> int:
             return 0
         ref = pretrain_as_rank(config)
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return fail(error)
     if is_rank_zero():
         print(f"pretrain {ref.path} ({'reused' if ref.cache_hit else 'trained'})")
     return 0
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("cloze").setLevel(logging.INFO)
+    setup_logging()
     sys.exit(main(sys.argv[1:]))

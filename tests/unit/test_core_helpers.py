@@ -1,0 +1,51 @@
+"""The shared entry-point helpers: one table renderer, one error exit, one logging setup."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from flows.core.cli import SERVICE_ERROR, USAGE_ERROR, fail
+from flows.core.logs import PROJECT_LOGGERS, setup_logging
+from flows.core.tables import markdown_table, render_table
+
+
+def test_markdown_table_has_a_header_rule_and_one_line_per_row() -> None:
+    table = markdown_table(["run", "loss"], [("a", 1.5), ("b", 2)])
+    assert table.splitlines() == ["| run | loss |", "|---|---|", "| a | 1.5 |", "| b | 2 |"]
+
+
+def test_a_pipe_inside_a_cell_cannot_add_a_column() -> None:
+    table = markdown_table(["override"], [("a|b",)])
+    assert table.splitlines()[-1] == "| a\\|b |"
+
+
+def test_a_row_of_the_wrong_width_is_refused() -> None:
+    with pytest.raises(ValueError, match="every row needs 2 cells"):
+        markdown_table(["a", "b"], [("only one",)])
+
+
+def test_plain_tables_align_columns_for_a_terminal() -> None:
+    table = render_table(["", "run1"], [("loss", "0.5"), ("accuracy", "0.91")], "plain")
+    assert table.splitlines() == ["          run1", "loss      0.5", "accuracy  0.91"]
+
+
+def test_fail_prints_the_error_and_returns_the_exit_code(capsys: pytest.CaptureFixture) -> None:
+    assert fail("trainer.devices must be >= 1") == USAGE_ERROR
+    assert fail(ConnectionError("no server"), SERVICE_ERROR) == SERVICE_ERROR
+    assert capsys.readouterr().err.splitlines() == [
+        "error: trainer.devices must be >= 1",
+        "error: no server",
+    ]
+
+
+def test_setup_logging_sets_the_level_of_our_loggers_only() -> None:
+    before = {name: logging.getLogger(name).level for name in (*PROJECT_LOGGERS, "mlflow")}
+    try:
+        setup_logging(logging.DEBUG)
+        assert all(logging.getLogger(name).level == logging.DEBUG for name in PROJECT_LOGGERS)
+        assert logging.getLogger("mlflow").level == before["mlflow"]
+    finally:
+        for name, level in before.items():
+            logging.getLogger(name).setLevel(level)

@@ -11,7 +11,6 @@ pipeline's own tasks, so caching, tracking and Prefect options are the same.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -56,10 +55,12 @@ class StartingPoint:
     version: str | None  # the champion's registry version; None for a configured base model
 
 
-def published(path: Path) -> ArtifactRef:
-    """A published artifact by its directory (its manifest says what it is)."""
-    recorded = json.loads((path / MANIFEST_FILE).read_text())
-    return ArtifactRef(recorded["stage"], recorded["key"], path, recorded["outputs"], True)
+def published_pretrain(path: Path) -> ArtifactRef:
+    """The pretrain artifact at `path`, read by the store it lives in (`<root>/pretrain/<key>`)."""
+    found = ArtifactStore(path.parents[1]).lookup(path.parent.name, path.name)
+    if found is None or found.stage != "pretrain":
+        raise ConfigError(f"{path} is not a published pretrain artifact (no {MANIFEST_FILE})")
+    return found
 
 
 def starting_point(
@@ -74,10 +75,9 @@ def starting_point(
         path = tracker.resolve_model_uri(base) if base.startswith("models:/") else Path(base)
     else:
         return None
-    if not (path / MANIFEST_FILE).is_file():
-        raise ConfigError(f"{path} is not a published pretrain artifact (no {MANIFEST_FILE})")
+    pretrained = published_pretrain(path)
     tokenizer = reused_tokenizer(str(path), store)  # continued pretraining keeps the vocabulary
-    return StartingPoint(published(path), tokenizer, None if champion is None else champion.version)
+    return StartingPoint(pretrained, tokenizer, None if champion is None else champion.version)
 
 
 def refresh_models(

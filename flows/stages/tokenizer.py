@@ -127,9 +127,10 @@ def reused_tokenizer(source: str, store: ArtifactStore) -> ArtifactRef:
             f"{MANIFEST_FILE}); give <artifact root>/tokenizer/<key> or .../pretrain/<key>"
         )
     recorded = json.loads((path / MANIFEST_FILE).read_text())
-    if recorded["stage"] == STAGE:
-        return ArtifactRef(STAGE, recorded["key"], path, recorded["outputs"], cache_hit=True)
-    key = recorded.get("inputs", {}).get("tokenizer")
+    if recorded["stage"] == STAGE:  # read by the store it lives in, `<root>/tokenizer/<key>`
+        key, store = path.name, ArtifactStore(path.parents[1])
+    else:
+        key = recorded.get("inputs", {}).get("tokenizer")
     found = store.lookup(STAGE, key) if isinstance(key, str) else None
     if found is None:
         raise ConfigError(

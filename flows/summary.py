@@ -7,6 +7,9 @@ from typing import Any
 from flows.core.artifacts import ArtifactRef
 from flows.core.tables import markdown_table
 from flows.downstream.report import headline
+from flows.stages.pretrain import PretrainOutputs
+from flows.stages.shards.stage import ShardOutputs
+from flows.stages.tokenizer import TokenizerOutputs
 
 
 def build_summary(
@@ -28,14 +31,15 @@ def build_summary(
     }
 
 
-def pretraining_result(pre: dict[str, Any]) -> str:
-    loss = f"val loss {pre['initial_val_loss']:.3f} -> {pre['val_loss']:.3f}"
-    if "val_discriminator_accuracy" in pre:  # ELECTRA: replaced-token detection
+def pretraining_result(pre: PretrainOutputs) -> str:
+    loss = f"val loss {pre.initial_val_loss:.3f} -> {pre.val_loss:.3f}"
+    val = pre.validation
+    if "val_discriminator_accuracy" in val:  # ELECTRA: replaced-token detection
         return (
-            f"{loss}, discriminator accuracy {pre['val_discriminator_accuracy']:.3f} "
-            f"(all-original baseline {pre['val_baseline_accuracy']:.3f})"
+            f"{loss}, discriminator accuracy {val['val_discriminator_accuracy']:.3f} "
+            f"(all-original baseline {val['val_baseline_accuracy']:.3f})"
         )
-    return f"MLM {loss}, accuracy {pre['val_accuracy']:.3f}, perplexity {pre['val_perplexity']:.1f}"
+    return f"MLM {loss}, accuracy {val['val_accuracy']:.3f}, perplexity {val['val_perplexity']:.1f}"
 
 
 def downstream_result(fine: dict[str, Any], task: str) -> str:
@@ -53,22 +57,24 @@ def downstream_result(fine: dict[str, Any], task: str) -> str:
 
 def render_summary(summary: dict[str, Any]) -> str:
     stages = summary["stages"]
-    tok, shards, pre, fine = (
-        stages[name] for name in ("tokenizer", "shards", "pretrain", "finetune")
-    )
+    fine = stages["finetune"]
+    tok = TokenizerOutputs.from_manifest(stages["tokenizer"])
+    shards = ShardOutputs.from_manifest(stages["shards"])
+    pre = PretrainOutputs.from_manifest(stages["pretrain"])
 
-    def origin(stage: dict[str, Any]) -> str:
-        return "reused (cache hit)" if stage["cache_hit"] else "computed"
+    def origin(stage: str) -> str:
+        return "reused (cache hit)" if stages[stage]["cache_hit"] else "computed"
 
     lines = [
         "",
         "Cloze pipeline summary",
-        f"  tokenizer  [{origin(tok)}] vocab {tok['vocab_size']}, fertility "
-        f"{tok['fertility']:.3f} tokens/word, unknown rate {tok['unknown_rate']:.4%}",
-        f"  shards     [{origin(shards)}] train {shards['train_sequences']} x {shards['seq_len']} "
-        f"tokens in {shards['train_shards']} shard(s), validation {shards['validation_sequences']}",
-        f"  pretrain   [{origin(pre)}] {pre['steps']} steps, {pretraining_result(pre)}",
-        f"  finetune   [{origin(fine)}] {len(fine['tasks'])} task(s), pretrained vs random init, "
+        f"  tokenizer  [{origin('tokenizer')}] vocab {tok.vocab_size}, fertility "
+        f"{tok.fertility:.3f} tokens/word, unknown rate {tok.unknown_rate:.4%}",
+        f"  shards     [{origin('shards')}] train {shards.train_sequences} x {shards.seq_len} "
+        f"tokens in {shards.train_shards} shard(s), validation {shards.validation_sequences}",
+        f"  pretrain   [{origin('pretrain')}] {pre.steps} steps, {pretraining_result(pre)}",
+        f"  finetune   [{origin('finetune')}] {len(fine['tasks'])} task(s), pretrained vs random "
+        "init, "
         "each arm at its own validation-chosen learning rate:",
         *(f"    {downstream_result(fine, task)}" for task in fine["tasks"]),
         "",
@@ -85,7 +91,8 @@ def render_comparison(runs: list[list[str]], summaries: list[dict[str, Any]]) ->
     """One row per run of a multirun: same token budget, what each recipe bought."""
     rows = []
     for overrides, summary in zip(runs, summaries, strict=True):
-        pre, fine = summary["stages"]["pretrain"], summary["stages"]["finetune"]
+        fine = summary["stages"]["finetune"]
+        pre = PretrainOutputs.from_manifest(summary["stages"]["pretrain"])
         lifts = ", ".join(
             f"{task} {headline(fine, task)['metric']} {headline(fine, task)['lift']:+.3f}"
             for task in fine["tasks"]
@@ -93,8 +100,8 @@ def render_comparison(runs: list[list[str]], summaries: list[dict[str, Any]]) ->
         rows.append(
             (
                 " ".join(overrides) or "(defaults)",
-                f"{pre['train_tokens']:,}",
-                f"{pre['train_tokens'] / max(pre['fit_seconds'], 1e-9):,.0f}",
+                f"{pre.train_tokens:,}",
+                f"{pre.train_tokens / max(pre.fit_seconds, 1e-9):,.0f}",
                 pretraining_result(pre),
                 lifts,
             )

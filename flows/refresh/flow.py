@@ -42,6 +42,7 @@ from flows.refresh.fingerprints import (
     save_manifest,
 )
 from flows.refresh.promotion import CHALLENGER, CHAMPION, RefreshSettings, decide, metric_value
+from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import reused_tokenizer
 from flows.tracking.runs import Tracker, redact_secrets
 
@@ -118,7 +119,7 @@ def refresh_models(
         "previous_champion_version": start.version if start else None,
         "continued_from": str(start.pretrain.path) if start else "random init",
         "shards_key": shards.key,
-        "train_documents": shards.outputs["train_documents"],
+        "train_documents": ShardOutputs.of(shards).train_documents,
     }
 
 

@@ -7,7 +7,7 @@ import json
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger
 
 from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, replace_json, stage_key
+from flows.core.outputs import StageOutputs
 from flows.core.settings import ConfigError, output_settings, settings_from
 from flows.stages.objectives import ObjectiveSettings, make_collator
 from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokenizer
@@ -112,6 +113,39 @@ def pretrain(
 
 
 @dataclass(frozen=True)
+class PretrainOutputs(StageOutputs):
+    """The training run's figures; `validation` holds the objective's final `val_*` metrics.
+
+    The manifest keeps the validation metrics flat (`val_loss`, `val_accuracy`, ...): which ones
+    exist depends on the objective (MLM reports accuracy and perplexity, ELECTRA the
+    discriminator's accuracy against the all-original baseline).
+    """
+
+    STAGE = STAGE
+    initial_val_loss: float
+    steps: int
+    train_tokens: int
+    fit_seconds: float
+    parameters: int
+    resumed: bool
+    huggingface_export: bool
+    validation: dict[str, float]
+
+    @property
+    def val_loss(self) -> float:
+        return self.validation["val_loss"]
+
+    def to_manifest(self) -> dict[str, Any]:
+        outputs = {item.name: getattr(self, item.name) for item in fields(self)}
+        return {**outputs.pop("validation"), **outputs}
+
+    @classmethod
+    def from_manifest(cls, outputs: Mapping[str, Any]) -> PretrainOutputs:
+        validation = {name: value for name, value in outputs.items() if name.startswith("val_")}
+        return super().from_manifest({**outputs, "validation": validation})
+
+
+@dataclass(frozen=True)
 class PretrainJob:
     """What every training rank needs; picklable, so spawned ranks rebuild everything else."""
 
@@ -164,19 +198,19 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
     if not trainer.is_global_zero:
         return {}
     exported = save_and_export(model, trained, job.tokenizer_ref.path / TOKENIZER_FILE, directory)
-    return {
-        "initial_val_loss": initial,
-        **{name.replace("/", "_"): value for name, value in final.items()},
-        "steps": trainer.global_step,
-        "train_tokens": trainer.global_step
+    return PretrainOutputs(
+        initial_val_loss=initial,
+        steps=trainer.global_step,
+        train_tokens=trainer.global_step
         * trainer_settings.batch_size
         * trainer_settings.accumulate_grad_batches
         * data.index.seq_len,
-        "fit_seconds": fit_seconds,
-        "parameters": count_parameters(model),
-        "resumed": resumed,
-        "huggingface_export": exported,
-    }
+        fit_seconds=fit_seconds,
+        parameters=count_parameters(model),
+        resumed=resumed,
+        huggingface_export=exported,
+        validation={name.replace("/", "_"): value for name, value in final.items()},
+    ).to_manifest()
 
 
 def pretrain_trainer(job: PretrainJob, data: MaskedLMDataModule, total_steps: int) -> pl.Trainer:

@@ -17,6 +17,7 @@ from typing import Any
 from tokenizers import Tokenizer, processors
 
 from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, stage_key
+from flows.core.outputs import StageOutputs
 from flows.core.settings import ConfigError, output_settings
 from flows.corpora import Corpus
 from flows.corpora.base import empty_corpus_error
@@ -65,6 +66,19 @@ class TokenizerSettings:
 
 
 @dataclass(frozen=True)
+class TokenizerOutputs(StageOutputs):
+    """The tokenizer's figures: how well its vocabulary fits held-out documents."""
+
+    STAGE = STAGE
+    vocab_size: int
+    training_seconds: float
+    corpus_documents: int
+    fertility: float  # tokens per whitespace word
+    unknown_rate: float
+    heldout_documents: int
+
+
+@dataclass(frozen=True)
 class SpecialTokenIds:
     pad: int
     unk: int
@@ -101,17 +115,13 @@ def special_token_id(tokenizer: Tokenizer, token: str) -> int:
     return token_id
 
 
-def measure(tokenizer: Tokenizer, documents: list[str], unk_id: int) -> dict[str, float]:
+def measure(tokenizer: Tokenizer, documents: list[str], unk_id: int) -> tuple[float, float]:
     """Fertility (tokens per whitespace word) and unknown rate: how well the vocab fits new text."""
     encodings = tokenizer.encode_batch(documents, add_special_tokens=False)
     tokens = sum(len(encoding.ids) for encoding in encodings)
     unknown = sum(encoding.ids.count(unk_id) for encoding in encodings)
     words = sum(len(document.split()) for document in documents)
-    return {
-        "fertility": tokens / max(words, 1),
-        "unknown_rate": unknown / max(tokens, 1),
-        "heldout_documents": len(documents),
-    }
+    return tokens / max(words, 1), unknown / max(tokens, 1)
 
 
 def reused_tokenizer(source: str, store: ArtifactStore) -> ArtifactRef:
@@ -186,11 +196,14 @@ def train_tokenizer(
         tokenizer.save(str(directory / TOKENIZER_FILE))
         (directory / SPECIAL_TOKENS_FILE).write_text(json.dumps(ids, indent=2))
         (directory / SETTINGS_FILE).write_text(json.dumps(record["settings"], indent=2))
-        return {
-            "vocab_size": tokenizer.get_vocab_size(),
-            "training_seconds": seconds,
-            "corpus_documents": corpus.stats.documents,
-            **measure(tokenizer, heldout, ids["unk"]),
-        }
+        fertility, unknown_rate = measure(tokenizer, heldout, ids["unk"])
+        return TokenizerOutputs(
+            vocab_size=tokenizer.get_vocab_size(),
+            training_seconds=seconds,
+            corpus_documents=corpus.stats.documents,
+            fertility=fertility,
+            unknown_rate=unknown_rate,
+            heldout_documents=len(heldout),
+        ).to_manifest()
 
     return store.get_or_build(STAGE, key, build, record)

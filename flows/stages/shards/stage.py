@@ -10,9 +10,9 @@ is what makes the shards byte-identical whatever the number of workers.
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
+from flows.core.outputs import StageOutputs
 from flows.core.settings import ConfigError, output_settings
 from flows.corpora import Corpus
 from flows.corpora.base import empty_corpus_error
@@ -67,6 +68,40 @@ class ShardSettings:
 
 
 NOT_IN_KEY = ("batch_documents", "num_workers", "executor", "dask_address")
+
+
+@dataclass(frozen=True)
+class ShardOutputs(StageOutputs):
+    """What the shards hold per split, and what reading the corpus kept and dropped.
+
+    The manifest keeps the corpus counts flat, as `corpus_<count>`.
+    """
+
+    STAGE = STAGE
+    train_documents: int
+    validation_documents: int
+    train_tokens: int
+    validation_tokens: int
+    train_sequences: int
+    validation_sequences: int
+    train_shards: int
+    validation_shards: int
+    train_dropped_tokens: int  # cut by packing (the tail of a document past a sequence)
+    validation_dropped_tokens: int
+    corpus: CorpusStats
+    units: int
+    seq_len: int
+    dtype: str
+
+    def to_manifest(self) -> dict[str, Any]:
+        outputs = {item.name: getattr(self, item.name) for item in fields(self)}
+        corpus = outputs.pop("corpus").as_dict()
+        return {**outputs, **{f"corpus_{name}": value for name, value in corpus.items()}}
+
+    @classmethod
+    def from_manifest(cls, outputs: Mapping[str, Any]) -> ShardOutputs:
+        counts = {item.name: outputs[f"corpus_{item.name}"] for item in fields(CorpusStats)}
+        return super().from_manifest({**outputs, "corpus": CorpusStats(**counts)})
 
 
 def map_in_processes(num_workers: int) -> UnitMapper:
@@ -187,16 +222,22 @@ def build_shards(
             pad_id=special.pad,
         )
         index.save(directory)
-        return {
-            **counts,
-            **{f"{split}_sequences": index.sequences(split) for split in SPLITS},
-            **{f"{split}_shards": len(index.splits[split]) for split in SPLITS},
-            **{f"{split}_dropped_tokens": packers[split].dropped_tokens for split in SPLITS},
-            **{f"corpus_{name}": value for name, value in stats.as_dict().items()},
-            "units": len(jobs),
-            "seq_len": settings.seq_len,
-            "dtype": dtype.name,
-        }
+        return ShardOutputs(
+            train_documents=counts["train_documents"],
+            validation_documents=counts["validation_documents"],
+            train_tokens=counts["train_tokens"],
+            validation_tokens=counts["validation_tokens"],
+            train_sequences=index.sequences("train"),
+            validation_sequences=index.sequences("validation"),
+            train_shards=len(index.splits["train"]),
+            validation_shards=len(index.splits["validation"]),
+            train_dropped_tokens=packers["train"].dropped_tokens,
+            validation_dropped_tokens=packers["validation"].dropped_tokens,
+            corpus=stats,
+            units=len(jobs),
+            seq_len=settings.seq_len,
+            dtype=dtype.name,
+        ).to_manifest()
 
     def validate(ref: ArtifactRef) -> None:
         verify_shards(ref.path, ShardIndex.load(ref.path))

@@ -57,8 +57,11 @@ def prepare_task(
     seed: int,
     tokenizer_ref: ArtifactRef,
     pretrained_dir: Path,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Reads, samples and encodes a task's splits; returns TaskRun fields and size outputs."""
+    trainer: TrainerSettings,
+    work_dir: Path,
+    loggers_for: LoggerFactory,
+) -> tuple[TaskRun, dict[str, int]]:
+    """Reads, samples and encodes a task's splits; returns the task's run and size outputs."""
     encoder = load_encoder_config(pretrained_dir)
     trained = load_tokenizer(tokenizer_ref)
     max_length = min(settings.max_length, encoder.max_position_embeddings)
@@ -72,13 +75,19 @@ def prepare_task(
         for name, examples in data.splits.items()
     }
     sizes = {f"{spec.name}.{name}_examples": len(split) for name, split in splits.items()}
-    fields = {
-        "labels": data.labels,
-        "splits": splits,
-        "encoder": encoder,
-        "pad_id": trained.special.pad,
-    }
-    return fields, sizes
+    run = TaskRun(
+        spec=spec,
+        labels=data.labels,
+        splits=splits,
+        settings=settings,
+        trainer=trainer,
+        encoder=encoder,
+        pretrained_dir=pretrained_dir,
+        pad_id=trained.special.pad,
+        work_dir=work_dir,
+        loggers_for=loggers_for,
+    )
+    return run, sizes
 
 
 def finetune(
@@ -100,15 +109,15 @@ def finetune(
         outputs: dict[str, Any] = {"tasks": list(settings.tasks), "confidence": settings.confidence}
         runs: dict[str, Any] = {}
         for spec in settings.specs():
-            fields, sizes = prepare_task(spec, settings, seed, tokenizer_ref, pretrain_ref.path)
-            task_run = TaskRun(
-                spec=spec,
-                settings=settings,
-                trainer=trainer_settings,
-                pretrained_dir=pretrain_ref.path,
-                work_dir=store.work_dir(STAGE, key),
-                loggers_for=loggers_for,
-                **fields,
+            task_run, sizes = prepare_task(
+                spec,
+                settings,
+                seed,
+                tokenizer_ref,
+                pretrain_ref.path,
+                trainer_settings,
+                store.work_dir(STAGE, key),
+                loggers_for,
             )
             arms = evaluate_task(task_run, seed)
             outputs.update(sizes)

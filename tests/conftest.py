@@ -18,3 +18,23 @@ os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{_SESSION_HOME / 'mlflow.db'}"
 # Prefect logs "Stopping temporary server" from an atexit hook, after pytest has closed the
 # captured streams; without this, every run ends with a harmless "I/O on closed file" traceback.
 logging.raiseExceptions = False
+
+
+# --- shared fixtures -------------------------------------------------------------------------
+
+import pytest  # noqa: E402  (after the environment above: nothing may import Prefect first)
+
+from tests.fakes import FakeClock, greek_text  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def greek_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """600 paragraphs of 8 to 39 Greek letter names: a corpus every stage trains on in seconds."""
+    path = tmp_path_factory.mktemp("greek") / "text.txt"
+    path.write_text(greek_text(600, seed=0))
+    return path
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()

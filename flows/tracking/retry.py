@@ -79,10 +79,21 @@ class RetryingClient:
     instead of one per call.
     """
 
-    def __init__(self, client: Any, policy: RetryPolicy, tracking_uri: str) -> None:
+    def __init__(
+        self,
+        client: Any,
+        policy: RetryPolicy,
+        tracking_uri: str,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """`clock` and `sleep` are the real ones; a test passes a fake pair to check the budget
+        without waiting for it."""
         self._client = client
         self._policy = policy
         self._tracking_uri = tracking_uri
+        self._clock = clock
+        self._sleep = sleep
         self._outage: TrackingUnavailableError | None = None
 
     def __getattr__(self, name: str) -> Any:
@@ -100,7 +111,7 @@ class RetryingClient:
         return call
 
     def _call(self, name: str, function: Callable[[], T]) -> T:
-        started = time.monotonic()
+        started = self._clock()
         delays = [] if self._outage else self._policy.delays()
         for attempt, delay in enumerate([*delays, None], start=1):
             try:
@@ -108,7 +119,7 @@ class RetryingClient:
             except Exception as error:
                 if not is_transient(error):
                     raise
-                elapsed = time.monotonic() - started
+                elapsed = self._clock() - started
                 if delay is None or elapsed + delay > self._policy.deadline_seconds:
                     # Later failures repeat the first one's account: its budget is the story.
                     self._outage = self._outage or self._unavailable(name, attempt, elapsed, error)
@@ -116,7 +127,7 @@ class RetryingClient:
                 log.warning(
                     "MLflow %s failed (%s); retry %d in %.1f s", name, error, attempt, delay
                 )
-                time.sleep(delay)
+                self._sleep(delay)
             else:
                 self._outage = None
                 return result

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from uuid import UUID
 
-import numpy as np
 import pytest
 from prefect import flow
 from prefect.runtime import flow_run
@@ -15,19 +14,16 @@ from flows.corpora import CorpusSettings, open_corpus
 from flows.stages.shards.runners import prefect_unit_mapper
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+from tests.fakes import GREEK_LETTERS, greek_text
 
 pytestmark = pytest.mark.slow
-WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
 
 
 def write_corpus(directory: Path) -> Path:
     directory.mkdir()
-    rng = np.random.default_rng(3)
     for index in range(4):
-        paragraphs = [
-            " ".join(rng.choice(WORDS, size=int(rng.integers(6, 40)))) for _ in range(150)
-        ]
-        (directory / f"part-{index}.txt").write_text("\n\n".join(paragraphs))
+        text = greek_text(150, seed=3 + index, words=GREEK_LETTERS[:10], length=(6, 40))
+        (directory / f"part-{index}.txt").write_text(text)
     return directory
 
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -35,6 +34,7 @@ from flows.training.trainer import TrainerSettings
 from lightning_modules.data.shard_format import CorruptShardError
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
 from lightning_modules.models.serialization import load_encoder_weights
+from tests.fakes import GREEK_LETTERS, greek_text
 
 TEXT = "a paragraph with comfortably more than five words in it, numbered {}"
 
@@ -210,11 +210,7 @@ def built(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[ArtifactStore, ArtifactRef, ArtifactRef]:
     root = tmp_path_factory.mktemp("built")
-    rng = np.random.default_rng(0)
-    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
-    (root / "text.txt").write_text(
-        "\n\n".join(" ".join(rng.choice(words, size=20)) for _ in range(400))
-    )
+    (root / "text.txt").write_text(greek_text(400, words=GREEK_LETTERS[:8], length=(20, 21)))
     corpus = open_corpus(CorpusSettings(kind="files", paths=[str(root / "text.txt")]))
     store = ArtifactStore(root / "store")
     tokenizer = train_tokenizer(TokenizerSettings(vocab_size=100), corpus, store)

@@ -6,7 +6,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -17,6 +16,7 @@ from flows.stages.pretrain import LAST_CHECKPOINT, PretrainSettings, pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.training.trainer import TrainerSettings
+from tests.fakes import GREEK_LETTERS, greek_text
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
@@ -43,11 +43,7 @@ class Payload:
 
 
 def test_artifacts_hold_no_pickles_and_a_tampered_checkpoint_runs_no_code(tmp_path: Path) -> None:
-    rng = np.random.default_rng(0)
-    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
-    (tmp_path / "text.txt").write_text(
-        "\n\n".join(" ".join(rng.choice(words, size=20)) for _ in range(300))
-    )
+    (tmp_path / "text.txt").write_text(greek_text(300, words=GREEK_LETTERS[:6], length=(20, 21)))
     corpus = open_corpus(CorpusSettings(kind="files", paths=[str(tmp_path / "text.txt")]))
     store = ArtifactStore(tmp_path / "store")
     tokenizer = train_tokenizer(TokenizerSettings(vocab_size=100), corpus, store)

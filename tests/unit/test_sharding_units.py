@@ -15,24 +15,9 @@ from flows.stages.shards.stage import SeenKeys, ShardSettings, build_shards
 from flows.stages.shards.units import UnitJob, UnitResult, encode_unit
 from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
 from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex
+from tests.fakes import GREEK_LETTERS
 
-WORDS = [
-    "alpha",
-    "beta",
-    "gamma",
-    "delta",
-    "epsilon",
-    "zeta",
-    "eta",
-    "theta",
-    "iota",
-    "kappa",
-    "lambda",
-    "mu",
-    "nu",
-    "xi",
-    "pi",
-]
+WORDS = [*GREEK_LETTERS[:14], "pi"]
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from flows.core.artifacts import ArtifactStore
@@ -12,51 +11,16 @@ from flows.corpora import CorpusSettings, open_corpus
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
 from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex
-
-WORDS = [
-    "alpha",
-    "beta",
-    "gamma",
-    "delta",
-    "epsilon",
-    "zeta",
-    "eta",
-    "theta",
-    "iota",
-    "kappa",
-    "lambda",
-    "mu",
-    "nu",
-    "xi",
-    "omicron",
-    "pi",
-    "rho",
-    "sigma",
-    "tau",
-    "upsilon",
-    "phi",
-    "chi",
-    "psi",
-    "omega",
-]
-
-
-@pytest.fixture(scope="module")
-def corpus_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    rng = np.random.default_rng(0)
-    paragraphs = [" ".join(rng.choice(WORDS, size=int(rng.integers(8, 40)))) for _ in range(600)]
-    path = tmp_path_factory.mktemp("corpus") / "text.txt"
-    path.write_text("\n\n".join(paragraphs))
-    return path
+from tests.fakes import GREEK_LETTERS
 
 
 def corpus_for(path: Path):
     return open_corpus(CorpusSettings(kind="files", paths=[str(path)]))
 
 
-def test_tokenizer_covers_its_corpus_and_records_stats(tmp_path: Path, corpus_file: Path) -> None:
+def test_tokenizer_covers_its_corpus_and_records_stats(tmp_path: Path, greek_corpus: Path) -> None:
     ref = train_tokenizer(
-        TokenizerSettings(vocab_size=200), corpus_for(corpus_file), ArtifactStore(tmp_path)
+        TokenizerSettings(vocab_size=200), corpus_for(greek_corpus), ArtifactStore(tmp_path)
     )
     trained = load_tokenizer(ref)
     assert ref.outputs["unknown_rate"] == 0.0
@@ -67,18 +31,18 @@ def test_tokenizer_covers_its_corpus_and_records_stats(tmp_path: Path, corpus_fi
 
 
 def test_shards_are_byte_identical_given_the_same_tokenizer(
-    tmp_path: Path, corpus_file: Path
+    tmp_path: Path, greek_corpus: Path
 ) -> None:
     tokenizer = train_tokenizer(
-        TokenizerSettings(vocab_size=200), corpus_for(corpus_file), ArtifactStore(tmp_path / "tok")
+        TokenizerSettings(vocab_size=200), corpus_for(greek_corpus), ArtifactStore(tmp_path / "tok")
     )
     settings = ShardSettings(seq_len=32, sequences_per_shard=50)
     first = build_shards(
-        settings, corpus_for(corpus_file), tokenizer, ArtifactStore(tmp_path / "a")
+        settings, corpus_for(greek_corpus), tokenizer, ArtifactStore(tmp_path / "a")
     )
     second = build_shards(
         ShardSettings(seq_len=32, sequences_per_shard=50, batch_documents=7),
-        corpus_for(corpus_file),
+        corpus_for(greek_corpus),
         tokenizer,
         ArtifactStore(tmp_path / "b"),
     )
@@ -90,26 +54,26 @@ def test_shards_are_byte_identical_given_the_same_tokenizer(
     assert first.outputs["train_sequences"] > 0 and first.outputs["validation_sequences"] > 0
 
 
-def test_shards_decode_back_to_the_corpus_text(tmp_path: Path, corpus_file: Path) -> None:
+def test_shards_decode_back_to_the_corpus_text(tmp_path: Path, greek_corpus: Path) -> None:
     store = ArtifactStore(tmp_path)
-    tokenizer = train_tokenizer(TokenizerSettings(vocab_size=200), corpus_for(corpus_file), store)
-    shards = build_shards(ShardSettings(seq_len=32), corpus_for(corpus_file), tokenizer, store)
+    tokenizer = train_tokenizer(TokenizerSettings(vocab_size=200), corpus_for(greek_corpus), store)
+    shards = build_shards(ShardSettings(seq_len=32), corpus_for(greek_corpus), tokenizer, store)
     index = ShardIndex.load(shards.path)
     assert index.dtype == "uint16" and index.tokenizer_key == tokenizer.key
     first = PackedSequenceDataset(shards.path, index, "train")[0]
     decoded = load_tokenizer(tokenizer).tokenizer.decode(first.tolist(), skip_special_tokens=True)
     words = decoded.split()
-    assert len(words) > 5 and set(words) <= set(WORDS)
+    assert len(words) > 5 and set(words) <= set(GREEK_LETTERS)
 
 
-def test_a_corrupt_shard_is_rebuilt_on_the_next_run(tmp_path: Path, corpus_file: Path) -> None:
+def test_a_corrupt_shard_is_rebuilt_on_the_next_run(tmp_path: Path, greek_corpus: Path) -> None:
     store = ArtifactStore(tmp_path)
-    tokenizer = train_tokenizer(TokenizerSettings(vocab_size=200), corpus_for(corpus_file), store)
-    shards = build_shards(ShardSettings(seq_len=32), corpus_for(corpus_file), tokenizer, store)
+    tokenizer = train_tokenizer(TokenizerSettings(vocab_size=200), corpus_for(greek_corpus), store)
+    shards = build_shards(ShardSettings(seq_len=32), corpus_for(greek_corpus), tokenizer, store)
     shard = shards.path / "train-00000.bin"
     original = shard.read_bytes()
     shard.write_bytes(b"\x00" + original[1:])
-    rebuilt = build_shards(ShardSettings(seq_len=32), corpus_for(corpus_file), tokenizer, store)
+    rebuilt = build_shards(ShardSettings(seq_len=32), corpus_for(greek_corpus), tokenizer, store)
     assert not rebuilt.cache_hit
     assert (rebuilt.path / "train-00000.bin").read_bytes() == original
 
@@ -134,11 +98,11 @@ def test_an_empty_corpus_fails_and_publishes_nothing(tmp_path: Path) -> None:
     ],
 )
 def test_bpe_and_unigram_tokenizers_train_shard_and_round_trip(
-    tmp_path: Path, corpus_file: Path, kind: str, specials: dict[str, str]
+    tmp_path: Path, greek_corpus: Path, kind: str, specials: dict[str, str]
 ) -> None:
     store = ArtifactStore(tmp_path)
     settings = TokenizerSettings(kind=kind, vocab_size=150, special_tokens=specials)
-    ref = train_tokenizer(settings, corpus_for(corpus_file), store)
+    ref = train_tokenizer(settings, corpus_for(greek_corpus), store)
     trained = load_tokenizer(ref)
     assert trained.settings.kind == kind
     assert ref.outputs["unknown_rate"] == 0.0
@@ -146,5 +110,5 @@ def test_bpe_and_unigram_tokenizers_train_shard_and_round_trip(
     assert encoding.ids[0] == trained.special.cls and encoding.ids[-1] == trained.special.sep
     decoded = trained.tokenizer.decode(encoding.ids, skip_special_tokens=True)
     assert decoded.split() == ["alpha", "omega"]
-    shards = build_shards(ShardSettings(seq_len=32), corpus_for(corpus_file), ref, store)
+    shards = build_shards(ShardSettings(seq_len=32), corpus_for(greek_corpus), ref, store)
     assert shards.outputs["train_sequences"] > 10

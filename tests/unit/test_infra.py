@@ -1,4 +1,5 @@
-"""infra/: the compose stack, its auth overlay, the Dockerfile, the Kubernetes job template.
+"""infra/: the compose stack, its auth overlay, the Kubernetes job template (the Dockerfile:
+test_dockerfile.py).
 
 No Docker engine or cluster runs here, so these check what can be checked without one: the
 compose model through `docker compose config` where the compose plugin exists, and always the
@@ -185,46 +186,6 @@ def test_auth_overlay_turns_on_both_servers_auth_and_gives_clients_credentials(
     # The auth app's store lives on the volume the image prepares for the unprivileged user.
     assert ini["mlflow"]["database_uri"].startswith("sqlite:////var/lib/mlflow-auth/")
     assert "mlflow-auth:/var/lib/mlflow-auth" in mlflow["volumes"]
-
-
-def dockerfile_instructions() -> list[tuple[str, str]]:
-    text = (INFRA / "Dockerfile").read_text().replace("\\\n", " ")
-    lines = [line.strip() for line in text.splitlines()]
-    return [
-        (line.split(None, 1)[0].upper(), line.split(None, 1)[1])
-        for line in lines
-        if line and not line.startswith("#")
-    ]
-
-
-def test_dockerfile_installs_torch_from_the_variants_index_and_pins_everything() -> None:
-    instructions = dockerfile_instructions()
-    args = dict(
-        value.split("=", 1) for kind, value in instructions if kind == "ARG" and "=" in value
-    )
-    constraints = (ROOT / "constraints.txt").read_text().splitlines()
-    assert f"torch=={args['TORCH_VERSION']}" in constraints
-    assert f"TORCH_VERSION ?= {args['TORCH_VERSION']}" in (ROOT / "Makefile").read_text()
-    assert args["TORCH_VARIANT"] == "cpu"
-    installs = [value for kind, value in instructions if kind == "RUN" and "pip install" in value]
-    assert len(installs) == 3
-    assert '--index-url "https://download.pytorch.org/whl/${TORCH_VARIANT}"' in installs[0]
-    assert '"torch==${TORCH_VERSION}"' in installs[0]
-    assert installs[2].startswith("pip install -c constraints.txt -e .")  # the project last
-    for command in installs[:2]:
-        assert command.startswith("pip install -c constraints.txt")
-        requirements = [q for q in re.findall(r'"([^"]+)"', command) if "://" not in q]
-        assert requirements, command
-        for requirement in requirements:  # every extra pinned to a build argument
-            assert re.fullmatch(r"[A-Za-z0-9_.-]+==\$\{[A-Z0-9_]+\}", requirement), requirement
-    copies = [value for kind, value in instructions if kind == "COPY"]
-    assert copies[0] == "constraints.txt ./"  # before any install, so installs are pinned
-    assert [value for kind, value in instructions if kind == "USER"] == ["cloze"]
-    ignored = (INFRA / "Dockerfile.dockerignore").read_text().splitlines()
-    assert ignored[[line.startswith("#") for line in ignored].index(False)] == "*"
-    for copy in copies:
-        source = copy.split()[0]
-        assert f"!{source}" in ignored or f"!{source}/" in ignored, source
 
 
 def test_compose_builds_the_cpu_image_and_the_gpu_worker_the_cuda_one(

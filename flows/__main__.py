@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 import sys
 import warnings
+from typing import Any
 
 from flows.core.config import compose_config, expand_sweeps, to_yaml
-from flows.core.paths import configure_services
-from flows.core.settings import ConfigError
+from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
+from flows.plan import RunConfig, load_run_config, start_services
+from flows.refresh.promotion import RefreshSettings
 from flows.tracking.retry import service_outage_message
 
 USAGE = """usage: python -m flows [--cfg] [-m] [OVERRIDE ...]
@@ -23,6 +25,13 @@ OVERRIDEs are Hydra overrides, e.g. model=bert-mini trainer.max_steps=500 experi
 FLAGS = ("--cfg", "-m", "--multirun")
 
 
+def validate(config: dict[str, Any]) -> RunConfig:
+    """The whole config, `refresh.*` included, before any service or stage starts."""
+    run = load_run_config(config)
+    settings_from(RefreshSettings, run.refresh, "refresh")
+    return run
+
+
 def main(argv: list[str]) -> int:
     if {"-h", "--help"} & set(argv):
         print(USAGE)
@@ -31,14 +40,15 @@ def main(argv: list[str]) -> int:
     overrides = [arg for arg in argv if arg not in FLAGS]
     try:
         runs = expand_sweeps(overrides) if multirun else [overrides]
-        configs = [compose_config(run) for run in runs]  # every combination checked up front
+        configs = [compose_config(run) for run in runs]
+        if "--cfg" in argv:
+            print("\n---\n".join(to_yaml(config) for config in configs))
+            return 0
+        validated = [validate(config) for config in configs]  # every combination, up front
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if "--cfg" in argv:
-        print("\n---\n".join(to_yaml(config) for config in configs))
-        return 0
-    configure_services(configs[0])
+    start_services(validated[0])
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     for name in ("flows", "lightning_modules", "cloze"):
         logging.getLogger(name).setLevel(logging.INFO)

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from flows.core.config import compose_config
-from flows.core.paths import configure_services
 from flows.core.settings import ConfigError
 from flows.downstream.report import paired_interval, std
+from flows.plan import load_run_config, start_services
 from flows.stages.finetune import RESULTS_FILE
 
 TASK = "ncbi_disease"
@@ -31,7 +31,7 @@ METRIC = "entity_f1"
 def run_step(experiment: str, overrides: list[str]) -> tuple[dict[str, Any], float]:
     """One pipeline run and its wall time (small when every stage is a cache hit)."""
     config = compose_config([f"experiment={experiment}", *overrides])
-    configure_services(config)
+    start_services(load_run_config(config))
     from flows.pipeline import pretraining_pipeline  # after configure_services, as in __main__
 
     started = time.perf_counter()

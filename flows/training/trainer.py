@@ -6,7 +6,7 @@ import dataclasses
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import pytorch_lightning as pl
 import torch
@@ -37,7 +37,7 @@ class TrainerSettings(Settings):
     beta2: Annotated[Number, bounds(ge=0, lt=1)] = 0.98
     grad_clip: Annotated[Number, bounds(ge=0)] = 1.0
     accumulate_grad_batches: Annotated[int, bounds(ge=1)] = 1
-    precision: Annotated[str, one_of(PRECISIONS)] = "32-true"
+    precision: Annotated[Literal["32-true", "bf16-mixed"], one_of(PRECISIONS)] = "32-true"
     val_every_steps: Annotated[int, bounds(ge=1)] = 200
     max_validation_sequences: Annotated[int, bounds(ge=1)] = 1024
     checkpoint_every_steps: Annotated[int, bounds(ge=1)] = 200

@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 import sys
 import warnings
+from typing import Any
 
 from flows.core.cli import SERVICE_ERROR, fail
 from flows.core.config import compose_config, expand_sweeps, to_yaml
 from flows.core.logs import setup_logging
-from flows.core.paths import configure_services
-from flows.core.settings import ConfigError
+from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
+from flows.plan import RunConfig, load_run_config, start_services
+from flows.refresh.promotion import RefreshSettings
 from flows.tracking.retry import service_outage_message
 
 USAGE = """usage: python -m flows [--cfg] [-m] [OVERRIDE ...]
@@ -25,6 +27,13 @@ OVERRIDEs are Hydra overrides, e.g. model=bert-mini trainer.max_steps=500 experi
 FLAGS = ("--cfg", "-m", "--multirun")
 
 
+def validate(config: dict[str, Any]) -> RunConfig:
+    """The whole config, `refresh.*` included, before any service or stage starts."""
+    run = load_run_config(config)
+    settings_from(RefreshSettings, run.refresh, "refresh")
+    return run
+
+
 def main(argv: list[str]) -> int:
     if {"-h", "--help"} & set(argv):
         print(USAGE)
@@ -33,21 +42,20 @@ def main(argv: list[str]) -> int:
     overrides = [arg for arg in argv if arg not in FLAGS]
     try:
         runs = expand_sweeps(overrides) if multirun else [overrides]
-        configs = [compose_config(run) for run in runs]  # every combination checked up front
+        configs = [compose_config(run) for run in runs]
+        if "--cfg" in argv:
+            print("\n---\n".join(to_yaml(config) for config in configs))
+            return 0
+        validated = [validate(config) for config in configs]  # every combination, up front
     except ConfigError as error:
         return fail(error)
-    if "--cfg" in argv:
-        print("\n---\n".join(to_yaml(config) for config in configs))
-        return 0
-    configure_services(configs[0])
+    start_services(validated[0])
     setup_logging()
     # Lightning's hardware banner and tips repeat for every Trainer; our own lines say more.
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
 
-    from flows.pipeline import (
-        pretraining_pipeline,
-    )  # after configure_services: Prefect reads env on import
+    from flows.pipeline import pretraining_pipeline  # after start_services: Prefect reads env
 
     summaries = []
     for config in configs:

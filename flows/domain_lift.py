@@ -20,10 +20,10 @@ from typing import Any
 from flows.core.cli import fail
 from flows.core.config import compose_config
 from flows.core.logs import setup_logging
-from flows.core.paths import configure_services
 from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
 from flows.downstream.report import paired_interval, std
+from flows.plan import load_run_config, start_services
 from flows.stages.finetune import RESULTS_FILE
 
 TASK = "ncbi_disease"
@@ -33,8 +33,8 @@ METRIC = "entity_f1"
 def run_step(experiment: str, overrides: list[str]) -> tuple[dict[str, Any], float]:
     """One pipeline run and its wall time (small when every stage is a cache hit)."""
     config = compose_config([f"experiment={experiment}", *overrides])
-    configure_services(config)
-    from flows.pipeline import pretraining_pipeline  # after configure_services, as in __main__
+    start_services(load_run_config(config))
+    from flows.pipeline import pretraining_pipeline  # after start_services, as in __main__
 
     started = time.perf_counter()
     summary = pretraining_pipeline(config)

@@ -16,13 +16,15 @@ from prefect.cache_policies import NO_CACHE
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.core.config import to_yaml
 from flows.core.paths import RunPaths
-from flows.core.settings import ConfigError, settings_from
-from flows.corpora import Corpus, CorpusSettings, open_corpus
-from flows.stages.finetune import FinetuneSettings, finetune
-from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
+from flows.core.settings import ConfigError
+from flows.corpora import Corpus, open_corpus
+from flows.plan import PipelinePlan as PipelinePlan  # re-exported: tests and callers use it
+from flows.plan import load_run_config
+from flows.stages.finetune import finetune
+from flows.stages.pretrain import HUGGINGFACE_DIR, pretrain
 from flows.stages.shards.runners import prefect_unit_mapper
-from flows.stages.shards.stage import ShardSettings, build_shards
-from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+from flows.stages.shards.stage import build_shards
+from flows.stages.tokenizer import train_tokenizer
 from flows.summary import build_summary, render_summary
 from flows.tracking.publish import TaskRuns, publish
 from flows.tracking.runs import (
@@ -30,7 +32,6 @@ from flows.tracking.runs import (
     ARTIFACT_PATH_TAG,
     RunHandle,
     Tracker,
-    TrackingSettings,
     redact_secrets,
 )
 
@@ -41,29 +42,6 @@ TRAINING_TAG = "cloze-training"
 # Reading and tokenizing text can fail transiently (network filesystems, the hub); retrying is
 # safe because a stage publishes atomically. Training is never retried: a rerun resumes instead.
 IO_TASK_OPTIONS: dict[str, Any] = {"retries": 2, "retry_delay_seconds": 30, "tags": ["cloze-io"]}
-
-
-@dataclass(frozen=True)
-class PipelinePlan:
-    """Every stage's settings, validated before any stage starts."""
-
-    corpus: CorpusSettings
-    tokenizer: TokenizerSettings
-    shards: ShardSettings
-    pretrain: PretrainSettings
-    finetune: FinetuneSettings
-    tracking: TrackingSettings
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> PipelinePlan:
-        return cls(
-            settings_from(CorpusSettings, config["corpus"], "corpus"),
-            settings_from(TokenizerSettings, config["tokenizer"], "tokenizer"),
-            settings_from(ShardSettings, config["shards"], "shards"),
-            PretrainSettings.from_config(config),
-            FinetuneSettings.from_config(config),
-            settings_from(TrackingSettings, config["tracking"], "tracking"),
-        )
 
 
 @dataclass(frozen=True)
@@ -160,13 +138,18 @@ def pretraining_pipeline(config: dict[str, Any], until: str = "finetune") -> dic
     """
     if until not in STAGES:
         raise ConfigError(f"until={until!r} must be one of {STAGES}")
-    plan = PipelinePlan.from_config(config)
+    run = load_run_config(config)
+    plan = PipelinePlan.from_run_config(run)
     corpus = open_corpus(plan.corpus)  # a missing path or empty glob fails here, before tracking
-    paths = RunPaths.from_config(config)
+    paths = RunPaths.from_settings(run.paths)
     store = ArtifactStore(paths.artifacts)
     tracker = Tracker.for_run(plan.tracking, paths)
     parent = tracker.start_run(
-        "pipeline", tags={"cloze.model": config["model"]["name"], "cloze.corpus": plan.corpus.kind}
+        "pipeline",
+        tags={
+            "cloze.model": str(plan.pretrain.model.get("name")),
+            "cloze.corpus": plan.corpus.kind,
+        },
     )
     loggable = redact_secrets(config)
     parent.log_params(loggable)

@@ -18,7 +18,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from lightning_modules.models.heads import IGNORE_INDEX
-from lightning_modules.optim import OptimizerSettings, build_optimizer
+from lightning_modules.optim import OptimizerSettings, optimizer_config
 
 Predictions = list[Any]  # an int per example, or a list of tag ids per sentence
 
@@ -42,11 +42,7 @@ class FinetuneModule(pl.LightningModule):
         return loss
 
     def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
-        optimizer, scheduler = build_optimizer(self.model, self.optimizer_settings)
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
-        }
+        return optimizer_config(self.model, self.optimizer_settings)
 
 
 @torch.no_grad()

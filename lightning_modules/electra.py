@@ -18,7 +18,7 @@ from lightning_modules.models.electra import (
     ElectraOutput,
     restore_original_ids,
 )
-from lightning_modules.optim import OptimizerSettings, build_optimizer
+from lightning_modules.optim import OptimizerSettings, optimizer_config
 
 
 class ReplacedTokenDetectionModule(pl.LightningModule):
@@ -103,8 +103,4 @@ class ReplacedTokenDetectionModule(pl.LightningModule):
         )
 
     def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
-        optimizer, scheduler = build_optimizer(self.model, self.optimizer_settings)
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
-        }
+        return optimizer_config(self.model, self.optimizer_settings)

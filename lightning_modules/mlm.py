@@ -12,7 +12,7 @@ from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 
 from lightning_modules.data.distributed import LOSS_WEIGHT, sum_over_ranks
 from lightning_modules.models.heads import BertForMaskedLM
-from lightning_modules.optim import OptimizerSettings, build_optimizer
+from lightning_modules.optim import OptimizerSettings, optimizer_config
 
 
 @dataclass(frozen=True)
@@ -122,8 +122,4 @@ class MaskedLanguageModelingModule(pl.LightningModule):
         )
 
     def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
-        optimizer, scheduler = build_optimizer(self.model, self.optimizer_settings)
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
-        }
+        return optimizer_config(self.model, self.optimizer_settings)

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 from torch import nn
 
 SCHEDULES = ("linear", "cosine", "constant")
@@ -72,3 +73,9 @@ def build_optimizer(
         optimizer, lambda step: learning_rate_factor(step, settings)
     )
     return optimizer, scheduler
+
+
+def optimizer_config(model: nn.Module, settings: OptimizerSettings) -> OptimizerLRSchedulerConfig:
+    """What every LightningModule's `configure_optimizers` returns: AdamW, stepped per batch."""
+    optimizer, scheduler = build_optimizer(model, settings)
+    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

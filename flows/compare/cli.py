@@ -307,12 +307,13 @@ def settings_from_args(args: argparse.Namespace) -> CompareSettings:
     """Flags, with the pipeline's own defaults (from `conf/`) for the store and experiment."""
     from flows.core.config import compose_config
     from flows.core.paths import RunPaths
+    from flows.plan import load_run_config
 
-    config = compose_config([])
-    paths = RunPaths.from_config(config)
+    run = load_run_config(compose_config([]))
+    paths = RunPaths.from_settings(run.paths)
     return CompareSettings(
-        tracking_uri=args.tracking_uri or paths.tracking_uri(config["tracking"]["uri"]),
-        experiment=args.experiment or config["tracking"]["experiment"],
+        tracking_uri=args.tracking_uri or paths.tracking_uri(run.tracking.uri),
+        experiment=args.experiment or run.tracking.experiment,
         output_dir=args.out or paths.root / "compare",
         run_ids=tuple(args.run_ids),
         filter=args.filter,

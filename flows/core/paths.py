@@ -9,12 +9,20 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from flows.core.logs import PROJECT_LOGGERS
+from flows.core.settings import Settings
 
 # The checkout (or install) root: conf/ and the deployments' entrypoints are found from here.
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class PathSettings(Settings):
+    """`paths.*`: the one root everything a run writes lives under."""
+
+    section = "paths"
+
+    root: str = ".cloze"
 
 
 @dataclass(frozen=True)
@@ -22,8 +30,8 @@ class RunPaths:
     root: Path
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> RunPaths:
-        return cls(Path(config["paths"]["root"]).expanduser().resolve())
+    def from_settings(cls, settings: PathSettings) -> RunPaths:
+        return cls(Path(settings.root).expanduser().resolve())
 
     @property
     def artifacts(self) -> Path:
@@ -41,9 +49,13 @@ class RunPaths:
         return configured or f"sqlite:///{self.root / 'mlflow.db'}"
 
 
-def configure_services(config: dict[str, Any]) -> RunPaths:
-    """Local Prefect and MLflow under the run root unless the user points at servers."""
-    paths = RunPaths.from_config(config)
+def configure_services(
+    paths: RunPaths, tracking_uri: str | None, request_timeout_seconds: int
+) -> RunPaths:
+    """Local Prefect and MLflow under the run root unless the user points at servers.
+
+    Takes the validated `paths.*` and `tracking.*` values (see `flows.plan.RunConfig`).
+    """
     paths.root.mkdir(parents=True, exist_ok=True)
     if not os.environ.get("PREFECT_API_URL"):
         os.environ.setdefault("PREFECT_HOME", str(paths.prefect_home))
@@ -62,8 +74,7 @@ def configure_services(config: dict[str, Any]) -> RunPaths:
     # MLflow's own HTTP retries (7 with exponential backoff, minutes per call) are switched off
     # and a request that hangs gives up after tracking.request_timeout_seconds.
     os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
-    timeout = config["tracking"].get("request_timeout_seconds", 30)
-    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(int(timeout))
+    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(request_timeout_seconds)
     # Lightning's MLFlowLogger reads this at import time; keep it consistent with the run.
-    os.environ.setdefault("MLFLOW_TRACKING_URI", paths.tracking_uri(config["tracking"]["uri"]))
+    os.environ.setdefault("MLFLOW_TRACKING_URI", paths.tracking_uri(tracking_uri))
     return paths

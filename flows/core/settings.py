@@ -1,96 +1,174 @@
-"""Turns a config section (a plain dict) into a typed settings dataclass with precise errors.
+"""One validation library for every config group: pydantic v2, with the project's error texts.
 
-Hydra's struct mode already rejects unknown keys given as overrides; this catches the same mistakes
-in hand-built dicts (Prefect UI parameters, tests) and names the full config key in every message.
+Each group of `conf/` is one `Settings` subclass. Types are strict (a string is never read as a
+number, a bool never as an integer), unknown keys are refused, `nan` and `inf` are refused, and
+every numeric key carries its range (`bounds`). `settings_from` is the one place a pydantic error
+becomes a `ConfigError` whose message names the full dotted key, the value and what would fit.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
-SettingsT = TypeVar("SettingsT")
+from pydantic import AfterValidator, BaseModel, ConfigDict, PlainValidator, ValidationError
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+SettingsT = TypeVar("SettingsT", bound=BaseModel)
 
 
 class ConfigError(ValueError):
     """A config key is unknown, missing or has an unusable value; the message names the key."""
 
 
-def settings_from(cls: type[SettingsT], section: Mapping[str, Any], prefix: str) -> SettingsT:
-    fields = {field.name: field for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(section) - set(fields))
-    if unknown:
-        raise ConfigError(
-            f"unknown config key {prefix}.{unknown[0]}; valid keys under {prefix}: "
-            f"{', '.join(sorted(fields))}"
+class Settings(BaseModel):
+    """A config group: immutable, strictly typed, closed to unknown keys, finite numbers only."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+    # The config key of the group, for errors when a class is built in code rather than read.
+    section: ClassVar[str] = ""
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as error:
+            raise config_error(error.errors()[0], type(self), self.section) from None
+
+    # Validation (`model_validate`, nested groups) must not go through the __init__ above, or a
+    # nested group's error would be worded without its parent's key: mark it as pydantic's own.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+
+def _number(value: Any) -> float:
+    """An int or a float, kept as given: `5` and `5.0` are different values in an artifact key."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PydanticCustomError("number_type", "must be a number")
+    if not math.isfinite(value):
+        raise PydanticCustomError("finite_number", "must be a finite number")
+    return value
+
+
+Number = Annotated[float, PlainValidator(_number)]
+
+
+def bounds(
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+) -> AfterValidator:
+    """A range check whose message states the whole range, not only the side that failed."""
+    low, high = (gt if gt is not None else ge), (lt if lt is not None else le)
+    if low is not None and high is not None:
+        brackets = ("(" if gt is not None else "[") + (")" if lt is not None else "]")
+        text = (
+            f"must be between {low} and {high}"
+            if brackets == "[]"
+            else f"must be in {brackets[0]}{low}, {high}{brackets[1]}"
         )
-    missing = [
-        name
-        for name, field in fields.items()
-        if name not in section
-        and field.default is dataclasses.MISSING
-        and field.default_factory is dataclasses.MISSING
-    ]
-    if missing:
-        raise ConfigError(f"missing config key {prefix}.{missing[0]}")
-    hints = typing.get_type_hints(cls)
-    for name, value in section.items():
-        expected = hints.get(name)
-        if expected is not None and not value_fits(value, expected):
-            raise ConfigError(f"{prefix}.{name}={value!r} must be {describe_type(expected)}")
+    elif low is not None:
+        text = f"must be at least {ge}" if ge is not None else f"must be greater than {gt}"
+    else:
+        text = f"must be at most {le}" if le is not None else f"must be less than {lt}"
+
+    def check(value: Any) -> Any:
+        inside = (
+            (gt is None or value > gt)
+            and (ge is None or value >= ge)
+            and (lt is None or value < lt)
+            and (le is None or value <= le)
+        )
+        if not inside:
+            raise PydanticCustomError("out_of_range", text)
+        return value
+
+    return AfterValidator(check)
+
+
+def one_of(allowed: tuple[Any, ...]) -> PlainValidator:
+    """A choice among `allowed`; any other value, of any type, is named with the choices."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, bool) or value not in allowed:
+            raise PydanticCustomError("one_of", f"must be one of {allowed}")
+        return value
+
+    return PlainValidator(check)
+
+
+def settings_from(cls: type[SettingsT], section: Mapping[str, Any], prefix: str) -> SettingsT:
+    """`section` validated as `cls`; any problem is a ConfigError naming `prefix.<key>`."""
+    if not isinstance(section, Mapping):
+        raise ConfigError(f"{prefix or 'the config'} must be a mapping of settings")
     try:
-        return cls(**dict(section))
-    except ConfigError:
-        raise
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"{prefix}: {error}") from error
+        return cls.model_validate(dict(section))
+    except ValidationError as error:
+        raise config_error(error.errors()[0], cls, prefix) from None
 
 
-def value_fits(value: Any, expected: Any) -> bool:
-    """Whether a config value has the field's type; ints pass as floats, bools never as ints."""
-    options = typing.get_args(expected) if is_union(expected) else (expected,)
-    for option in options:
-        if option is type(None) and value is None:
-            return True
-        if option is bool and isinstance(value, bool):
-            return True
-        if option is int and isinstance(value, int) and not isinstance(value, bool):
-            return True
-        if option is float and isinstance(value, int | float) and not isinstance(value, bool):
-            return True
-        if option is str and isinstance(value, str):
-            return True
-        origin = typing.get_origin(option) or option
-        if origin is typing.Literal and value in typing.get_args(option):
-            return True
-        if origin in (dict, list, tuple) and isinstance(value, origin):
-            return True
-        if option is Any:
-            return True
-    return False
+TYPE_NAMES = {
+    "int_type": "an integer",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+}
 
 
-def is_union(annotation: Any) -> bool:
-    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
+def config_error(detail: ErrorDetails, cls: type[BaseModel], prefix: str) -> ConfigError:
+    """The project's wording for one pydantic error (the first one a user should fix)."""
+    loc = [str(part) for part in detail["loc"]]
+    key = ".".join([prefix, *loc] if prefix else loc)
+    kind, value = detail["type"], detail.get("input")
+    if kind == "extra_forbidden":
+        parent = ".".join([prefix, *loc[:-1]] if prefix else loc[:-1])
+        model = model_at(cls, loc[:-1])
+        valid = ", ".join(sorted(model.model_fields)) if model else "?"
+        where = f"under {parent}" if parent else "at the top level"
+        return ConfigError(f"unknown config key {key}; valid keys {where}: {valid}")
+    if kind == "missing":
+        return ConfigError(f"missing config key {key}")
+    if kind == "value_error":
+        return ConfigError(str(detail.get("ctx", {}).get("error", detail["msg"])))
+    if kind in TYPE_NAMES:
+        nullable = " or null" if field_allows_none(cls, loc) else ""
+        return ConfigError(f"{key}={value!r} must be {TYPE_NAMES[kind]}{nullable}")
+    return ConfigError(f"{key}={value!r} {detail['msg']}")
 
 
-def describe_type(expected: Any) -> str:
-    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
-    options = typing.get_args(expected) if is_union(expected) else (expected,)
-    described = [
-        "null"
-        if option is type(None)
-        else f"one of {typing.get_args(option)}"
-        if typing.get_origin(option) is typing.Literal
-        else names.get(option, getattr(option, "__name__", "?"))
-        for option in options
-    ]
-    return " or ".join(described)
+def model_at(cls: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
+    """The settings class at `loc` inside `cls` (a `dict[str, X]` field consumes one key)."""
+    current: Any = cls
+    parts = list(loc)
+    while parts:
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = current.model_fields.get(parts.pop(0))
+        if field is None:
+            return None
+        current = field.annotation
+        if typing.get_origin(current) is dict and parts:
+            current = typing.get_args(current)[1]
+            parts.pop(0)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
-def output_settings(settings: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+def field_allows_none(cls: type[BaseModel], loc: list[str]) -> bool:
+    model = model_at(cls, loc[:-1]) if loc else None
+    field = model.model_fields.get(loc[-1]) if model else None
+    if field is None:
+        return False
+    annotation = field.annotation
+    is_union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    return is_union and type(None) in typing.get_args(annotation)
+
+
+def output_settings(settings: BaseModel, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
     """The fields that change a stage's output, for its content key."""
-    return {k: v for k, v in dataclasses.asdict(settings).items() if k not in exclude}
+    return settings.model_dump(exclude=set(exclude))

@@ -8,10 +8,11 @@ independent of order, and the tokenizer and shards stages agree on it without co
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
-from flows.core.settings import ConfigError
+from pydantic import Field, model_validator
+
+from flows.core.settings import ConfigError, Number, Settings, bounds, one_of
 from flows.corpora.cleaning import NORMALIZATIONS, clean_and_count_words, document_identity
 from flows.corpora.formats import FORMATS, CorpusInputError, ReadRules
 from flows.corpora.stats import CorpusStats
@@ -19,54 +20,34 @@ from flows.corpora.stats import CorpusStats
 CORPUS_KINDS = ("pydoc", "files", "huggingface")
 
 
-@dataclass(frozen=True)
-class CorpusSettings:
+class CorpusSettings(Settings):
     """`corpus.*`: which source, and the cleaning and split rules applied to any source."""
 
-    kind: str = "pydoc"
-    paths: list[str] = field(default_factory=list)
-    format: str = "auto"
+    section = "corpus"
+    kind: Annotated[str, one_of(CORPUS_KINDS)] = "pydoc"
+    paths: list[str] = Field(default_factory=list)
+    format: Annotated[str, one_of(FORMATS)] = "auto"
     text_field: str = "text"
-    decode_errors: str = "fail"
+    decode_errors: Annotated[str, one_of(("fail", "replace", "skip"))] = "fail"
     name: str | None = None
     config_name: str | None = None
     split: str = "train"
     exclude_downstream_test: bool = True
-    normalization: str = "NFC"
-    min_words: int = 5
-    max_chars: int = 1_000_000
-    max_documents: int | None = None
-    validation_fraction: float = 0.05
+    normalization: Annotated[str, one_of(NORMALIZATIONS)] = "NFC"
+    min_words: Annotated[int, bounds(ge=1)] = 5
+    max_chars: Annotated[int, bounds(ge=100)] = 1_000_000
+    max_documents: Annotated[int, bounds(ge=1)] | None = None
+    validation_fraction: Annotated[Number, bounds(gt=0, lt=0.5)] = 0.05
 
-    def __post_init__(self) -> None:
-        if self.kind not in CORPUS_KINDS:
-            raise ConfigError(f"corpus.kind={self.kind!r} must be one of {CORPUS_KINDS}")
+    @model_validator(mode="after")
+    def _source_is_named(self) -> CorpusSettings:
         if self.kind == "files" and not self.paths:
             raise ConfigError("corpus.kind=files needs corpus.paths (files, globs or directories)")
         if self.kind == "huggingface" and not self.name:
             raise ConfigError(
                 "corpus.kind=huggingface needs corpus.name (a hub name or a save_to_disk folder)"
             )
-        if self.format not in FORMATS:
-            raise ConfigError(f"corpus.format={self.format!r} must be one of {FORMATS}")
-        if self.decode_errors not in ("fail", "replace", "skip"):
-            raise ConfigError(
-                f"corpus.decode_errors={self.decode_errors!r} must be fail, replace or skip"
-            )
-        if not 0.0 < self.validation_fraction < 0.5:
-            raise ConfigError(
-                f"corpus.validation_fraction={self.validation_fraction} must be in (0, 0.5)"
-            )
-        if self.normalization not in NORMALIZATIONS:
-            raise ConfigError(
-                f"corpus.normalization={self.normalization!r} must be one of {NORMALIZATIONS}"
-            )
-        if self.min_words < 1:
-            raise ConfigError(f"corpus.min_words={self.min_words} must be at least 1")
-        if self.max_chars < 100:
-            raise ConfigError(f"corpus.max_chars={self.max_chars} must be at least 100")
-        if self.max_documents is not None and self.max_documents < 1:
-            raise ConfigError(f"corpus.max_documents={self.max_documents} must be positive")
+        return self
 
     @property
     def read_rules(self) -> ReadRules:

@@ -17,16 +17,16 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
 from flows.core.config import compose_config
-from flows.core.paths import configure_services
 from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
 from flows.deploy.settings import run_overrides
 from flows.pipeline import STAGES, pretraining_pipeline
+from flows.plan import load_run_config, start_services
 
 
 def compose_run_config(overrides: list[str] | None, experiment: str | None) -> dict[str, Any]:
     config = compose_config(run_overrides(overrides, experiment))
-    configure_services(config)
+    start_services(load_run_config(config))
     return config
 
 

@@ -6,15 +6,14 @@ run computes, so it must not enter any run's params or artifact keys.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
+from pydantic import Field
 
-from flows.core.settings import ConfigError, settings_from
+from flows.core.settings import ConfigError, Number, Settings, bounds, settings_from
 
 # Deployment name -> the pipeline stage it stops after (None: the domain-refresh flow).
 DEPLOYMENTS: dict[str, str | None] = {
@@ -33,21 +32,17 @@ def run_overrides(overrides: list[str] | None, experiment: str | None) -> list[s
     return ([f"experiment={experiment}"] if experiment else []) + list(overrides or [])
 
 
-@dataclass(frozen=True)
-class DeploymentSettings:
+class DeploymentSettings(Settings):
     """`deployments.<name>.*` of the deploy config."""
 
     enabled: bool = True
-    overrides: list[str] = field(default_factory=list)
+    overrides: list[str] = Field(default_factory=list)
     cron: str | None = None
     timezone: str = "UTC"
-    timeout_hours: float | None = None
+    timeout_hours: Annotated[Number, bounds(gt=0)] | None = None
 
     def check(self, prefix: str) -> None:
-        if not all(isinstance(item, str) for item in self.overrides):
-            raise ConfigError(f"{prefix}.overrides must be a list of Hydra override strings")
-        if self.timeout_hours is not None and self.timeout_hours <= 0:
-            raise ConfigError(f"{prefix}.timeout_hours={self.timeout_hours} must be > 0 or null")
+        """What types cannot say: a known time zone and a cron expression Prefect accepts."""
         try:
             ZoneInfo(self.timezone)
         except (ZoneInfoNotFoundError, ValueError) as error:
@@ -68,10 +63,11 @@ class DeploymentSettings:
                 ) from error
 
 
-@dataclass(frozen=True)
-class DeploySettings:
-    training_concurrency: int | None = 1
-    deployments: dict[str, DeploymentSettings] = field(default_factory=dict)
+class DeploySettings(Settings):
+    section = "deploy"
+
+    training_concurrency: Annotated[int, bounds(ge=1)] | None = 1
+    deployments: dict[str, DeploymentSettings] = Field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> DeploySettings:
@@ -92,11 +88,7 @@ class DeploySettings:
             settings.check(prefix)
             deployments[name] = settings
         top = settings_from(cls, raw, "deploy")
-        if top.training_concurrency is not None and top.training_concurrency < 1:
-            raise ConfigError(
-                f"training_concurrency={top.training_concurrency} must be >= 1, or null for none"
-            )
-        return dataclasses.replace(top, deployments=deployments)
+        return top.model_copy(update={"deployments": deployments})
 
     @classmethod
     def load(cls, path: Path) -> DeploySettings:

@@ -8,7 +8,7 @@ validation epoch. Test scores are computed once per run, after training, and nev
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +112,7 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
     )
     label = f"{arm}-lr{learning_rate:g}-seed{seed}"
     trainer = make_trainer(
-        replace(run.trainer, accumulate_grad_batches=1),
+        run.trainer.model_copy(update={"accumulate_grad_batches": 1}),
         run.work_dir / run.spec.name / label,
         run.loggers_for(run.spec.name, label),
         [ProgressLog(settings.log_every_steps, f"finetune/{run.spec.name}/{label}"), selector],

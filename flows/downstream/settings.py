@@ -2,71 +2,56 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from flows.core.settings import ConfigError, settings_from
+from pydantic import Field, model_validator
+
+from flows.core.settings import ConfigError, Number, Settings, bounds
 from flows.downstream.spec import TaskSpec, default_data_dir, task_specs
 
+PositiveRate = Annotated[Number, bounds(gt=0)]
 
-@dataclass(frozen=True)
-class FinetuneSettings:
+
+class FinetuneSettings(Settings):
     """The recipe. `learning_rates` is a grid searched per arm on the validation split; the
     epoch is chosen per run on validation too (best epoch kept, `patience` epochs to stop)."""
 
-    tasks: list[str] = field(default_factory=lambda: ["pydoc_topics"])
-    catalog: dict[str, Any] = field(default_factory=dict)
+    section = "finetune"
+    tasks: list[str] = Field(default_factory=lambda: ["pydoc_topics"])
+    catalog: dict[str, Any] = Field(default_factory=dict)
     data_dir: str | None = None
-    seeds: int = 3
-    learning_rates: list[float] = field(default_factory=lambda: [1e-4, 3e-4, 1e-3])
-    max_length: int = 128
-    epochs: int = 5
-    patience: int = 2
-    batch_size: int = 32
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    classifier_dropout: float = 0.1
-    train_examples: int | None = None
-    validation_examples: int | None = 1000
-    test_examples: int | None = None
-    confidence: float = 0.95
-    log_every_steps: int = 20
+    seeds: Annotated[int, bounds(ge=1)] = 3
+    learning_rates: list[PositiveRate] = Field(default_factory=lambda: [1e-4, 3e-4, 1e-3])
+    max_length: Annotated[int, bounds(ge=8)] = 128
+    epochs: Annotated[int, bounds(ge=1)] = 5
+    patience: Annotated[int, bounds(ge=1)] = 2
+    batch_size: Annotated[int, bounds(ge=1)] = 32
+    weight_decay: Annotated[Number, bounds(ge=0)] = 0.01
+    warmup_ratio: Annotated[Number, bounds(ge=0, lt=1)] = 0.1
+    classifier_dropout: Annotated[Number, bounds(ge=0, lt=1)] = 0.1
+    train_examples: Annotated[int, bounds(ge=1)] | None = None
+    validation_examples: Annotated[int, bounds(ge=1)] | None = 1000
+    test_examples: Annotated[int, bounds(ge=1)] | None = None
+    confidence: Annotated[Number, bounds(ge=0.5, lt=1)] = 0.95
+    log_every_steps: Annotated[int, bounds(ge=1)] = 20
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _tasks_are_known(self) -> FinetuneSettings:
         if not self.tasks:
             raise ConfigError("finetune.tasks is empty; name at least one task (e.g. [sst2])")
         if len(set(self.tasks)) != len(self.tasks):
             raise ConfigError(f"finetune.tasks={self.tasks} names a task twice")
-        for key in ("seeds", "epochs", "patience", "batch_size"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"finetune.{key}={getattr(self, key)} must be at least 1")
-        if self.max_length < 8:
-            raise ConfigError(f"finetune.max_length={self.max_length} must be at least 8")
-        if not self.learning_rates or any(
-            not isinstance(rate, int | float) or rate <= 0 for rate in self.learning_rates
-        ):
+        if not self.learning_rates:
             raise ConfigError(
-                f"finetune.learning_rates={self.learning_rates} must be a non-empty list of "
-                "positive numbers (the grid each arm picks from on validation)"
+                "finetune.learning_rates=[] must be a non-empty list of positive numbers (the "
+                "grid each arm picks from on validation)"
             )
-        for key in ("train_examples", "validation_examples", "test_examples"):
-            value = getattr(self, key)
-            if value is not None and value < 1:
-                raise ConfigError(f"finetune.{key}={value} must be positive, or null for all")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            raise ConfigError(f"finetune.warmup_ratio={self.warmup_ratio} must be in [0, 1)")
-        if not 0.5 <= self.confidence < 1.0:
-            raise ConfigError(f"finetune.confidence={self.confidence} must be in [0.5, 1)")
         self.specs()  # an unknown task or a bad catalog entry fails before any stage runs
+        return self
 
     def specs(self) -> list[TaskSpec]:
         return task_specs(self.catalog, self.tasks)
 
     def resolved_data_dir(self) -> Path:
         return Path(self.data_dir).expanduser() if self.data_dir else default_data_dir()
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> FinetuneSettings:
-        return settings_from(cls, config["finetune"], "finetune")

@@ -7,12 +7,14 @@ cases a task name, so a user adds a task with a YAML block and no code.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any
+
+from pydantic import Field, PlainValidator, model_validator
+from pydantic_core import PydanticCustomError
 
 from flows.core.paths import REPO_ROOT
-from flows.core.settings import ConfigError, settings_from
+from flows.core.settings import ConfigError, Settings, bounds, one_of, settings_from
 from flows.corpora.formats import CorpusInputError
 
 FORMATS = ("pydoc_topics", "glue", "conll", "huggingface")
@@ -21,7 +23,6 @@ CLASSIFICATION_METRICS = ("accuracy", "macro_f1", "mcc", "f1")
 TOKEN_METRICS = ("entity_f1", "entity_precision", "entity_recall")
 SPLITS = ("train", "validation", "test")
 ARMS = ("pretrained", "random_init")
-Column = str | int
 
 
 class TaskInputError(CorpusInputError):
@@ -36,8 +37,17 @@ def default_data_dir() -> Path:
     return REPO_ROOT.parent / "shared" / "data"
 
 
-@dataclass(frozen=True)
-class TaskSpec:
+def _column(value: Any) -> str | int:
+    """A header name or a 0-based position."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise PydanticCustomError("column_type", "must be a column name or a 0-based position")
+    return value
+
+
+Column = Annotated[str | int, PlainValidator(_column)]
+
+
+class TaskSpec(Settings):
     """`finetune.catalog.<name>`: one task's data and metric.
 
     `train`/`validation`/`test` are file paths (relative ones resolve against the data dir) or,
@@ -45,11 +55,12 @@ class TaskSpec:
     GLUE's test files are unlabelled, so its presets score on the dev file as `test`.
     """
 
+    section = "finetune.catalog.<task>"
     name: str
-    format: Literal["pydoc_topics", "glue", "conll", "huggingface"]
-    kind: Literal["classification", "token_classification"] = "classification"
+    format: Annotated[str, one_of(FORMATS)]
+    kind: Annotated[str, one_of(KINDS)] = "classification"
     metric: str = "accuracy"
-    labels: list[str] = field(default_factory=list)
+    labels: list[str] = Field(default_factory=list)
     train: str | None = None
     validation: str | None = None
     test: str | None = None
@@ -59,14 +70,11 @@ class TaskSpec:
     label_column: Column = "label"
     hub_name: str | None = None
     hub_config: str | None = None
-    min_words: int = 5
+    min_words: Annotated[int, bounds(ge=1)] = 5
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _fits_together(self) -> TaskSpec:
         key = f"finetune.catalog.{self.name}"
-        if self.format not in FORMATS:
-            raise ConfigError(f"{key}.format={self.format!r} must be one of {FORMATS}")
-        if self.kind not in KINDS:
-            raise ConfigError(f"{key}.kind={self.kind!r} must be one of {KINDS}")
         if (self.format == "conll") != (self.kind == "token_classification") and (
             self.format != "huggingface"
         ):
@@ -81,6 +89,7 @@ class TaskSpec:
             raise ConfigError(f"{key}.metric=f1 is binary F1: {key}.labels needs exactly 2 labels")
         if self.format != "pydoc_topics":
             self._check_sources(key)
+        return self
 
     def _check_sources(self, key: str) -> None:
         if len(self.labels) < 2:

@@ -27,13 +27,13 @@ from flows.corpora import open_corpus
 from flows.corpora.file_source import resolve_paths
 from flows.deploy.entrypoints import compose_run_config, run_name
 from flows.pipeline import (
-    PipelinePlan,
     StageContext,
     finetune_task,
     pretrain_task,
     shards_task,
     tokenizer_task,
 )
+from flows.plan import PipelinePlan, RunConfig, load_run_config
 from flows.refresh.fingerprints import (
     CorpusChanges,
     compare,
@@ -86,7 +86,7 @@ def refresh_models(
 ) -> dict[str, Any]:
     """Shards the new files, trains the challenger, scores both, moves the aliases."""
     start = starting_point(ctx.tracker, ctx.store, refresh)
-    corpus = open_corpus(replace(ctx.plan.corpus, paths=changes.to_train))
+    corpus = open_corpus(ctx.plan.corpus.model_copy(update={"paths": changes.to_train}))
     tokenizer = start.tokenizer if start else tokenizer_task(ctx, corpus)
     init_from = str(start.pretrain.path) if start else None
     plan = replace(ctx.plan, pretrain=replace(ctx.plan.pretrain, init_from=init_from))
@@ -123,17 +123,17 @@ def refresh_models(
     }
 
 
-def scan(config: dict[str, Any], domain: str) -> tuple[Path, CorpusChanges]:
+def scan(run: RunConfig, domain: str) -> tuple[Path, CorpusChanges]:
     """The manifest's path and what changed since it was written."""
-    corpus = config["corpus"]
-    if corpus["kind"] != "files":
+    if run.corpus.kind != "files":
         raise ConfigError(
             "domain-refresh needs corpus=files with corpus.paths pointing at the growing corpus "
-            f"(corpus.kind={corpus['kind']!r})"
+            f"(corpus.kind={run.corpus.kind!r})"
         )
-    manifest = RunPaths.from_config(config).artifacts / "domains" / domain / "fingerprints.json"
+    artifacts = RunPaths.from_settings(run.paths).artifacts
+    manifest = artifacts / "domains" / domain / "fingerprints.json"
     previous = load_manifest(manifest)
-    files = resolve_paths(list(corpus["paths"]))
+    files = resolve_paths(list(run.corpus.paths))
     return manifest, compare(previous, fingerprint_files(files, previous))
 
 
@@ -165,13 +165,15 @@ def record(parent: Any, result: dict[str, Any]) -> None:
 def domain_refresh(overrides: list[str] | None = None, experiment: str | None = None) -> dict:
     """One refresh of `refresh.domain`; a run without new or changed files trains nothing."""
     config = compose_run_config(overrides, experiment)
-    refresh = settings_from(RefreshSettings, config["refresh"], "refresh")
+    run = load_run_config(config)
+    refresh = settings_from(RefreshSettings, run.refresh, "refresh")
     domain = refresh.require_domain()
-    manifest, changes = scan(config, domain)
+    manifest, changes = scan(run, domain)
     print(f"domain {domain}: {changes.describe()}")
-    base = PipelinePlan.from_config(config)
-    plan = replace(base, tracking=replace(base.tracking, registered_model=refresh.model_name))
-    paths = RunPaths.from_config(config)
+    base = PipelinePlan.from_run_config(run)
+    tracking = base.tracking.model_copy(update={"registered_model": refresh.model_name})
+    plan = replace(base, tracking=tracking)
+    paths = RunPaths.from_settings(run.paths)
     tracker = Tracker.for_run(plan.tracking, paths)
     parent = tracker.start_run("domain-refresh", tags={"cloze.refresh.domain": domain})
     loggable = redact_secrets(config)

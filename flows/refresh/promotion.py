@@ -7,41 +7,42 @@ finetune stage happens to produce.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from flows.core.settings import ConfigError
+from pydantic import model_validator
+
+from flows.core.settings import ConfigError, Number, Settings, bounds
 
 CHAMPION = "champion"
 CHALLENGER = "challenger"
 
 
-@dataclass(frozen=True)
-class RefreshSettings:
+class RefreshSettings(Settings):
     """`refresh.*`: which domain, where its models live, and what makes a challenger win."""
 
+    section = "refresh"
     domain: str | None = None
     registered_model: str | None = None
     metric: str = "pydoc_topics.pretrained_accuracy_mean"
     higher_is_better: bool = True
-    margin: float = 0.0
+    margin: Annotated[Number, bounds(ge=0)] = 0.0
     base_model: str | None = None
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _names_are_usable(self) -> RefreshSettings:
         if self.domain is not None and not self.domain.replace("-", "").replace("_", "").isalnum():
             raise ConfigError(
                 f"refresh.domain={self.domain!r} must be a name of letters, digits, - and _ "
                 "(it names the fingerprint manifest's folder and the registered model)"
             )
-        if not math.isfinite(self.margin) or self.margin < 0:
-            raise ConfigError(f"refresh.margin={self.margin} must be a finite number >= 0")
         if not self.metric:
             raise ConfigError(
                 "refresh.metric must name a finetune output, e.g. "
                 "pydoc_topics.pretrained_accuracy_mean"
             )
+        return self
 
     def require_domain(self) -> str:
         if self.domain is None:

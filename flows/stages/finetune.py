@@ -42,7 +42,7 @@ def stage_settings(
     return {
         **output_settings(settings, exclude=("log_every_steps", "catalog", "data_dir")),
         "specs": {
-            spec.name: {**asdict(spec), "data": source_fingerprint(spec, data_dir)}
+            spec.name: {**spec.model_dump(), "data": source_fingerprint(spec, data_dir)}
             for spec in settings.specs()
         },
         "seed": seed,

@@ -7,9 +7,11 @@ values: BERT's token masking, whole-word masking, SpanBERT's spans, static (BERT
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated
 
-from flows.core.settings import ConfigError
+from pydantic import model_validator
+
+from flows.core.settings import Number, Settings, bounds, one_of
 from flows.stages.tokenizer import TrainedTokenizer
 from lightning_modules.data.collator import MaskingCollator, MaskingRule
 from lightning_modules.data.span_masking import (
@@ -25,40 +27,32 @@ SELECTIONS = ("token", "whole_word", "span")
 MASKINGS = ("dynamic", "static")
 
 
-@dataclass(frozen=True)
-class ObjectiveSettings:
-    """`objective.*`; `name` is a label for runs and tables, never part of an artifact key."""
+class ObjectiveSettings(Settings):
+    """`objective.*`; `name` is a label for runs and tables, never part of an artifact key.
 
+    The ranges of the masking, span and ELECTRA keys are the library's own (`MaskingRule`,
+    `SpanLengths`, `ElectraConfig` check them when built); this class builds them once up front.
+    """
+
+    section = "objective"
     name: str = "mlm"
-    kind: str = "mlm"
-    selection: str = "token"
-    masking: str = "dynamic"
-    static_copies: int = 10
-    mask_rate: float = 0.15
-    replace_with_mask: float = 0.8
-    replace_with_random: float = 0.1
-    span_p: float = 0.2
+    kind: Annotated[str, one_of(OBJECTIVE_KINDS)] = "mlm"
+    selection: Annotated[str, one_of(SELECTIONS)] = "token"
+    masking: Annotated[str, one_of(MASKINGS)] = "dynamic"
+    static_copies: Annotated[int, bounds(ge=1)] = 10
+    mask_rate: Number = 0.15
+    replace_with_mask: Number = 0.8
+    replace_with_random: Number = 0.1
+    span_p: Number = 0.2
     span_max_words: int = 10
-    generator_size_fraction: float = 0.25
+    generator_size_fraction: Number = 0.25
     generator_hidden_size: int | None = None
-    discriminator_weight: float = 50.0
+    discriminator_weight: Number = 50.0
 
-    def __post_init__(self) -> None:
-        for key, allowed in (
-            ("kind", OBJECTIVE_KINDS),
-            ("selection", SELECTIONS),
-            ("masking", MASKINGS),
-        ):
-            if getattr(self, key) not in allowed:
-                raise ConfigError(
-                    f"objective.{key}={getattr(self, key)!r} must be one of {allowed}"
-                )
-        if self.static_copies < 1:
-            raise ConfigError(f"objective.static_copies={self.static_copies} must be >= 1")
-        try:
-            self.rule, self.span_lengths, self.electra  # noqa: B018 - validates the parts
-        except ValueError as error:
-            raise ConfigError(str(error)) from error
+    @model_validator(mode="after")
+    def _parts_are_valid(self) -> ObjectiveSettings:
+        self.rule, self.span_lengths, self.electra  # noqa: B018 - their checks raise ValueError
+        return self
 
     @property
     def rule(self) -> MaskingRule:

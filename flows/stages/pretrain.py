@@ -17,7 +17,7 @@ from pytorch_lightning.loggers import Logger
 
 from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, replace_json, stage_key
 from flows.core.outputs import StageOutputs
-from flows.core.settings import ConfigError, output_settings, settings_from
+from flows.core.settings import ConfigError, output_settings
 from flows.stages.objectives import ObjectiveSettings, make_collator
 from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokenizer
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
@@ -42,7 +42,6 @@ from lightning_modules.models.serialization import (
     save_electra,
     save_masked_lm,
 )
-from lightning_modules.optim import OptimizerSettings
 
 # TrainingStreamState makes mid-epoch resume exact; Lightning cannot see that and warns anyway.
 warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that ended before")
@@ -62,20 +61,6 @@ class PretrainSettings:
     # `pretrain.init_from`: continue from these weights (a pretrain artifact directory; the
     # pipeline resolves models:/name@alias URIs to one) instead of a random init.
     init_from: str | None = None
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> PretrainSettings:
-        settings = cls(
-            dict(config["model"]),
-            settings_from(ObjectiveSettings, config["objective"], "objective"),
-            settings_from(TrainerSettings, config["trainer"], "trainer"),
-            int(config["seed"]),
-            config.get("pretrain", {}).get("init_from"),
-        )
-        # Validate the model shape now, with the configured vocabulary as a stand-in, so a bad
-        # `model.*` value fails before the tokenizer and shards stages spend any time.
-        encoder_config(settings.model, int(config["tokenizer"]["vocab_size"]), 0)
-        return settings
 
 
 def pretrain_record(
@@ -336,14 +321,7 @@ def build_module(
     """The network and its LightningModule for the objective's kind (MLM or ELECTRA)."""
     trainer = settings.trainer
     objective = settings.objective
-    optimizer = OptimizerSettings(
-        learning_rate=trainer.learning_rate,
-        weight_decay=trainer.weight_decay,
-        warmup_steps=trainer.warmup_steps,
-        total_steps=total_steps,
-        schedule=trainer.schedule,
-        beta2=trainer.beta2,
-    )
+    optimizer = trainer.optimizer(total_steps)
     if objective.kind == "electra":
         electra = ElectraForPreTraining(config, objective.electra)
         if trainer.compile:

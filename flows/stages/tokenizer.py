@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import field_validator
 from tokenizers import Tokenizer, processors
 
 from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, stage_key
 from flows.core.outputs import StageOutputs
-from flows.core.settings import ConfigError, output_settings
+from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, output_settings
 from flows.corpora import Corpus
 from flows.corpora.base import empty_corpus_error
 from flows.stages.tokenizer_models import TOKENIZER_KINDS, build_tokenizer
@@ -32,37 +33,33 @@ SPECIAL_ROLES = ("pad", "unk", "cls", "sep", "mask")
 STATS_DOCUMENTS = 2000
 
 
-@dataclass(frozen=True)
-class TokenizerSettings:
+DEFAULT_SPECIAL_TOKENS = {
+    "pad": "[PAD]",
+    "unk": "[UNK]",
+    "cls": "[CLS]",
+    "sep": "[SEP]",
+    "mask": "[MASK]",
+}
+
+
+class TokenizerSettings(Settings):
     """`tokenizer.*`."""
 
-    kind: str = "wordpiece"
-    vocab_size: int = 8000
+    section = "tokenizer"
+    kind: Annotated[str, one_of(TOKENIZER_KINDS)] = "wordpiece"
+    vocab_size: Annotated[int, bounds(ge=100, le=1 << 24)] = 8000
     lowercase: bool = True
-    min_frequency: int = 2
-    max_training_mb: float | None = 256.0
+    min_frequency: Annotated[int, bounds(ge=1)] = 2
+    max_training_mb: Annotated[Number, bounds(gt=0)] | None = 256.0
     from_artifact: str | None = None  # reuse, do not train; out of the key (the reused one's is)
-    special_tokens: dict[str, str] = field(
-        default_factory=lambda: {
-            "pad": "[PAD]",
-            "unk": "[UNK]",
-            "cls": "[CLS]",
-            "sep": "[SEP]",
-            "mask": "[MASK]",
-        }
-    )
+    special_tokens: dict[str, str] = DEFAULT_SPECIAL_TOKENS
 
-    def __post_init__(self) -> None:
-        if self.kind not in TOKENIZER_KINDS:
-            raise ConfigError(f"tokenizer.kind={self.kind!r} must be one of {TOKENIZER_KINDS}")
-        if self.vocab_size < 100:
-            raise ConfigError(f"tokenizer.vocab_size={self.vocab_size} is too small (min 100)")
-        if self.max_training_mb is not None and self.max_training_mb <= 0:
-            raise ConfigError(
-                f"tokenizer.max_training_mb={self.max_training_mb} must be positive or null"
-            )
-        if sorted(self.special_tokens) != sorted(SPECIAL_ROLES):
+    @field_validator("special_tokens")
+    @classmethod
+    def _every_role_once(cls, tokens: dict[str, str]) -> dict[str, str]:
+        if sorted(tokens) != sorted(SPECIAL_ROLES):
             raise ConfigError(f"tokenizer.special_tokens must define exactly {SPECIAL_ROLES}")
+        return tokens
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,6 @@ from typing import Any, TypeVar
 import requests
 from mlflow.exceptions import MlflowException
 
-from flows.core.settings import ConfigError
-
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 # 5xx and rate limiting come and go; a 4xx (bad request, missing run) never heals by waiting.
@@ -48,23 +46,12 @@ class RetryPolicy:
 
     A failing call is tried `attempts` times, sleeping `backoff_seconds` and then twice as long
     after each failure, and not retried once `deadline_seconds` have passed since its first try.
+    Its ranges are checked where it is configured (`TrackingSettings`).
     """
 
     attempts: int = 5
     backoff_seconds: float = 1.0
     deadline_seconds: float = 60.0
-
-    def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise ConfigError(
-                f"tracking.retry_attempts={self.attempts} must be >= 1 (1 means no retries)"
-            )
-        if self.backoff_seconds < 0:
-            raise ConfigError(f"tracking.retry_backoff_seconds={self.backoff_seconds} must be >= 0")
-        if self.deadline_seconds <= 0:
-            raise ConfigError(
-                f"tracking.retry_deadline_seconds={self.deadline_seconds} must be positive"
-            )
 
     def delays(self) -> list[float]:
         """The sleeps between attempts, before the deadline trims them."""

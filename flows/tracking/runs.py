@@ -11,18 +11,18 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+from pydantic import field_validator
 
 from flows.core.artifacts import ArtifactRef
 from flows.core.paths import RunPaths
-from flows.core.settings import ConfigError
+from flows.core.settings import ConfigError, Number, Settings, bounds
 from flows.tracking.retry import RetryingClient, RetryPolicy
 
 MAX_PARAM_LENGTH = 6000
@@ -118,26 +118,24 @@ class RunHandle:
         return logger
 
 
-@dataclass(frozen=True)
-class TrackingSettings:
+class TrackingSettings(Settings):
     """`tracking.*`."""
 
+    section = "tracking"
     uri: str | None = None
     experiment: str = "cloze"
     registered_model: str | None = "cloze-encoder"
-    retry_attempts: int = 5
-    retry_backoff_seconds: float = 1.0
-    retry_deadline_seconds: float = 60.0
-    request_timeout_seconds: int = 30
+    retry_attempts: Annotated[int, bounds(ge=1)] = 5  # 1 means no retries
+    retry_backoff_seconds: Annotated[Number, bounds(ge=0)] = 1.0
+    retry_deadline_seconds: Annotated[Number, bounds(gt=0)] = 60.0
+    request_timeout_seconds: Annotated[int, bounds(ge=1)] = 30
 
-    def __post_init__(self) -> None:
-        if not self.experiment:
+    @field_validator("experiment")
+    @classmethod
+    def _named(cls, experiment: str) -> str:
+        if not experiment:
             raise ConfigError("tracking.experiment must be a non-empty name")
-        self.retry_policy()  # validates the retry_* keys
-        if self.request_timeout_seconds < 1:
-            raise ConfigError(
-                f"tracking.request_timeout_seconds={self.request_timeout_seconds} must be >= 1"
-            )
+        return experiment
 
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(

@@ -20,40 +20,35 @@ from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.core.cli import fail
 from flows.core.config import compose_config
 from flows.core.logs import setup_logging
-from flows.core.paths import RunPaths, configure_services
-from flows.core.settings import ConfigError, settings_from
-from flows.corpora import CorpusSettings, open_corpus
-from flows.stages.pretrain import PretrainSettings, pretrain
-from flows.stages.shards.stage import ShardSettings, build_shards
-from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
-from flows.tracking.runs import RunHandle, Tracker, TrackingSettings, redact_secrets
+from flows.core.paths import RunPaths
+from flows.core.settings import ConfigError
+from flows.corpora import open_corpus
+from flows.plan import PipelinePlan, load_run_config, start_services
+from flows.stages.pretrain import pretrain
+from flows.stages.shards.stage import build_shards
+from flows.stages.tokenizer import train_tokenizer
+from flows.tracking.runs import RunHandle, Tracker, redact_secrets
 from flows.training.launch import is_rank_zero, launched_per_rank
 
 log = logging.getLogger("cloze.pretrain_rank")
 
 
-def prepare(config: dict[str, Any], store: ArtifactStore) -> tuple[ArtifactRef, ArtifactRef]:
+def prepare(plan: PipelinePlan, store: ArtifactStore) -> tuple[ArtifactRef, ArtifactRef]:
     """The tokenizer and shards artifacts: built once, cache hits for every later caller."""
-    corpus = open_corpus(settings_from(CorpusSettings, config["corpus"], "corpus"))
-    tokenizer = train_tokenizer(
-        settings_from(TokenizerSettings, config["tokenizer"], "tokenizer"), corpus, store
-    )
-    shards = build_shards(
-        settings_from(ShardSettings, config["shards"], "shards"), corpus, tokenizer, store
-    )
+    corpus = open_corpus(plan.corpus)
+    tokenizer = train_tokenizer(plan.tokenizer, corpus, store)
+    shards = build_shards(plan.shards, corpus, tokenizer, store)
     return tokenizer, shards
 
 
-def pretrain_as_rank(config: dict[str, Any]) -> ArtifactRef:
+def pretrain_as_rank(config: dict[str, Any], plan: PipelinePlan, paths: RunPaths) -> ArtifactRef:
     """This rank's part: rank zero tracks and publishes, the others only train."""
-    settings = PretrainSettings.from_config(config)
-    paths = RunPaths.from_config(config)
+    settings = plan.pretrain
     store = ArtifactStore(paths.artifacts)
-    tokenizer, shards = prepare(config, store)
+    tokenizer, shards = prepare(plan, store)
     if not is_rank_zero():
         return pretrain(settings, shards, tokenizer, store)
-    tracking = settings_from(TrackingSettings, config["tracking"], "tracking")
-    tracker = Tracker.for_run(tracking, paths)
+    tracker = Tracker.for_run(plan.tracking, paths)
 
     def train_logged(run: RunHandle) -> ArtifactRef:
         run.log_params(redact_secrets(config))
@@ -66,19 +61,21 @@ def main(argv: list[str]) -> int:
     prepare_only = "--prepare-only" in argv
     try:
         config = compose_config([arg for arg in argv if arg != "--prepare-only"])
-        processes = config["trainer"]["devices"] * config["trainer"]["num_nodes"]
+        run = load_run_config(config)
+        plan = PipelinePlan.from_run_config(run)
+        processes = run.trainer.world_size
         if processes > 1 and not prepare_only and not launched_per_rank():
             raise ConfigError(
                 f"trainer.devices x trainer.num_nodes = {processes} processes, but this one was "
                 "not started per rank: launch flows.training.rank_entry with torchrun (see "
                 "infra/multinode.md), or use `python -m flows` on one node"
             )
-        paths = configure_services(config)
+        paths = start_services(run)
         if prepare_only:
-            tokenizer, shards = prepare(config, ArtifactStore(paths.artifacts))
+            tokenizer, shards = prepare(plan, ArtifactStore(paths.artifacts))
             print(f"tokenizer {tokenizer.path}\nshards {shards.path}")
             return 0
-        ref = pretrain_as_rank(config)
+        ref = pretrain_as_rank(config, plan, paths)
     except ConfigError as error:
         return fail(error)
     if is_rank_zero():

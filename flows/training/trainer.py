@@ -2,54 +2,57 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import pytorch_lightning as pl
 import torch
 from lightning_fabric.plugins.environments import TorchElasticEnvironment
+from pydantic import create_model, model_validator
 from pytorch_lightning.loggers import Logger
 from pytorch_lightning.strategies import Strategy
 
-from flows.core.settings import ConfigError, settings_from
+from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
 from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.optim import SCHEDULES, OptimizerSettings
 
 PRECISIONS = ("32-true", "bf16-mixed")
 STRATEGIES = ("auto", "ddp", "fsdp")
 
 
-@dataclass(frozen=True)
-class TrainerSettings:
+class TrainerSettings(Settings):
     """`trainer.*`: the pretraining recipe and where it runs."""
 
-    max_steps: int = 1000
-    max_tokens: int | None = None
-    batch_size: int = 32  # the global batch, split over devices x num_nodes processes
-    learning_rate: float = 5e-4
-    weight_decay: float = 0.01
-    warmup_steps: int = 100
-    schedule: str = "linear"
-    beta2: float = 0.98
-    grad_clip: float = 1.0
-    accumulate_grad_batches: int = 1
-    precision: Literal["32-true", "bf16-mixed"] = "32-true"
-    val_every_steps: int = 200
-    max_validation_sequences: int = 1024
-    checkpoint_every_steps: int = 200
-    log_every_steps: int = 10
-    num_workers: int = 0
+    section = "trainer"
+    max_steps: Annotated[int, bounds(ge=1)] = 1000
+    max_tokens: Annotated[int, bounds(ge=1)] | None = None
+    batch_size: Annotated[int, bounds(ge=1)] = 32  # the global batch, over devices x num_nodes
+    learning_rate: Annotated[Number, bounds(gt=0)] = 5e-4
+    weight_decay: Annotated[Number, bounds(ge=0)] = 0.01
+    warmup_steps: Annotated[int, bounds(ge=0)] = 100
+    schedule: Annotated[str, one_of(SCHEDULES)] = "linear"
+    beta2: Annotated[Number, bounds(ge=0, lt=1)] = 0.98
+    grad_clip: Annotated[Number, bounds(ge=0)] = 1.0
+    accumulate_grad_batches: Annotated[int, bounds(ge=1)] = 1
+    precision: Annotated[Literal["32-true", "bf16-mixed"], one_of(PRECISIONS)] = "32-true"
+    val_every_steps: Annotated[int, bounds(ge=1)] = 200
+    max_validation_sequences: Annotated[int, bounds(ge=1)] = 1024
+    checkpoint_every_steps: Annotated[int, bounds(ge=1)] = 200
+    log_every_steps: Annotated[int, bounds(ge=1)] = 10
+    num_workers: Annotated[int, bounds(ge=0)] = 0
     accelerator: str = "cpu"
-    devices: int = 1
-    num_nodes: int = 1
-    strategy: str = "auto"
-    threads: int | None = None
+    devices: Annotated[int, bounds(ge=1)] = 1
+    num_nodes: Annotated[int, bounds(ge=1)] = 1
+    strategy: Annotated[str, one_of(STRATEGIES)] = "auto"
+    threads: Annotated[int, bounds(ge=1)] | None = None
     compile: bool = False
-    peak_flops: float | None = None
+    peak_flops: Annotated[Number, bounds(gt=0)] | None = None
 
     # Where and how verbosely a run executes does not change the trained weights.
-    NOT_IN_KEY = (
+    NOT_IN_KEY: ClassVar[tuple[str, ...]] = (
         "checkpoint_every_steps",
         "log_every_steps",
         "num_workers",
@@ -62,34 +65,26 @@ class TrainerSettings:
         "peak_flops",
     )
 
-    def __post_init__(self) -> None:
-        for key in (
-            "max_steps",
-            "batch_size",
-            "accumulate_grad_batches",
-            "val_every_steps",
-            "checkpoint_every_steps",
-            "log_every_steps",
-            "devices",
-            "num_nodes",
-            "max_validation_sequences",
-        ):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"trainer.{key}={getattr(self, key)} must be at least 1")
-        self._check_scale_out()
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"trainer.precision={self.precision!r} must be one of {PRECISIONS}")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise ConfigError(f"trainer.max_tokens={self.max_tokens} must be positive or null")
-        if self.peak_flops is not None and self.peak_flops <= 0:
-            raise ConfigError(f"trainer.peak_flops={self.peak_flops} must be positive or null")
-        if self.warmup_steps < 0 or (
-            self.max_tokens is None and self.warmup_steps >= self.max_steps
-        ):
+    @model_validator(mode="after")
+    def _fits_together(self) -> TrainerSettings:
+        if self.max_tokens is None and self.warmup_steps >= self.max_steps:
             raise ConfigError(
                 f"trainer.warmup_steps={self.warmup_steps} must be in "
                 f"[0, trainer.max_steps={self.max_steps})"
             )
+        self._check_scale_out()
+        return self
+
+    def optimizer(self, total_steps: int) -> OptimizerSettings:
+        """The AdamW recipe of these settings for a run of `total_steps` steps."""
+        return OptimizerSettings(
+            learning_rate=self.learning_rate,
+            weight_decay=self.weight_decay,
+            warmup_steps=self.warmup_steps,
+            total_steps=total_steps,
+            schedule=self.schedule,
+            beta2=self.beta2,
+        )
 
     @property
     def world_size(self) -> int:
@@ -98,8 +93,6 @@ class TrainerSettings:
 
     def _check_scale_out(self) -> None:
         """`batch_size` is the global batch, so it must split evenly over the processes."""
-        if self.strategy not in STRATEGIES:
-            raise ConfigError(f"trainer.strategy={self.strategy!r} must be one of {STRATEGIES}")
         world = self.world_size
         if self.batch_size % world:
             raise ConfigError(
@@ -133,12 +126,44 @@ class TrainerSettings:
         return steps
 
 
+class ModelShape(Settings):
+    """Checks a `model.*` section by building the library's `EncoderConfig` from it."""
+
+    section = "model"
+
+    name: str = ""  # a display label, never part of the encoder
+
+    @model_validator(mode="after")
+    def _builds(self) -> ModelShape:
+        EncoderConfig(**self.model_dump(exclude={"name"}))
+        return self
+
+
+def _shape_fields() -> dict[str, Any]:
+    """`EncoderConfig`'s fields as settings fields, so the shape is declared once (there)."""
+    hints = typing.get_type_hints(EncoderConfig)
+    numbers = {float: Number, float | None: Number | None}
+    return {
+        field.name: (
+            numbers.get(hints[field.name], hints[field.name]),
+            ... if field.default is dataclasses.MISSING else field.default,
+        )
+        for field in dataclasses.fields(EncoderConfig)
+    }
+
+
+# `model.*` plus what only the tokenizer knows (vocab_size, pad_token_id).
+ModelSettings: type[ModelShape] = create_model(  # type: ignore[call-overload]
+    "ModelSettings", __base__=ModelShape, **_shape_fields()
+)
+
+
 def encoder_config(model: Mapping[str, Any], vocab_size: int, pad_token_id: int) -> EncoderConfig:
     """`model.*` (minus its display `name`) plus what only the tokenizer knows."""
-    fields = {key: value for key, value in model.items() if key != "name"}
-    return settings_from(
-        EncoderConfig, {**fields, "vocab_size": vocab_size, "pad_token_id": pad_token_id}, "model"
+    settings = settings_from(
+        ModelSettings, {**model, "vocab_size": vocab_size, "pad_token_id": pad_token_id}, "model"
     )
+    return EncoderConfig(**settings.model_dump(exclude={"name"}))
 
 
 def make_trainer(

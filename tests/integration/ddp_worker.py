@@ -6,7 +6,6 @@ checkpoint of step `kill_at` is on disk, so the test never races a kill against 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -22,10 +21,10 @@ from tests.integration import pretrain_worker
 
 # No dropout: each rank draws dropout for its own rows, so only then are the runs comparable.
 MODEL = {**pretrain_worker.MODEL, "dropout": 0.0, "attention_dropout": 0.0}
-TRAINER = dataclasses.replace(
-    pretrain_worker.TRAINER, max_steps=24, checkpoint_every_steps=12, log_every_steps=1
+TRAINER = pretrain_worker.TRAINER.model_copy(
+    update=dict(max_steps=24, checkpoint_every_steps=12, log_every_steps=1)
 )
-DDP = dataclasses.replace(TRAINER, strategy="ddp", devices=2)
+DDP = TRAINER.model_copy(update=dict(strategy="ddp", devices=2))
 KILLED = 137
 
 

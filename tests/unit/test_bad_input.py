@@ -194,6 +194,15 @@ CONFIG_CASES = [
     (["corpus=files"], r"Missing mandatory value: paths"),
     (["model=bert-huge"], r"Could not find 'model/bert-huge'"),
     (["shards.seq_len=4"], r"shards\.seq_len=4 must be between 8 and 8192"),
+    (["trainer.learning_rate=-0.001"], r"trainer\.learning_rate=-0\.001 must be greater than 0"),
+    (["trainer.learning_rate=nan"], r"trainer\.learning_rate=nan must be a finite number"),
+    (["trainer.weight_decay=inf"], r"trainer\.weight_decay=inf must be a finite number"),
+    (["trainer.beta2=1.5"], r"trainer\.beta2=1\.5 must be in \[0, 1\)"),
+    (["trainer.num_workers=-1"], r"trainer\.num_workers=-1 must be at least 0"),
+    (["seed=-1"], r"^seed=-1 must be in \[0, 4294967296\)"),
+    (["finetune.confidence=1.0"], r"finetune\.confidence=1\.0 must be in \[0\.5, 1\)"),
+    (["+trainr.max_steps=5"], r"^unknown config key trainr; valid keys at the top level: corpus"),
+    (["+trainer.max_stepz=5"], r"unknown config key trainer\.max_stepz; valid keys under trainer"),
 ]
 
 

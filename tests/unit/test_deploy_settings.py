@@ -25,9 +25,9 @@ def test_the_shipped_deploy_config_is_valid_and_lists_every_deployment() -> None
         ({"deployments": {"full": {"cron": "0 25 * * *"}}}, r"deployments.full.cron='0 25"),
         ({"deployments": {"full": {"timezone": "Mars/Base"}}}, "not an IANA time zone"),
         ({"deployments": {"full": {"schedule": "x"}}}, "unknown config key deployments.full"),
-        ({"deployments": {"full": {"timeout_hours": 0}}}, "timeout_hours=0 must be > 0"),
+        ({"deployments": {"full": {"timeout_hours": 0}}}, "timeout_hours=0 must be greater than 0"),
         ({"deployments": {"full": {"overrides": "a=b"}}}, "deployments.full.overrides="),
-        ({"training_concurrency": 0}, "training_concurrency=0 must be >= 1"),
+        ({"training_concurrency": 0}, "deploy.training_concurrency=0 must be at least 1"),
     ],
 )
 def test_invalid_deploy_settings_name_the_key(raw: dict, message: str) -> None:

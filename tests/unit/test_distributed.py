@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -67,7 +66,7 @@ def test_scale_out_settings_are_rejected_with_the_key_and_the_fix(
 
 def test_placement_stays_out_of_the_artifact_key_because_the_batch_is_global() -> None:
     one = TrainerSettings(**SMALL)  # type: ignore[arg-type]
-    many = dataclasses.replace(one, devices=2, num_nodes=2, strategy="ddp")
+    many = one.model_copy(update=dict(devices=2, num_nodes=2, strategy="ddp"))
     assert many.world_size == 4
     exclude = TrainerSettings.NOT_IN_KEY
     assert output_settings(one, exclude) == output_settings(many, exclude)
@@ -76,9 +75,9 @@ def test_placement_stays_out_of_the_artifact_key_because_the_batch_is_global() -
 def test_auto_strategy_means_ddp_once_there_are_several_processes() -> None:
     one = TrainerSettings(**SMALL)  # type: ignore[arg-type]
     assert lightning_strategy(one) == "auto"
-    assert lightning_strategy(dataclasses.replace(one, devices=2)) == "ddp"
+    assert lightning_strategy(one.model_copy(update=dict(devices=2))) == "ddp"
     fsdp = lightning_strategy(
-        dataclasses.replace(one, devices=2, strategy="fsdp", grad_clip=0, accelerator="gpu")
+        one.model_copy(update=dict(devices=2, strategy="fsdp", grad_clip=0, accelerator="gpu"))
     )
     assert type(fsdp).__name__ == "FSDPStrategy"
 

@@ -11,7 +11,7 @@ from sklearn.metrics import matthews_corrcoef as sklearn_mcc
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from flows.core.config import compose_config
-from flows.core.settings import ConfigError
+from flows.core.settings import ConfigError, settings_from
 from flows.downstream.encoding import encode, pad_batch, score
 from flows.downstream.load import Sampling, load_task
 from flows.downstream.readers import TaggedSentence, TextExample, read_conll, read_glue
@@ -31,7 +31,8 @@ ALL = Sampling(None, None, None, seed=0)
 
 
 def preset(name: str, *overrides: str) -> FinetuneSettings:
-    return FinetuneSettings.from_config(compose_config([f"finetune={name}", *overrides]))
+    config = compose_config([f"finetune={name}", *overrides])
+    return settings_from(FinetuneSettings, config["finetune"], "finetune")
 
 
 def spec_of(name: str) -> TaskSpec:
@@ -79,7 +80,11 @@ def test_carved_validation_is_seeded_disjoint_and_capped(tmp_path: Path) -> None
     rows = "".join(f"sentence number {i}\t{i % 2}\n" for i in range(200))
     (tmp_path / "train.tsv").write_text("sentence\tlabel\n" + rows)
     spec = TaskSpec(
-        "t", "glue", labels=["0", "1"], train=str(tmp_path / "train.tsv"), test="train.tsv"
+        name="t",
+        format="glue",
+        labels=["0", "1"],
+        train=str(tmp_path / "train.tsv"),
+        test="train.tsv",
     )
     first = load_task(spec, tmp_path, Sampling(50, 15, None, seed=3))
     again = load_task(spec, tmp_path, Sampling(50, 15, None, seed=3))
@@ -96,13 +101,13 @@ def test_glue_reader_handles_bom_pairs_and_positions(tmp_path: Path) -> None:
     path = tmp_path / "pairs.tsv"
     path.write_bytes('\ufeffQuality\tA\tB\n1\tx "quoted\ty\n0\tp\tq\n'.encode())
     spec = TaskSpec(
-        "p", "glue", labels=["0", "1"], train="a", test="b",
+        name="p", format="glue", labels=["0", "1"], train="a", test="b",
         text_column="A", pair_column="B", label_column="Quality",
     )  # fmt: skip
     assert read_glue(path, spec) == [TextExample('x "quoted', "y", 1), TextExample("p", "q", 0)]
     (tmp_path / "cola.tsv").write_text("src\t0\t*\tBad sentence.\n")
     no_header = TaskSpec(
-        "c", "glue", labels=["0", "1"], train="a", test="b",
+        name="c", format="glue", labels=["0", "1"], train="a", test="b",
         header=False, text_column=3, label_column=1,
     )  # fmt: skip
     assert read_glue(tmp_path / "cola.tsv", no_header) == [TextExample("Bad sentence.", None, 0)]
@@ -112,7 +117,7 @@ def test_conll_reader_splits_sentences_on_blank_lines(tmp_path: Path) -> None:
     path = tmp_path / "ner.tsv"
     path.write_text("A\tO\nfever\tB-Disease\n\n\nbad\tB-Disease\ncough\tI-Disease\n")
     spec = TaskSpec(
-        "n", "conll", kind="token_classification", metric="entity_f1",
+        name="n", format="conll", kind="token_classification", metric="entity_f1",
         labels=["O", "B-Disease", "I-Disease"], train="a", test="b",
     )  # fmt: skip
     assert read_conll(path, spec) == [
@@ -246,7 +251,7 @@ def test_a_datasets_folder_reads_class_labels_by_name(tmp_path: Path) -> None:
         {split: datasets.Dataset.from_dict(rows, features=features) for split in ("tr", "te")}
     ).save_to_disk(str(tmp_path / "hub"))
     spec = TaskSpec(
-        "h", "huggingface", labels=["neg", "pos"], train="tr", test="te",
+        name="h", format="huggingface", labels=["neg", "pos"], train="tr", test="te",
         hub_name=str(tmp_path / "hub"), text_column="s", label_column="y",
     )  # fmt: skip
     data = load_task(spec, tmp_path, ALL)

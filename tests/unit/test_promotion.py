@@ -43,7 +43,7 @@ def test_the_metric_is_any_numeric_finetune_output_and_the_error_lists_them() ->
 
 
 def test_refresh_settings_name_the_key_and_the_fix() -> None:
-    with pytest.raises(ConfigError, match=r"refresh.margin=-0.1 must be a finite number >= 0"):
+    with pytest.raises(ConfigError, match=r"refresh.margin=-0.1 must be at least 0"):
         RefreshSettings(domain="legal", margin=-0.1)
     with pytest.raises(ConfigError, match=r"refresh.domain='a/b' must be a name"):
         RefreshSettings(domain="a/b")

@@ -114,10 +114,14 @@ def test_a_real_client_on_a_closed_port_fails_within_the_budget(
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("retry_attempts", 0, "tracking.retry_attempts=0 must be >= 1 (1 means no retries)"),
-        ("retry_backoff_seconds", -1.0, "tracking.retry_backoff_seconds=-1.0 must be >= 0"),
-        ("retry_deadline_seconds", 0.0, "tracking.retry_deadline_seconds=0.0 must be positive"),
-        ("request_timeout_seconds", 0, "tracking.request_timeout_seconds=0 must be >= 1"),
+        ("retry_attempts", 0, "tracking.retry_attempts=0 must be at least 1"),
+        ("retry_backoff_seconds", -1.0, "tracking.retry_backoff_seconds=-1.0 must be at least 0"),
+        (
+            "retry_deadline_seconds",
+            0.0,
+            "tracking.retry_deadline_seconds=0.0 must be greater than 0",
+        ),
+        ("request_timeout_seconds", 0, "tracking.request_timeout_seconds=0 must be at least 1"),
     ],
 )
 def test_bad_retry_settings_name_the_key(key: str, value: Any, message: str) -> None:

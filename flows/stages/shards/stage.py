@@ -15,13 +15,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, fields
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.outputs import StageOutputs
-from flows.core.settings import ConfigError, output_settings
+from flows.core.settings import Settings, bounds, one_of, output_settings
 from flows.corpora import Corpus
 from flows.corpora.base import empty_corpus_error
 from flows.corpora.stats import CorpusStats
@@ -43,28 +43,17 @@ EXECUTORS = ("local", "dask")
 UnitMapper = Callable[[list[UnitJob]], list[UnitResult]]
 
 
-@dataclass(frozen=True)
-class ShardSettings:
+class ShardSettings(Settings):
     """`shards.*`; how the work is spread (workers, executor) never changes the shards' bytes."""
 
-    seq_len: int = 128
-    packing: str = "concat"
-    sequences_per_shard: int = 8192
-    batch_documents: int = 512
-    num_workers: int = 1
-    executor: str = "local"
+    section = "shards"
+    seq_len: Annotated[int, bounds(ge=8, le=8192)] = 128
+    packing: Annotated[str, one_of(PACKING_MODES)] = "concat"
+    sequences_per_shard: Annotated[int, bounds(ge=1)] = 8192
+    batch_documents: Annotated[int, bounds(ge=1)] = 512
+    num_workers: Annotated[int, bounds(ge=1)] = 1
+    executor: Annotated[str, one_of(EXECUTORS)] = "local"
     dask_address: str | None = None
-
-    def __post_init__(self) -> None:
-        if not 8 <= self.seq_len <= 8192:
-            raise ConfigError(f"shards.seq_len={self.seq_len} must be between 8 and 8192")
-        if self.packing not in PACKING_MODES:
-            raise ConfigError(f"shards.packing={self.packing!r} must be one of {PACKING_MODES}")
-        for key in ("sequences_per_shard", "batch_documents", "num_workers"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"shards.{key}={getattr(self, key)} must be >= 1")
-        if self.executor not in EXECUTORS:
-            raise ConfigError(f"shards.executor={self.executor!r} must be one of {EXECUTORS}")
 
 
 NOT_IN_KEY = ("batch_documents", "num_workers", "executor", "dask_address")

@@ -1,0 +1,95 @@
+"""The whole run config as one settings class, validated before any service or stage starts.
+
+`RunConfig` has one field per config group (its class lives beside the code that reads it) and
+refuses unknown top-level keys, including ones added with Hydra's `+key=` syntax. `PipelinePlan`
+regroups it into what each stage receives. Nothing here imports Prefect: the CLI validates, then
+points Prefect at the run's home (`configure_services`), then imports the flow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import Field, model_validator
+
+from flows.core.paths import PathSettings, RunPaths, configure_services
+from flows.core.settings import Settings, bounds, settings_from
+from flows.corpora import CorpusSettings
+from flows.downstream.settings import FinetuneSettings
+from flows.stages.objectives import ObjectiveSettings
+from flows.stages.pretrain import PretrainSettings
+from flows.stages.shards.stage import ShardSettings
+from flows.stages.tokenizer import TokenizerSettings
+from flows.tracking.runs import TrackingSettings
+from flows.training.trainer import TrainerSettings, encoder_config
+
+
+class InitSettings(Settings):
+    """`pretrain.*`: continue from given weights (a pretrain artifact dir or models:/ URI)."""
+
+    section = "pretrain"
+
+    init_from: str | None = None
+
+
+class RunConfig(Settings):
+    """Everything `conf/config.yaml` composes; `refresh.*` is checked by the refresh flow's
+    `RefreshSettings` (a higher layer), which the CLI also validates up front."""
+
+    paths: PathSettings
+    corpus: CorpusSettings
+    tokenizer: TokenizerSettings
+    model: dict[str, Any]
+    objective: ObjectiveSettings
+    trainer: TrainerSettings
+    finetune: FinetuneSettings
+    tracking: TrackingSettings
+    refresh: dict[str, Any] = Field(default_factory=dict)
+    seed: Annotated[int, bounds(ge=0, lt=1 << 32)]
+    pretrain: InitSettings = InitSettings()
+    shards: ShardSettings
+
+    @model_validator(mode="after")
+    def _model_fits_the_vocabulary(self) -> RunConfig:
+        # The shape is checked now, with the configured vocabulary as a stand-in, so a bad
+        # `model.*` value fails before the tokenizer and shards stages spend any time.
+        encoder_config(self.model, self.tokenizer.vocab_size, 0)
+        return self
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    """Every stage's settings, validated before any stage starts."""
+
+    corpus: CorpusSettings
+    tokenizer: TokenizerSettings
+    shards: ShardSettings
+    pretrain: PretrainSettings
+    finetune: FinetuneSettings
+    tracking: TrackingSettings
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> PipelinePlan:
+        return cls.from_run_config(load_run_config(config))
+
+    @classmethod
+    def from_run_config(cls, run: RunConfig) -> PipelinePlan:
+        # `model` stays the section as given: its keys (not the library's defaults) are what
+        # enters the pretrain artifact key.
+        pretrain = PretrainSettings(
+            run.model, run.objective, run.trainer, run.seed, run.pretrain.init_from
+        )
+        return cls(run.corpus, run.tokenizer, run.shards, pretrain, run.finetune, run.tracking)
+
+
+def load_run_config(config: dict[str, Any]) -> RunConfig:
+    """The composed config, validated whole; a problem is a ConfigError naming the key."""
+    return settings_from(RunConfig, config, "")
+
+
+def start_services(run: RunConfig) -> RunPaths:
+    """`configure_services` for a validated config: must run before `import prefect`."""
+    return configure_services(
+        RunPaths.from_settings(run.paths), run.tracking.uri, run.tracking.request_timeout_seconds
+    )

@@ -22,7 +22,7 @@ from flows.config import compose_config
 from flows.downstream.report import paired_interval, std
 from flows.environment import configure_services
 from flows.settings import ConfigError
-from flows.stages.finetune import RESULTS_FILE
+from flows.stages.finetune import ARMS, RESULTS_FILE
 
 TASK = "ncbi_disease"
 METRIC = "entity_f1"
@@ -43,8 +43,10 @@ def seed_scores(summary: dict[str, Any]) -> dict[str, list[float]]:
     """Per-seed test scores of each arm, in seed order (the order both steps share)."""
     arms = json.loads((Path(summary["stages"]["finetune"]["path"]) / RESULTS_FILE).read_text())
     return {
-        arm: [run["test"][METRIC] for run in sorted(result["runs"], key=lambda r: r["seed"])]
-        for arm, result in arms[TASK].items()
+        arm: [
+            run["test"][METRIC] for run in sorted(arms[TASK][arm]["runs"], key=lambda r: r["seed"])
+        ]
+        for arm in ARMS
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.artifacts import ArtifactRef
-from flows.downstream.report import headline
+from flows.downstream.report import baselines_text, capped_warning, headline, interval_text
 
 
 def build_summary(
@@ -37,17 +37,22 @@ def pretraining_result(pre: dict[str, Any]) -> str:
     return f"MLM {loss}, accuracy {pre['val_accuracy']:.3f}, perplexity {pre['val_perplexity']:.1f}"
 
 
-def downstream_result(fine: dict[str, Any], task: str) -> str:
-    """`sst2 accuracy over 3 seed(s): pretrained 0.800 ± 0.010, ...; lift +0.100 [95% CI ...]`."""
+def downstream_result(fine: dict[str, Any], task: str) -> list[str]:
+    """`sst2 accuracy over 5 seed(s): pretrained 0.800 ± 0.010, ...; lift +0.100`, then its two
+    intervals, the baselines, and a warning when a run was capped by `finetune.epochs`."""
     line = headline(fine, task)
-    low, high = line["ci"]
-    interval = f" [{fine['confidence']:.0%} CI {low:+.3f}, {high:+.3f}]" if low is not None else ""
-    return (
+    level = f"{fine['confidence']:.0%}"
+    lines = [
         f"{task} {line['metric']} over {fine[f'{task}.seeds']} seed(s): pretrained "
         f"{line['pretrained_mean']:.3f} ± {line['pretrained_std']:.3f}, random init "
         f"{line['random_init_mean']:.3f} ± {line['random_init_std']:.3f}; pretraining lift "
-        f"{line['lift']:+.3f}{interval}"
-    )
+        f"{line['lift']:+.3f}",
+        f"  {level} CI of the lift: paired t over seeds {interval_text(line['ci'])}, "
+        f"bootstrap over test examples {interval_text(line['bootstrap'])}",
+        f"  baselines (no encoder): {baselines_text(line['baselines'])}",
+    ]
+    warning = capped_warning(fine, task)
+    return lines if warning is None else [*lines, f"  {warning}"]
 
 
 def render_summary(summary: dict[str, Any]) -> str:
@@ -69,7 +74,7 @@ def render_summary(summary: dict[str, Any]) -> str:
         f"  pretrain   [{origin(pre)}] {pre['steps']} steps, {pretraining_result(pre)}",
         f"  finetune   [{origin(fine)}] {len(fine['tasks'])} task(s), pretrained vs random init, "
         "each arm at its own validation-chosen learning rate:",
-        *(f"    {downstream_result(fine, task)}" for task in fine["tasks"]),
+        *(f"    {text}" for task in fine["tasks"] for text in downstream_result(fine, task)),
         "",
         f"MLflow: experiment '{summary['experiment']}', run {summary['mlflow_run_id']} "
         f"at {summary['tracking_uri']}",

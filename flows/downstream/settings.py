@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flows.downstream.spec import TaskSpec, default_data_dir, task_specs
+from flows.downstream.spec import BASELINES, TaskSpec, default_data_dir, task_specs
 from flows.settings import ConfigError, settings_from
 
 
@@ -32,6 +32,8 @@ class FinetuneSettings:
     validation_examples: int | None = 1000
     test_examples: int | None = None
     confidence: float = 0.95
+    baselines: list[str] | None = None  # None: every baseline of each task's kind
+    bootstrap_samples: int = 1000  # test-set resamples behind the bootstrap interval of the lift
     log_every_steps: int = 20
 
     def __post_init__(self) -> None:
@@ -57,9 +59,28 @@ class FinetuneSettings:
                 raise ConfigError(f"finetune.{key}={value} must be positive, or null for all")
         if not 0.0 <= self.warmup_ratio < 1.0:
             raise ConfigError(f"finetune.warmup_ratio={self.warmup_ratio} must be in [0, 1)")
+        if self.bootstrap_samples < 100:
+            raise ConfigError(
+                f"finetune.bootstrap_samples={self.bootstrap_samples} must be at least 100 "
+                "(fewer resamples cannot place the interval's tails)"
+            )
         if not 0.5 <= self.confidence < 1.0:
             raise ConfigError(f"finetune.confidence={self.confidence} must be in [0.5, 1)")
-        self.specs()  # an unknown task or a bad catalog entry fails before any stage runs
+        for spec in self.specs():  # an unknown task or a bad entry fails before any stage runs
+            self.baselines_for(spec)
+
+    def baselines_for(self, spec: TaskSpec) -> tuple[str, ...]:
+        """The baselines a task gets; one its kind cannot have is a config error."""
+        possible = BASELINES[spec.kind]
+        if self.baselines is None:
+            return possible
+        for name in self.baselines:
+            if name not in possible:
+                raise ConfigError(
+                    f"finetune.baselines: {name!r} cannot be computed for task {spec.name}, a "
+                    f"{spec.kind} task; a {spec.kind} task has {', '.join(possible)}"
+                )
+        return tuple(self.baselines)
 
     def specs(self) -> list[TaskSpec]:
         return task_specs(self.catalog, self.tasks)

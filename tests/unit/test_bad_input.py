@@ -194,6 +194,17 @@ CONFIG_CASES = [
     (["corpus=files"], r"Missing mandatory value: paths"),
     (["model=bert-huge"], r"Could not find 'model/bert-huge'"),
     (["shards.seq_len=4"], r"shards\.seq_len=4 must be between 8 and 8192"),
+    (["finetune.seeds=0"], r"finetune\.seeds=0 must be at least 1"),
+    (
+        ["finetune.baselines=[seen_entities]"],
+        r"finetune\.baselines: 'seen_entities' cannot be computed for task pydoc_topics, a "
+        r"classification task; a classification task has majority, tfidf_logreg",
+    ),
+    (
+        ["finetune.baselines=[majority]", "finetune.tasks=[pydoc_topics,ncbi_disease]"],
+        r"finetune\.baselines: 'majority' cannot be computed for task ncbi_disease, a "
+        r"token_classification task; a token_classification task has seen_entities",
+    ),
 ]
 
 

@@ -16,10 +16,11 @@ from prefect.cache_policies import NO_CACHE
 from flows.artifacts import ArtifactRef, ArtifactStore
 from flows.config import to_yaml
 from flows.corpora import Corpus, CorpusSettings, open_corpus
-from flows.downstream.publish import TaskRuns, publish
+from flows.downstream.publish import TaskRuns, publish, publish_curve
 from flows.environment import RunPaths
 from flows.settings import ConfigError, settings_from
 from flows.stages.finetune import FinetuneSettings, finetune
+from flows.stages.lift_curve import lift_curve
 from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
 from flows.stages.shards import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
@@ -151,6 +152,36 @@ def finetune_task(
     return ctx.tracked("finetune", evaluate)
 
 
+@task(name="lift_curve", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
+def lift_curve_task(ctx: StageContext, refs: dict[str, ArtifactRef]) -> ArtifactRef | None:
+    """The lift at each of `finetune.checkpoints` (none when it lists only 1.0)."""
+    plan = ctx.plan
+    if not plan.finetune.curve_fractions:
+        return None
+
+    def evaluate(run: RunHandle) -> ArtifactRef:
+        task_runs = TaskRuns(ctx.tracker, run)
+        try:
+            ref = lift_curve(
+                plan.finetune,
+                plan.pretrain.seed,
+                plan.pretrain.trainer,
+                refs,
+                ctx.store,
+                task_runs.loggers,
+            )
+        except BaseException:
+            task_runs.fail_open()
+            raise
+        for task_run in task_runs.runs.values():
+            task_run.finish()
+        assert ref is not None  # curve_fractions is not empty
+        publish_curve(ref, run)
+        return ref
+
+    return ctx.tracked("lift_curve", evaluate)
+
+
 @flow(name="pretraining-pipeline", log_prints=True)
 def pretraining_pipeline(config: dict[str, Any], until: str = "finetune") -> dict[str, Any]:
     """Tokenizer -> shards -> pretrain -> finetune, each reused when its inputs are unchanged.
@@ -181,6 +212,9 @@ def pretraining_pipeline(config: dict[str, Any], until: str = "finetune") -> dic
             refs["pretrain"] = pretrain_task(ctx, refs["shards"], refs["tokenizer"])
         if "finetune" in wanted:
             refs["finetune"] = finetune_task(ctx, refs["pretrain"], refs["tokenizer"])
+            curve = lift_curve_task(ctx, dict(refs))
+            if curve is not None:
+                refs["lift_curve"] = curve
     except BaseException:
         parent.finish("FAILED")
         raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.artifacts import ArtifactRef
+from flows.downstream.curve import read_points
 from flows.downstream.report import baselines_text, capped_warning, headline, interval_text
 
 
@@ -55,6 +56,21 @@ def downstream_result(fine: dict[str, Any], task: str) -> list[str]:
     return lines if warning is None else [*lines, f"  {warning}"]
 
 
+def curve_result(curve: dict[str, Any] | None) -> list[str]:
+    """One line per task: the lift at each kept fraction of pretraining, with its t-interval."""
+    if curve is None:
+        return []
+    lines = [f"  lift curve [{'reused (cache hit)' if curve['cache_hit'] else 'computed'}]:"]
+    for task, points in read_points(curve).items():
+        steps = ", ".join(
+            f"{p['tokens'] / 1e6:.2f} M tokens {p['lift']:+.3f}"
+            + (f" [{p['ci_low']:+.3f}, {p['ci_high']:+.3f}]" if "ci_low" in p else "")
+            for p in points
+        )
+        lines.append(f"    {task}: {steps}")
+    return lines
+
+
 def render_summary(summary: dict[str, Any]) -> str:
     stages = summary["stages"]
     tok, shards, pre, fine = (
@@ -75,6 +91,7 @@ def render_summary(summary: dict[str, Any]) -> str:
         f"  finetune   [{origin(fine)}] {len(fine['tasks'])} task(s), pretrained vs random init, "
         "each arm at its own validation-chosen learning rate:",
         *(f"    {text}" for task in fine["tasks"] for text in downstream_result(fine, task)),
+        *curve_result(stages.get("lift_curve")),
         "",
         f"MLflow: experiment '{summary['experiment']}', run {summary['mlflow_run_id']} "
         f"at {summary['tracking_uri']}",

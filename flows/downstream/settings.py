@@ -11,6 +11,20 @@ from flows.downstream.spec import BASELINES, TaskSpec, default_data_dir, task_sp
 from flows.settings import ConfigError, settings_from
 
 
+def checkpoint_fractions(values: list[float]) -> tuple[float, ...]:
+    """`finetune.checkpoints`, checked and sorted: the fractions of the pretraining budget whose
+    encoder weights the lift-vs-compute curve evaluates (pretraining keeps them)."""
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+            raise ConfigError(
+                f"finetune.checkpoints={values}: {value!r} is not a fraction of the pretraining "
+                "budget in (0, 1]; e.g. finetune.checkpoints=[0.25,0.5,1.0]"
+            )
+    if not values:
+        raise ConfigError("finetune.checkpoints is empty; [1.0] evaluates the final weights only")
+    return tuple(sorted({float(value) for value in values}))
+
+
 @dataclass(frozen=True)
 class FinetuneSettings:
     """The recipe. `learning_rates` is a grid searched per arm on the validation split; the
@@ -33,6 +47,8 @@ class FinetuneSettings:
     test_examples: int | None = None
     confidence: float = 0.95
     baselines: list[str] | None = None  # None: every baseline of each task's kind
+    # Fractions of pretraining whose weights are evaluated too: a lift-vs-compute curve.
+    checkpoints: list[float] = field(default_factory=lambda: [1.0])
     bootstrap_samples: int = 1000  # test-set resamples behind the bootstrap interval of the lift
     log_every_steps: int = 20
 
@@ -59,6 +75,7 @@ class FinetuneSettings:
                 raise ConfigError(f"finetune.{key}={value} must be positive, or null for all")
         if not 0.0 <= self.warmup_ratio < 1.0:
             raise ConfigError(f"finetune.warmup_ratio={self.warmup_ratio} must be in [0, 1)")
+        checkpoint_fractions(self.checkpoints)
         if self.bootstrap_samples < 100:
             raise ConfigError(
                 f"finetune.bootstrap_samples={self.bootstrap_samples} must be at least 100 "
@@ -84,6 +101,11 @@ class FinetuneSettings:
 
     def specs(self) -> list[TaskSpec]:
         return task_specs(self.catalog, self.tasks)
+
+    @property
+    def curve_fractions(self) -> tuple[float, ...]:
+        """The curve's points below the final weights; empty: no curve asked for."""
+        return tuple(value for value in checkpoint_fractions(self.checkpoints) if value < 1.0)
 
     def resolved_data_dir(self) -> Path:
         return Path(self.data_dir).expanduser() if self.data_dir else default_data_dir()

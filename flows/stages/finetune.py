@@ -34,6 +34,7 @@ VERSION = 3  # 3: per-seed labelled samples, bootstrap interval, baselines, capp
 SUMMARY_FILE = "summary.md"
 CHART_FILE = "lift.png"
 RESULTS_FILE = "results.json"
+PREDICTIONS_FILE = "predictions.json"  # test predictions per task, arm and seed: bootstrap input
 
 __all__ = ["ARMS", "STAGE", "FinetuneSettings", "finetune"]
 
@@ -44,7 +45,9 @@ def stage_settings(
     """What changes the results: the recipe, the selected tasks' specs and their data's content."""
     data_dir = settings.resolved_data_dir()
     return {
-        **output_settings(settings, exclude=("log_every_steps", "catalog", "data_dir")),
+        **output_settings(
+            settings, exclude=("log_every_steps", "catalog", "data_dir", "checkpoints")
+        ),
         "specs": {
             spec.name: {**asdict(spec), "data": source_fingerprint(spec, data_dir)}
             for spec in settings.specs()
@@ -156,6 +159,7 @@ def finetune(
     def build(directory: Path) -> dict[str, Any]:
         outputs: dict[str, Any] = {"tasks": list(settings.tasks), "confidence": settings.confidence}
         runs: dict[str, Any] = {}
+        predictions: dict[str, Any] = {}
         seeds = [seed + offset for offset in range(settings.seeds)]
         for spec in settings.specs():
             data, fields, sizes = prepare_task(
@@ -179,7 +183,11 @@ def finetune(
             outputs.update(bootstrap_outputs(task_run, arms, settings, seed))
             outputs.update(baseline_outputs(spec.name, spec.metric, baselines))
             runs[spec.name] = task_record(arms, baselines)
+            predictions[spec.name] = {
+                arm: [run.test_predictions for run in arms[arm].runs] for arm in ARMS
+            }
         (directory / RESULTS_FILE).write_text(json.dumps(runs, indent=2))
+        (directory / PREDICTIONS_FILE).write_text(json.dumps(predictions))
         (directory / SUMMARY_FILE).write_text(
             markdown_table(outputs, settings.tasks, settings.confidence) + "\n"
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -16,6 +17,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger
 
 from flows.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, replace_json, stage_key
+from flows.downstream.settings import checkpoint_fractions
 from flows.settings import ConfigError, output_settings, settings_from
 from flows.stages.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
 from flows.stages.objectives import ObjectiveSettings, make_collator
@@ -50,6 +52,7 @@ STAGE = "pretrain"
 VERSION = 2  # 2: objective family (selection, static masks, ELECTRA)
 LAST_CHECKPOINT = "last.ckpt"
 HUGGINGFACE_DIR = "huggingface"  # loadable with transformers' from_pretrained (post-LN models)
+KEPT_DIR = "kept"  # kept/<fraction>/: weights at fractions of the budget (finetune.checkpoints)
 
 
 @dataclass(frozen=True)
@@ -61,16 +64,26 @@ class PretrainSettings:
     # `pretrain.init_from`: continue from these weights (a pretrain artifact directory; the
     # pipeline resolves models:/name@alias URIs to one) instead of a random init.
     init_from: str | None = None
+    # Fractions of the budget (besides the end) whose weights are kept for the lift-vs-compute
+    # curve; the pipeline passes `finetune.checkpoints`.
+    keep_fractions: tuple[float, ...] = ()
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> PretrainSettings:
+        fractions = checkpoint_fractions(config.get("finetune", {}).get("checkpoints", [1.0]))
         settings = cls(
             dict(config["model"]),
             settings_from(ObjectiveSettings, config["objective"], "objective"),
             settings_from(TrainerSettings, config["trainer"], "trainer"),
             int(config["seed"]),
             config.get("pretrain", {}).get("init_from"),
+            tuple(fraction for fraction in fractions if fraction < 1.0),
         )
+        if settings.keep_fractions and settings.trainer.strategy == "fsdp":
+            raise ConfigError(
+                "finetune.checkpoints below 1.0 need whole weights mid-run; trainer.strategy=fsdp "
+                "shards them: use ddp, or finetune.checkpoints=[1.0]"
+            )
         # Validate the model shape now, with the configured vocabulary as a stand-in, so a bad
         # `model.*` value fails before the tokenizer and shards stages spend any time.
         encoder_config(settings.model, int(config["tokenizer"]["vocab_size"]), 0)
@@ -93,6 +106,8 @@ def pretrain(
         },
         "inputs": {"shards": shards_ref.key, "tokenizer": tokenizer_ref.key},
     }
+    if settings.keep_fractions:  # absent otherwise, so earlier artifacts keep their keys
+        record["settings"]["keep_fractions"] = list(settings.keep_fractions)
     init = init_source(settings.init_from)
     if init is not None:  # the weights' identity, never their path, enters the key
         check_same_tokenizer(init, tokenizer_ref)
@@ -136,7 +151,10 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
     total_steps = trainer_settings.total_steps(data.index.seq_len)
     config = encoder_config(settings.model, trained.vocab_size, trained.special.pad)
     model, module = build_module(settings, config, data.index.seq_len, total_steps)
-    trainer = pretrain_trainer(job, data, total_steps)
+    kept = {max(1, round(f * total_steps)): f for f in settings.keep_fractions}
+    trainer = pretrain_trainer(
+        job, data, total_steps, KeepWeights(model, kept, work_dir / KEPT_DIR)
+    )
     if job.init is not None:
         load_initial_weights(model, job.init)
     initial = initial_validation(trainer, module, data, work_dir)
@@ -157,14 +175,20 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
     if not trainer.is_global_zero:
         return {}
     exported = save_and_export(model, trained, job.tokenizer_ref.path / TOKENIZER_FILE, directory)
+    if kept:
+        shutil.copytree(work_dir / KEPT_DIR, directory / KEPT_DIR)
+    tokens_per_step = (
+        trainer_settings.batch_size * trainer_settings.accumulate_grad_batches * data.index.seq_len
+    )
     return {
+        "kept_checkpoints": {
+            f"{fraction:g}": {"steps": step, "tokens": step * tokens_per_step}
+            for step, fraction in [*kept.items(), (trainer.global_step, 1.0)]
+        },
         "initial_val_loss": initial,
         **{name.replace("/", "_"): value for name, value in final.items()},
         "steps": trainer.global_step,
-        "train_tokens": trainer.global_step
-        * trainer_settings.batch_size
-        * trainer_settings.accumulate_grad_batches
-        * data.index.seq_len,
+        "train_tokens": trainer.global_step * tokens_per_step,
         "fit_seconds": fit_seconds,
         "parameters": count_parameters(model),
         "resumed": resumed,
@@ -172,7 +196,38 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
     }
 
 
-def pretrain_trainer(job: PretrainJob, data: MaskedLMDataModule, total_steps: int) -> pl.Trainer:
+class KeepWeights(pl.Callback):
+    """Saves the network's weights after given optimizer steps, on rank zero, into the work dir
+    (which survives a resume; the artifact gets a copy at the end)."""
+
+    def __init__(
+        self,
+        model: BertForMaskedLM | ElectraForPreTraining,
+        steps: dict[int, float],
+        directory: Path,
+    ) -> None:
+        self.model, self.steps, self.directory = model, steps, directory
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        fraction = self.steps.get(trainer.global_step)
+        if fraction is None or not trainer.is_global_zero:
+            return
+        target = self.directory / f"{fraction:g}"
+        if target.is_dir():  # a later micro-batch of the same step, or a resumed run
+            return
+        partial = self.directory / f".{fraction:g}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        if isinstance(self.model, ElectraForPreTraining):
+            save_electra(self.model, partial)
+        else:
+            save_masked_lm(self.model, partial)
+        partial.rename(target)
+
+
+def pretrain_trainer(
+    job: PretrainJob, data: MaskedLMDataModule, total_steps: int, keep: KeepWeights
+) -> pl.Trainer:
     """The Trainer with its checkpoints in the stage's work dir, on every process of the job."""
     trainer_settings = job.settings.trainer
     checkpoints = ModelCheckpoint(
@@ -181,7 +236,7 @@ def pretrain_trainer(job: PretrainJob, data: MaskedLMDataModule, total_steps: in
         save_top_k=0,
         every_n_train_steps=trainer_settings.checkpoint_every_steps,
     )
-    callbacks: list[pl.Callback] = [data.stream_state, checkpoints]
+    callbacks: list[pl.Callback] = [data.stream_state, checkpoints, keep]
     if is_rank_zero():  # one progress line per step, not one per rank
         callbacks.append(ProgressLog(trainer_settings.log_every_steps, STAGE))
     return make_trainer(

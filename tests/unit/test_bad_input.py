@@ -27,6 +27,7 @@ from flows.downstream.spec import TaskInputError
 from flows.pipeline import PipelinePlan
 from flows.settings import ConfigError
 from flows.stages.finetune import FinetuneSettings, finetune
+from flows.stages.lift_curve import lift_curve
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
 from flows.stages.shards import ShardSettings, build_shards
@@ -196,6 +197,15 @@ CONFIG_CASES = [
     (["shards.seq_len=4"], r"shards\.seq_len=4 must be between 8 and 8192"),
     (["finetune.seeds=0"], r"finetune\.seeds=0 must be at least 1"),
     (
+        ["finetune.checkpoints=[0,1]"],
+        r"finetune\.checkpoints=\[0, 1\]: 0 is not a fraction of the pretraining budget in "
+        r"\(0, 1\]",
+    ),
+    (
+        ["finetune.checkpoints=[0.5,1.5]"],
+        r"finetune\.checkpoints=\[0\.5, 1\.5\]: 1\.5 is not a fraction of the pretraining budget",
+    ),
+    (
         ["finetune.baselines=[seen_entities]"],
         r"finetune\.baselines: 'seen_entities' cannot be computed for task pydoc_topics, a "
         r"classification task; a classification task has majority, tfidf_logreg",
@@ -276,6 +286,21 @@ def test_an_encoder_of_another_shape_refuses_pretrained_weights(tmp_path: Path, 
     other = BertEncoder(EncoderConfig(vocab_size=100, hidden_size=64, num_layers=1, num_heads=2))
     with pytest.raises(ValueError, match=r"pretrained encoder in .* was built with"):
         load_encoder_weights(other, pretrained.path)
+
+
+def test_a_curve_from_a_pretrain_artifact_without_its_checkpoints(
+    built: Any, pretrained: ArtifactRef, tmp_path: Path
+) -> None:
+    _, tokenizer, _ = built
+    settings = FinetuneSettings(tasks=["t"], catalog={"t": GLUE}, checkpoints=[0.25, 0.5, 1.0])
+    refs = {"pretrain": pretrained, "tokenizer": tokenizer}
+    with pytest.raises(
+        ConfigError,
+        match=r"finetune\.checkpoints=\[0\.25, 0\.5, 1\.0\] asks for the encoder at 0\.25, 0\.5 "
+        r"of pretraining, but pretrain artifact \w+ kept only \['1'\]; rerun pretraining",
+    ):
+        lift_curve(settings, 0, ONE_STEP, refs, ArtifactStore(tmp_path / "store"))
+    assert published(tmp_path / "store") == []
 
 
 @dataclass(frozen=True)

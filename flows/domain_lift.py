@@ -24,7 +24,7 @@ from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
 from flows.downstream.report import paired_interval, std
 from flows.plan import load_run_config, start_services
-from flows.stages.finetune import RESULTS_FILE
+from flows.stages.finetune import ARMS, RESULTS_FILE
 
 TASK = "ncbi_disease"
 METRIC = "entity_f1"
@@ -45,8 +45,10 @@ def seed_scores(summary: dict[str, Any]) -> dict[str, list[float]]:
     """Per-seed test scores of each arm, in seed order (the order both steps share)."""
     arms = json.loads((Path(summary["stages"]["finetune"]["path"]) / RESULTS_FILE).read_text())
     return {
-        arm: [run["test"][METRIC] for run in sorted(result["runs"], key=lambda r: r["seed"])]
-        for arm, result in arms[TASK].items()
+        arm: [
+            run["test"][METRIC] for run in sorted(arms[TASK][arm]["runs"], key=lambda r: r["seed"])
+        ]
+        for arm in ARMS
     }
 
 

@@ -21,12 +21,13 @@ from flows.corpora import Corpus, open_corpus
 from flows.plan import PipelinePlan as PipelinePlan  # re-exported: tests and callers use it
 from flows.plan import load_run_config
 from flows.stages.finetune import finetune
+from flows.stages.lift_curve import lift_curve
 from flows.stages.pretrain import HUGGINGFACE_DIR, pretrain
 from flows.stages.shards.runners import prefect_unit_mapper
 from flows.stages.shards.stage import build_shards
 from flows.stages.tokenizer import train_tokenizer
 from flows.summary import build_summary, render_summary
-from flows.tracking.publish import TaskRuns, publish
+from flows.tracking.publish import TaskRuns, publish, publish_curve
 from flows.tracking.runs import (
     ARTIFACT_KEY_TAG,
     ARTIFACT_PATH_TAG,
@@ -129,6 +130,36 @@ def finetune_task(
     return ctx.tracked("finetune", evaluate)
 
 
+@task(name="lift_curve", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
+def lift_curve_task(ctx: StageContext, refs: dict[str, ArtifactRef]) -> ArtifactRef | None:
+    """The lift at each of `finetune.checkpoints` (none when it lists only 1.0)."""
+    plan = ctx.plan
+    if not plan.finetune.curve_fractions:
+        return None
+
+    def evaluate(run: RunHandle) -> ArtifactRef:
+        task_runs = TaskRuns(ctx.tracker, run)
+        try:
+            ref = lift_curve(
+                plan.finetune,
+                plan.pretrain.seed,
+                plan.pretrain.trainer,
+                refs,
+                ctx.store,
+                task_runs.loggers,
+            )
+        except BaseException:
+            task_runs.fail_open()
+            raise
+        for task_run in task_runs.runs.values():
+            task_run.finish()
+        assert ref is not None  # curve_fractions is not empty
+        publish_curve(ref, run)
+        return ref
+
+    return ctx.tracked("lift_curve", evaluate)
+
+
 @flow(name="pretraining-pipeline", log_prints=True)
 def pretraining_pipeline(config: dict[str, Any], until: str = "finetune") -> dict[str, Any]:
     """Tokenizer -> shards -> pretrain -> finetune, each reused when its inputs are unchanged.
@@ -164,6 +195,9 @@ def pretraining_pipeline(config: dict[str, Any], until: str = "finetune") -> dic
             refs["pretrain"] = pretrain_task(ctx, refs["shards"], refs["tokenizer"])
         if "finetune" in wanted:
             refs["finetune"] = finetune_task(ctx, refs["pretrain"], refs["tokenizer"])
+            curve = lift_curve_task(ctx, dict(refs))
+            if curve is not None:
+                refs["lift_curve"] = curve
     except BaseException:
         parent.finish("FAILED")
         raise

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 
 from flows.core.paths import PathSettings, RunPaths, configure_services
-from flows.core.settings import Settings, bounds, settings_from
+from flows.core.settings import ConfigError, Settings, bounds, settings_from
 from flows.corpora import CorpusSettings
 from flows.downstream.settings import FinetuneSettings
 from flows.stages.objectives import ObjectiveSettings
@@ -78,8 +78,18 @@ class PipelinePlan:
         # `model` stays the section as given: its keys (not the library's defaults) are what
         # enters the pretrain artifact key.
         pretrain = PretrainSettings(
-            run.model, run.objective, run.trainer, run.seed, run.pretrain.init_from
+            run.model,
+            run.objective,
+            run.trainer,
+            run.seed,
+            run.pretrain.init_from,
+            keep_fractions=run.finetune.curve_fractions,
         )
+        if pretrain.keep_fractions and run.trainer.strategy == "fsdp":
+            raise ConfigError(
+                "finetune.checkpoints below 1.0 need whole weights mid-run; trainer.strategy=fsdp "
+                "shards them: use ddp, or finetune.checkpoints=[1.0]"
+            )
         return cls(run.corpus, run.tokenizer, run.shards, pretrain, run.finetune, run.tracking)
 
 

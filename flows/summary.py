@@ -6,7 +6,8 @@ from typing import Any
 
 from flows.core.artifacts import ArtifactRef
 from flows.core.tables import markdown_table
-from flows.downstream.report import headline
+from flows.downstream.curve import read_points
+from flows.downstream.report import baselines_text, capped_warning, headline, interval_text
 from flows.stages.pretrain import PretrainOutputs
 from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import TokenizerOutputs
@@ -42,17 +43,37 @@ def pretraining_result(pre: PretrainOutputs) -> str:
     return f"MLM {loss}, accuracy {val['val_accuracy']:.3f}, perplexity {val['val_perplexity']:.1f}"
 
 
-def downstream_result(fine: dict[str, Any], task: str) -> str:
-    """`sst2 accuracy over 3 seed(s): pretrained 0.800 ± 0.010, ...; lift +0.100 [95% CI ...]`."""
+def downstream_result(fine: dict[str, Any], task: str) -> list[str]:
+    """`sst2 accuracy over 5 seed(s): pretrained 0.800 ± 0.010, ...; lift +0.100`, then its two
+    intervals, the baselines, and a warning when a run was capped by `finetune.epochs`."""
     line = headline(fine, task)
-    low, high = line["ci"]
-    interval = f" [{fine['confidence']:.0%} CI {low:+.3f}, {high:+.3f}]" if low is not None else ""
-    return (
+    level = f"{fine['confidence']:.0%}"
+    lines = [
         f"{task} {line['metric']} over {fine[f'{task}.seeds']} seed(s): pretrained "
         f"{line['pretrained_mean']:.3f} ± {line['pretrained_std']:.3f}, random init "
         f"{line['random_init_mean']:.3f} ± {line['random_init_std']:.3f}; pretraining lift "
-        f"{line['lift']:+.3f}{interval}"
-    )
+        f"{line['lift']:+.3f}",
+        f"  {level} CI of the lift: paired t over seeds {interval_text(line['ci'])}, "
+        f"bootstrap over test examples {interval_text(line['bootstrap'])}",
+        f"  baselines (no encoder): {baselines_text(line['baselines'])}",
+    ]
+    warning = capped_warning(fine, task)
+    return lines if warning is None else [*lines, f"  {warning}"]
+
+
+def curve_result(curve: dict[str, Any] | None) -> list[str]:
+    """One line per task: the lift at each kept fraction of pretraining, with its t-interval."""
+    if curve is None:
+        return []
+    lines = [f"  lift curve [{'reused (cache hit)' if curve['cache_hit'] else 'computed'}]:"]
+    for task, points in read_points(curve).items():
+        steps = ", ".join(
+            f"{p['tokens'] / 1e6:.2f} M tokens {p['lift']:+.3f}"
+            + (f" [{p['ci_low']:+.3f}, {p['ci_high']:+.3f}]" if "ci_low" in p else "")
+            for p in points
+        )
+        lines.append(f"    {task}: {steps}")
+    return lines
 
 
 def render_summary(summary: dict[str, Any]) -> str:
@@ -76,7 +97,8 @@ def render_summary(summary: dict[str, Any]) -> str:
         f"  finetune   [{origin('finetune')}] {len(fine['tasks'])} task(s), pretrained vs random "
         "init, "
         "each arm at its own validation-chosen learning rate:",
-        *(f"    {downstream_result(fine, task)}" for task in fine["tasks"]),
+        *(f"    {text}" for task in fine["tasks"] for text in downstream_result(fine, task)),
+        *curve_result(stages.get("lift_curve")),
         "",
         f"MLflow: experiment '{summary['experiment']}', run {summary['mlflow_run_id']} "
         f"at {summary['tracking_uri']}",

@@ -25,6 +25,8 @@ from flows.compare.plots import LOSS_KEYS, Curve, lift_panels, plot_lift, plot_l
 from flows.core.cli import fail
 from flows.core.settings import ConfigError
 from flows.core.tables import TABLE_FORMATS, render_table
+from flows.downstream.curve import plot_curves, read_points
+from flows.stages.lift_curve import CURVE_STAGE
 from flows.tracking.runs import PARENT_TAG
 
 FORMATS = TABLE_FORMATS
@@ -72,6 +74,8 @@ class Comparison:
     loss_lines: dict[str, int] = field(default_factory=dict)
     lift_chart: Path | None = None
     lift_bars: int = 0
+    curve_chart: Path | None = None  # lift-vs-compute curves, overlaid
+    curve_lines: int = 0
     text: str = ""
 
 
@@ -235,7 +239,11 @@ def render(comparison: Comparison, table_format: str) -> str:
         render_table(header, metrics, table_format) if metrics else "(none logged)",
         "",
     ]
-    charts = [("loss curves", comparison.loss_chart), ("lift chart", comparison.lift_chart)]
+    charts = [
+        ("loss curves", comparison.loss_chart),
+        ("lift chart", comparison.lift_chart),
+        ("lift-vs-compute curves", comparison.curve_chart),
+    ]
     sections += [f"{name}: {path or '(no data to plot)'}" for name, path in charts]
     sections.append(f"MLflow UI: {comparison.link}")
     return "\n".join(sections)
@@ -263,6 +271,15 @@ def compare(settings: CompareSettings) -> Comparison:
     if panels:
         comparison.lift_chart = settings.output_dir / "lift.png"
         comparison.lift_bars = plot_lift(labels, panels, comparison.lift_chart)
+    series = {
+        f"{label} {task}": points
+        for label, run in zip(labels, runs, strict=True)
+        for task, points in read_points(run.data.metrics, f"{CURVE_STAGE}.").items()
+    }
+    if series:
+        comparison.curve_chart = settings.output_dir / "lift_curve.png"
+        plot_curves(series, comparison.curve_chart)
+        comparison.curve_lines = len(series)
     comparison.text = render(comparison, settings.table_format)
     return comparison
 

@@ -39,6 +39,9 @@ class EncodedSplit(torch.utils.data.Dataset[Item]):
     def __getitem__(self, position: int) -> Item:
         return self.items[position]
 
+    def subset(self, positions: list[int]) -> EncodedSplit:
+        return EncodedSplit([self.items[p] for p in positions], [self.gold[p] for p in positions])
+
 
 def first_subtoken_labels(encoding: Encoding, tags: tuple[int, ...]) -> list[int]:
     labels, previous = [], None

@@ -1,8 +1,10 @@
 """A task's train/validation/test examples, whatever the source, with the sampling the recipe asks.
 
-Sampling is seeded by the pipeline seed only (not the run seed), so every arm and every seed of a
-task sees the same validation split and the same limited-label training sample: the paired
-differences then measure training variance, never a luckier draw of examples.
+Validation and test samples are seeded by the pipeline seed only, so every run of a task is
+selected and scored on the same examples. The limited-label training sample
+(`finetune.train_examples`) is drawn per run seed from the train pool (`train_sample`): both arms of
+one seed see the same sample, so the pair stays paired, while the seeds differ in their draw, so
+the interval over seeds covers the luck of which examples were labelled, not only training noise.
 """
 
 from __future__ import annotations
@@ -24,9 +26,8 @@ CARVED_VALIDATION_FRACTION = 0.1
 
 @dataclass(frozen=True)
 class Sampling:
-    """How many examples of each split to use (None: all)."""
+    """How many validation and test examples to use (None: all); train: see `train_sample`."""
 
-    train_examples: int | None
     validation_examples: int | None
     test_examples: int | None
     seed: int
@@ -70,7 +71,15 @@ def sample(examples: list[Any], limit: int | None, seed: int) -> list[Any]:
     return random.Random(seed).sample(examples, limit)
 
 
+def train_sample(pool_size: int, limit: int | None, seed: int) -> list[int] | None:
+    """Positions of one seed's labelled sample in the train pool; None: the whole pool."""
+    if limit is None or pool_size <= limit:
+        return None
+    return random.Random(seed).sample(range(pool_size), limit)
+
+
 def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
+    """Validation and test sampled; train left whole, as the pool `train_sample` draws from."""
     if spec.format == "pydoc_topics":
         splits = pydoc_topics_splits(spec, sampling.seed)
         labels = list(LABELS)
@@ -90,16 +99,9 @@ def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
                 f"task {spec.name}: the {split} split is empty; give it labelled examples "
                 f"(finetune.catalog.{spec.name}.{split})"
             )
-    limits = {
-        "train": sampling.train_examples,
-        "validation": sampling.validation_examples,
-        "test": sampling.test_examples,
-    }
-    return TaskData(
-        spec,
-        labels,
-        {split: sample(splits[split], limits[split], sampling.seed) for split in SPLITS},
-    )
+    splits["validation"] = sample(splits["validation"], sampling.validation_examples, sampling.seed)
+    splits["test"] = sample(splits["test"], sampling.test_examples, sampling.seed)
+    return TaskData(spec, labels, {split: splits[split] for split in SPLITS})
 
 
 def source_fingerprint(spec: TaskSpec, data_dir: Path) -> dict[str, str | None]:

@@ -2,7 +2,10 @@
 
 Per arm, the learning rate is chosen on the validation split from `finetune.learning_rates`
 (with the first seed), then the remaining seeds train at that rate. Each run keeps its best
-validation epoch. Test scores are computed once per run, after training, and never steer a choice.
+validation epoch (early stopping with `finetune.patience` under a generous `finetune.epochs`); a run
+whose best epoch is the last allowed may still have been improving and is flagged `capped`. In
+limited-label mode each seed trains on its own labelled sample. Test scores are computed once per
+run, after training, and never steer a choice.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from flows.downstream.encoding import EncodedSplit, pad_batch, score
+from flows.downstream.load import train_sample
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.spec import ARMS, TaskSpec
 from flows.training.trainer import TrainerSettings, make_trainer
@@ -39,7 +43,9 @@ class RunResult:
     seed: int
     validation_score: float
     best_epoch: int
+    capped: bool  # the best epoch was the last allowed: more epochs might have helped
     test: dict[str, float]
+    test_predictions: list[Any] = field(repr=False)  # for the test-set bootstrap
 
 
 @dataclass
@@ -64,9 +70,17 @@ class TaskRun:
     work_dir: Path
     loggers_for: LoggerFactory
 
+    def split(self, name: str, seed: int) -> EncodedSplit:
+        """A split; for train, the seed's labelled sample of the pool (load.train_sample)."""
+        data = self.splits[name]
+        if name != "train":
+            return data
+        positions = train_sample(len(data), self.settings.train_examples, seed)
+        return data if positions is None else data.subset(positions)
+
     def loader(self, split: str, seed: int, shuffle: bool = False) -> DataLoader:
         return DataLoader(
-            self.splits[split],
+            self.split(split, seed),
             batch_size=self.settings.batch_size,
             shuffle=shuffle,
             collate_fn=lambda items: pad_batch(items, self.pad_id),
@@ -94,7 +108,7 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
     settings = run.settings
     pl.seed_everything(seed, workers=True, verbose=False)
     model = build_model(run, arm)
-    steps = settings.epochs * -(-len(run.splits["train"]) // settings.batch_size)
+    steps = settings.epochs * -(-len(run.split("train", seed)) // settings.batch_size)
     module = FinetuneModule(
         model,
         OptimizerSettings(
@@ -121,8 +135,17 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
     )
     trainer.fit(module, train_dataloaders=run.loader("train", seed, shuffle=True))
     selector.restore(model)
-    test = run.metrics("test", predict(model, run.loader("test", seed)))
-    return RunResult(arm, learning_rate, seed, selector.best_score, selector.best_epoch, test)
+    predictions = predict(model, run.loader("test", seed))
+    return RunResult(
+        arm,
+        learning_rate,
+        seed,
+        selector.best_score,
+        selector.best_epoch,
+        selector.best_epoch == settings.epochs,
+        run.metrics("test", predictions),
+        predictions,
+    )
 
 
 def evaluate_arm(run: TaskRun, arm: str, seeds: list[int]) -> ArmResult:
@@ -135,6 +158,5 @@ def evaluate_arm(run: TaskRun, arm: str, seeds: list[int]) -> ArmResult:
     return result
 
 
-def evaluate_task(run: TaskRun, base_seed: int) -> dict[str, ArmResult]:
-    seeds = [base_seed + offset for offset in range(run.settings.seeds)]
+def evaluate_task(run: TaskRun, seeds: list[int]) -> dict[str, ArmResult]:
     return {arm: evaluate_arm(run, arm, seeds) for arm in ARMS}

@@ -1,8 +1,12 @@
-"""Per-seed scores to the figures a reader trusts: mean, std, the lift and its confidence interval.
+"""Per-seed scores to the figures a reader trusts: mean, std, the lift and its confidence intervals.
 
-The lift's interval is a Student t-interval over the *paired* per-seed differences (pretrained
-minus random init at the same seed): the seed fixes the head init and data order of both arms,
-so pairing removes that shared noise. With one seed there is no interval and none is reported.
+The lift has two intervals, because it has two sources of noise:
+- a Student t-interval over the *paired* per-seed differences (pretrained minus random init at the
+  same seed): the seed fixes the head init, data order and labelled sample of both arms, so
+  pairing removes that shared noise. With one seed there is no t-interval and none is reported;
+- a paired bootstrap over test examples (bootstrap.py): the noise of a finite test split.
+Baselines without an encoder sit beside both arms, so a reader sees whether the encoder beats a bag
+of words; runs whose best epoch was the last allowed are counted, so a capped arm is visible.
 """
 
 from __future__ import annotations
@@ -10,11 +14,12 @@ from __future__ import annotations
 import math
 import statistics
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from flows.downstream.spec import ARMS
 
 if TYPE_CHECKING:
+    from flows.downstream.baselines import BaselineResult
     from flows.downstream.recipe import ArmResult
 
 ARM_NAMES = {"pretrained": "pretrained", "random_init": "random init"}
@@ -37,18 +42,36 @@ def std(values: list[float]) -> float:
     return statistics.stdev(values) if len(values) > 1 else 0.0
 
 
+def baseline_outputs(
+    task: str, metric: str, baselines: dict[str, BaselineResult]
+) -> dict[str, Any]:
+    """`<task>.baseline_<name>_<metric>_mean|_std` (over train samples: one per seed, or one)."""
+    outputs: dict[str, Any] = {f"{task}.baselines": ",".join(baselines)}
+    for name, result in baselines.items():
+        scores = [test[metric] for test in result.test]
+        outputs[f"{task}.baseline_{name}_{metric}_mean"] = statistics.fmean(scores)
+        outputs[f"{task}.baseline_{name}_{metric}_std"] = std(scores)
+    return outputs
+
+
 def task_outputs(
-    task: str, metric: str, arms: dict[str, ArmResult], confidence: float
+    task: str,
+    metric: str,
+    arms: dict[str, ArmResult],
+    confidence: float,
+    max_epochs: int,
 ) -> dict[str, Any]:
     """The flat `<task>.*` keys of the stage's outputs (listed in docs/guides/downstream.md)."""
     outputs: dict[str, Any] = {
         f"{task}.metric": metric,
         f"{task}.seeds": len(arms["pretrained"].runs),
+        f"{task}.max_epochs": max_epochs,
     }
     for arm in ARMS:
         result = arms[arm]
         outputs[f"{task}.{arm}_learning_rate"] = result.learning_rate
         outputs[f"{task}.{arm}_epochs_mean"] = statistics.fmean(r.best_epoch for r in result.runs)
+        outputs[f"{task}.{arm}_capped_runs"] = sum(r.capped for r in result.runs)
         outputs[f"{task}.{arm}_validation_{metric}_mean"] = statistics.fmean(
             r.validation_score for r in result.runs
         )
@@ -82,41 +105,78 @@ def headline(outputs: dict[str, Any], task: str) -> dict[str, Any]:
             outputs.get(f"{task}.lift_{metric}_ci_low"),
             outputs.get(f"{task}.lift_{metric}_ci_high"),
         ),
+        "bootstrap": (
+            outputs[f"{task}.lift_{metric}_bootstrap_low"],
+            outputs[f"{task}.lift_{metric}_bootstrap_high"],
+        ),
+        "baselines": {
+            name: outputs[f"{task}.baseline_{name}_{metric}_mean"]
+            for name in filter(None, outputs[f"{task}.baselines"].split(","))
+        },
+        "capped": {arm: outputs[f"{task}.{arm}_capped_runs"] for arm in ARMS},
     }
+
+
+def interval_text(interval: tuple[float | None, float | None]) -> str:
+    low, high = interval
+    return "none (one seed)" if low is None or high is None else f"[{low:+.3f}, {high:+.3f}]"
+
+
+def baselines_text(baselines: dict[str, float]) -> str:
+    return ", ".join(f"{name} {value:.3f}" for name, value in baselines.items()) or "none"
+
+
+def capped_warning(outputs: dict[str, Any], task: str) -> str | None:
+    """A line for a task where some run's best epoch was the last allowed; None when none was."""
+    capped = headline(outputs, task)["capped"]
+    if not any(capped.values()):
+        return None
+    runs = ", ".join(
+        f"{ARM_NAMES[arm]} {count} of {outputs[f'{task}.seeds']}" for arm, count in capped.items()
+    )
+    return (
+        f"CAPPED {task}: the best validation epoch was the last allowed "
+        f"(finetune.epochs={outputs[f'{task}.max_epochs']}) in {runs} runs; those runs may still "
+        "have been improving: raise finetune.epochs"
+    )
 
 
 def markdown_table(outputs: dict[str, Any], tasks: list[str], confidence: float) -> str:
     level = f"{confidence:.0%}"
     rows = [
-        f"| task | metric | pretrained | random init | lift [{level} CI, paired t] | "
-        "lr (pre / rand) | epochs (pre / rand) | seeds | train examples |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| task | metric | pretrained | random init | lift | {level} CI, paired t (seeds) | "
+        f"{level} CI, bootstrap (test) | baselines | lr (pre / rand) | epochs (pre / rand) | "
+        "capped runs (pre / rand) | seeds | train examples |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for task in tasks:
         line = headline(outputs, task)
-        low, high = line["ci"]
-        interval = f" [{low:+.3f}, {high:+.3f}]" if low is not None else " (one seed: no CI)"
         rows.append(
             f"| {task} | {line['metric']} | "
             f"{line['pretrained_mean']:.3f} ± {line['pretrained_std']:.3f} | "
             f"{line['random_init_mean']:.3f} ± {line['random_init_std']:.3f} | "
-            f"{line['lift']:+.3f}{interval} | "
+            f"{line['lift']:+.3f} | {interval_text(line['ci'])} | "
+            f"{interval_text(line['bootstrap'])} | {baselines_text(line['baselines'])} | "
             f"{outputs[f'{task}.pretrained_learning_rate']:g} / "
             f"{outputs[f'{task}.random_init_learning_rate']:g} | "
             f"{outputs[f'{task}.pretrained_epochs_mean']:.1f} / "
             f"{outputs[f'{task}.random_init_epochs_mean']:.1f} | "
+            f"{line['capped']['pretrained']} / {line['capped']['random_init']} | "
             f"{outputs[f'{task}.seeds']} | {outputs[f'{task}.train_examples']} |"
         )
     rows.append("")
     rows.append(
         "Mean ± sample std over seeds, on each task's test split (GLUE: its dev file). Each arm's "
-        "learning rate and epoch were chosen on the validation split."
+        "learning rate and epoch were chosen on the validation split; baselines (no encoder) "
+        "were fitted on the same labelled examples, their choices made on validation too."
     )
+    rows.extend(f"\n**{warning}**" for task in tasks if (warning := capped_warning(outputs, task)))
     return "\n".join(rows)
 
 
 def bar_chart(outputs: dict[str, Any], tasks: list[str], path: Path) -> None:
-    """Pretrained against random init per task, error bars = std over seeds."""
+    """Pretrained against random init per task, error bars = std over seeds; each baseline is a
+    black reference line across its task's bars."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -135,6 +195,19 @@ def bar_chart(outputs: dict[str, Any], tasks: list[str], path: Path) -> None:
             capsize=4,
             label=ARM_NAMES[arm],
         )
+    styles: list[Literal["--", ":", "-."]] = ["--", ":", "-."]
+    names = list(dict.fromkeys(name for line in lines for name in line["baselines"]))
+    for index, line in enumerate(lines):
+        for name, value in line["baselines"].items():
+            first = all(name not in other["baselines"] for other in lines[:index])
+            axes.hlines(
+                value,
+                index - 1.2 * width,
+                index + 1.2 * width,
+                colors="black",
+                linestyles=styles[names.index(name) % len(styles)],
+                label=f"baseline: {name}" if first else "_nolegend_",
+            )
     axes.set_xticks(range(len(tasks)))
     axes.set_xticklabels(
         [f"{task}\n({line['metric']})" for task, line in zip(tasks, lines, strict=True)]

@@ -1,9 +1,11 @@
 """Stage 4: downstream evaluation, from the pretrained encoder and from random init.
 
 Every task in `finetune.tasks` runs both arms with one recipe over `finetune.seeds` seeds, each arm
-with its own learning rate and epoch chosen on validation (flows/downstream/recipe.py). The
-outputs are flat `<task>.<key>` figures; `summary.md`, `lift.png` and `results.json` (every run)
-are written into the artifact.
+with its own learning rate and epoch chosen on validation (flows/downstream/recipe.py), beside
+baselines without an encoder (flows/downstream/baselines.py). The lift gets a paired t-interval
+over seeds and a paired bootstrap interval over test examples. The outputs are flat
+`<task>.<key>` figures; `summary.md`, `lift.png` and `results.json` (every run) are written into
+the artifact.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from typing import Any
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.settings import output_settings
+from flows.downstream.baselines import BaselineResult, evaluate_baselines
+from flows.downstream.bootstrap import bootstrap_lift, example_statistics
 from flows.downstream.encoding import encode
-from flows.downstream.load import Sampling, load_task, source_fingerprint
-from flows.downstream.recipe import LoggerFactory, TaskRun, evaluate_task
-from flows.downstream.report import bar_chart, markdown_table, task_outputs
+from flows.downstream.load import Sampling, TaskData, load_task, source_fingerprint, train_sample
+from flows.downstream.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_task
+from flows.downstream.report import bar_chart, baseline_outputs, markdown_table, task_outputs
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.spec import ARMS, TaskSpec
 from flows.stages.tokenizer import load_tokenizer
@@ -26,10 +30,11 @@ from flows.training.trainer import TrainerSettings
 from lightning_modules.models.serialization import load_encoder_config
 
 STAGE = "finetune"
-VERSION = 2
+VERSION = 3  # 3: per-seed labelled samples, bootstrap interval, baselines, capped flags
 SUMMARY_FILE = "summary.md"
 CHART_FILE = "lift.png"
 RESULTS_FILE = "results.json"
+PREDICTIONS_FILE = "predictions.json"  # test predictions per task, arm and seed: bootstrap input
 
 __all__ = ["ARMS", "STAGE", "FinetuneSettings", "finetune"]
 
@@ -40,7 +45,9 @@ def stage_settings(
     """What changes the results: the recipe, the selected tasks' specs and their data's content."""
     data_dir = settings.resolved_data_dir()
     return {
-        **output_settings(settings, exclude=("log_every_steps", "catalog", "data_dir")),
+        **output_settings(
+            settings, exclude=("log_every_steps", "catalog", "data_dir", "checkpoints")
+        ),
         "specs": {
             spec.name: {**spec.model_dump(), "data": source_fingerprint(spec, data_dir)}
             for spec in settings.specs()
@@ -60,21 +67,23 @@ def prepare_task(
     trainer: TrainerSettings,
     work_dir: Path,
     loggers_for: LoggerFactory,
-) -> tuple[TaskRun, dict[str, int]]:
-    """Reads, samples and encodes a task's splits; returns the task's run and size outputs."""
+) -> tuple[TaskData, TaskRun, dict[str, Any]]:
+    """Reads, samples and encodes a task's splits; returns the examples (for the baselines), the
+    task's run and size outputs (`train_examples` is one seed's labelled sample, the pool when no
+    limit is set)."""
     encoder = load_encoder_config(pretrained_dir)
     trained = load_tokenizer(tokenizer_ref)
     max_length = min(settings.max_length, encoder.max_position_embeddings)
     trained.tokenizer.enable_truncation(max_length)
-    sampling = Sampling(
-        settings.train_examples, settings.validation_examples, settings.test_examples, seed
-    )
+    sampling = Sampling(settings.validation_examples, settings.test_examples, seed)
     data = load_task(spec, settings.resolved_data_dir(), sampling)
     splits = {
         name: encode(trained.tokenizer, examples, token_types=encoder.type_vocab_size > 1)
         for name, examples in data.splits.items()
     }
     sizes = {f"{spec.name}.{name}_examples": len(split) for name, split in splits.items()}
+    if settings.train_examples is not None:
+        sizes[f"{spec.name}.train_examples"] = min(settings.train_examples, len(splits["train"]))
     run = TaskRun(
         spec=spec,
         labels=data.labels,
@@ -87,7 +96,59 @@ def prepare_task(
         work_dir=work_dir,
         loggers_for=loggers_for,
     )
-    return run, sizes
+    return data, run, sizes
+
+
+def run_baselines(
+    data: TaskData, settings: FinetuneSettings, seeds: list[int]
+) -> dict[str, BaselineResult]:
+    """Baselines fitted on each seed's labelled sample; once on the whole pool without a limit
+    (the same data would give the same fit five times)."""
+    pool = data.splits["train"]
+    samples = [train_sample(len(pool), settings.train_examples, seed) for seed in seeds]
+    if all(positions is None for positions in samples):
+        samples = [None]
+    train_sets = [
+        pool if positions is None else [pool[p] for p in positions] for positions in samples
+    ]
+    names = settings.baselines_for(data.spec)
+    return evaluate_baselines(data.spec, names, data.labels, data.splits, train_sets)
+
+
+def bootstrap_outputs(
+    task_run: TaskRun, arms: dict[str, ArmResult], settings: FinetuneSettings, seed: int
+) -> dict[str, float]:
+    """`<task>.lift_<metric>_bootstrap_low|high`: the paired bootstrap over test examples."""
+    spec, gold = task_run.spec, task_run.splits["test"].gold
+    statistics = {
+        arm: [
+            example_statistics(spec.kind, gold, run.test_predictions, task_run.labels)
+            for run in arms[arm].runs
+        ]
+        for arm in ARMS
+    }
+    low, high = bootstrap_lift(
+        statistics["pretrained"],
+        statistics["random_init"],
+        spec.metric,
+        len(task_run.labels),
+        settings.bootstrap_samples,
+        settings.confidence,
+        seed,
+    )
+    prefix = f"{spec.name}.lift_{spec.metric}_bootstrap"
+    return {f"{prefix}_low": low, f"{prefix}_high": high}
+
+
+def task_record(arms: dict[str, ArmResult], baselines: dict[str, BaselineResult]) -> dict[str, Any]:
+    """A task's entry of results.json: every run (without its raw predictions), every baseline."""
+    record: dict[str, Any] = {}
+    for arm, result in arms.items():
+        record[arm] = asdict(result)
+        for run in record[arm]["runs"]:
+            del run["test_predictions"]
+    record["baselines"] = {name: asdict(result) for name, result in baselines.items()}
+    return record
 
 
 def finetune(
@@ -108,8 +169,10 @@ def finetune(
     def build(directory: Path) -> dict[str, Any]:
         outputs: dict[str, Any] = {"tasks": list(settings.tasks), "confidence": settings.confidence}
         runs: dict[str, Any] = {}
+        predictions: dict[str, Any] = {}
+        seeds = [seed + offset for offset in range(settings.seeds)]
         for spec in settings.specs():
-            task_run, sizes = prepare_task(
+            data, task_run, sizes = prepare_task(
                 spec,
                 settings,
                 seed,
@@ -119,11 +182,20 @@ def finetune(
                 store.work_dir(STAGE, key),
                 loggers_for,
             )
-            arms = evaluate_task(task_run, seed)
+            baselines = run_baselines(data, settings, seeds)
+            arms = evaluate_task(task_run, seeds)
             outputs.update(sizes)
-            outputs.update(task_outputs(spec.name, spec.metric, arms, settings.confidence))
-            runs[spec.name] = {arm: asdict(result) for arm, result in arms.items()}
+            outputs.update(
+                task_outputs(spec.name, spec.metric, arms, settings.confidence, settings.epochs)
+            )
+            outputs.update(bootstrap_outputs(task_run, arms, settings, seed))
+            outputs.update(baseline_outputs(spec.name, spec.metric, baselines))
+            runs[spec.name] = task_record(arms, baselines)
+            predictions[spec.name] = {
+                arm: [run.test_predictions for run in arms[arm].runs] for arm in ARMS
+            }
         (directory / RESULTS_FILE).write_text(json.dumps(runs, indent=2))
+        (directory / PREDICTIONS_FILE).write_text(json.dumps(predictions))
         (directory / SUMMARY_FILE).write_text(
             markdown_table(outputs, settings.tasks, settings.confidence) + "\n"
         )

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ STAGE = "pretrain"
 VERSION = 2  # 2: objective family (selection, static masks, ELECTRA)
 LAST_CHECKPOINT = "last.ckpt"
 HUGGINGFACE_DIR = "huggingface"  # loadable with transformers' from_pretrained (post-LN models)
+KEPT_DIR = "kept"  # kept/<fraction>/: weights at fractions of the budget (finetune.checkpoints)
 
 
 @dataclass(frozen=True)
@@ -61,13 +63,16 @@ class PretrainSettings:
     # `pretrain.init_from`: continue from these weights (a pretrain artifact directory; the
     # pipeline resolves models:/name@alias URIs to one) instead of a random init.
     init_from: str | None = None
+    # Fractions of the budget (besides the end) whose weights are kept for the lift-vs-compute
+    # curve; the pipeline passes `finetune.checkpoints`.
+    keep_fractions: tuple[float, ...] = ()
 
 
 def pretrain_record(
     settings: PretrainSettings, shards_key: str, tokenizer_key: str
 ) -> dict[str, Any]:
     """What the pretrain artifact key is made of; runtime keys (devices, workers) stay out."""
-    return {
+    record: dict[str, Any] = {
         "settings": {
             "model": settings.model,
             "objective": output_settings(settings.objective, exclude=("name",)),
@@ -76,6 +81,9 @@ def pretrain_record(
         },
         "inputs": {"shards": shards_key, "tokenizer": tokenizer_key},
     }
+    if settings.keep_fractions:  # absent otherwise, so earlier artifacts keep their keys
+        record["settings"]["keep_fractions"] = list(settings.keep_fractions)
+    return record
 
 
 def pretrain(
@@ -115,6 +123,8 @@ class PretrainOutputs(StageOutputs):
     resumed: bool
     huggingface_export: bool
     validation: dict[str, float]
+    # Steps and tokens at each kept fraction of the budget ("1" is the end): the curve's x axis.
+    kept_checkpoints: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def val_loss(self) -> float:
@@ -162,7 +172,10 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
     total_steps = trainer_settings.total_steps(data.index.seq_len)
     config = encoder_config(settings.model, trained.vocab_size, trained.special.pad)
     model, module = build_module(settings, config, data.index.seq_len, total_steps)
-    trainer = pretrain_trainer(job, data, total_steps)
+    kept = {max(1, round(f * total_steps)): f for f in settings.keep_fractions}
+    trainer = pretrain_trainer(
+        job, data, total_steps, KeepWeights(model, kept, work_dir / KEPT_DIR)
+    )
     if job.init is not None:
         load_initial_weights(model, job.init)
     initial = initial_validation(trainer, module, data, work_dir)
@@ -183,22 +196,59 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
     if not trainer.is_global_zero:
         return {}
     exported = save_and_export(model, trained, job.tokenizer_ref.path / TOKENIZER_FILE, directory)
+    if kept:
+        shutil.copytree(work_dir / KEPT_DIR, directory / KEPT_DIR)
+    tokens_per_step = (
+        trainer_settings.batch_size * trainer_settings.accumulate_grad_batches * data.index.seq_len
+    )
     return PretrainOutputs(
         initial_val_loss=initial,
         steps=trainer.global_step,
-        train_tokens=trainer.global_step
-        * trainer_settings.batch_size
-        * trainer_settings.accumulate_grad_batches
-        * data.index.seq_len,
+        train_tokens=trainer.global_step * tokens_per_step,
         fit_seconds=fit_seconds,
         parameters=count_parameters(model),
         resumed=resumed,
         huggingface_export=exported,
         validation={name.replace("/", "_"): value for name, value in final.items()},
+        kept_checkpoints={
+            f"{fraction:g}": {"steps": step, "tokens": step * tokens_per_step}
+            for step, fraction in [*kept.items(), (trainer.global_step, 1.0)]
+        },
     ).to_manifest()
 
 
-def pretrain_trainer(job: PretrainJob, data: MaskedLMDataModule, total_steps: int) -> pl.Trainer:
+class KeepWeights(pl.Callback):
+    """Saves the network's weights after given optimizer steps, on rank zero, into the work dir
+    (which survives a resume; the artifact gets a copy at the end)."""
+
+    def __init__(
+        self,
+        model: BertForMaskedLM | ElectraForPreTraining,
+        steps: dict[int, float],
+        directory: Path,
+    ) -> None:
+        self.model, self.steps, self.directory = model, steps, directory
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        fraction = self.steps.get(trainer.global_step)
+        if fraction is None or not trainer.is_global_zero:
+            return
+        target = self.directory / f"{fraction:g}"
+        if target.is_dir():  # a later micro-batch of the same step, or a resumed run
+            return
+        partial = self.directory / f".{fraction:g}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        if isinstance(self.model, ElectraForPreTraining):
+            save_electra(self.model, partial)
+        else:
+            save_masked_lm(self.model, partial)
+        partial.rename(target)
+
+
+def pretrain_trainer(
+    job: PretrainJob, data: MaskedLMDataModule, total_steps: int, keep: KeepWeights
+) -> pl.Trainer:
     """The Trainer with its checkpoints in the stage's work dir, on every process of the job."""
     trainer_settings = job.settings.trainer
     checkpoints = ModelCheckpoint(
@@ -207,7 +257,7 @@ def pretrain_trainer(job: PretrainJob, data: MaskedLMDataModule, total_steps: in
         save_top_k=0,
         every_n_train_steps=trainer_settings.checkpoint_every_steps,
     )
-    callbacks: list[pl.Callback] = [data.stream_state, checkpoints]
+    callbacks: list[pl.Callback] = [data.stream_state, checkpoints, keep]
     if is_rank_zero():  # one progress line per step, not one per rank
         callbacks.append(ProgressLog(trainer_settings.log_every_steps, STAGE))
     return make_trainer(

@@ -58,6 +58,20 @@ def publish(ref: ArtifactRef, stage_run: RunHandle, task_runs: TaskRuns) -> None
     publish_prefect_markdown(f"## Downstream evaluation\n\n{markdown}")
 
 
+def publish_curve(ref: ArtifactRef, stage_run: RunHandle) -> None:
+    """The chart and numbers on the curve's run; each point also as metrics at step = pretraining
+    tokens (`<task>/lift`, `<task>/ci_low`, ...), which MLflow's UI draws as a curve."""
+    from flows.downstream.curve import read_points
+    from flows.stages.lift_curve import CURVE_CHART, CURVE_FILE
+
+    for name in (CURVE_CHART, CURVE_FILE):
+        stage_run.client.log_artifact(stage_run.run_id, str(ref.path / name))
+    for task, points in read_points(ref.outputs).items():
+        for point in points:
+            values = {f"{task}/{name}": v for name, v in point.items() if name != "tokens"}
+            stage_run.log_metrics(values, step=int(point["tokens"]))
+
+
 def publish_prefect_markdown(markdown: str) -> bool:
     """A Prefect markdown artifact, only inside a flow or task run (outside one it would fail)."""
     from prefect.artifacts import create_markdown_artifact

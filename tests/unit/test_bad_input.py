@@ -26,6 +26,7 @@ from flows.corpora.formats import CorpusInputError
 from flows.downstream.spec import TaskInputError
 from flows.pipeline import PipelinePlan
 from flows.stages.finetune import FinetuneSettings, finetune
+from flows.stages.lift_curve import lift_curve
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
@@ -203,6 +204,26 @@ CONFIG_CASES = [
     (["finetune.confidence=1.0"], r"finetune\.confidence=1\.0 must be in \[0\.5, 1\)"),
     (["+trainr.max_steps=5"], r"^unknown config key trainr; valid keys at the top level: corpus"),
     (["+trainer.max_stepz=5"], r"unknown config key trainer\.max_stepz; valid keys under trainer"),
+    (["finetune.seeds=0"], r"finetune\.seeds=0 must be at least 1"),
+    (
+        ["finetune.checkpoints=[0,1]"],
+        r"finetune\.checkpoints=\[0, 1\]: 0 is not a fraction of the pretraining budget in "
+        r"\(0, 1\]",
+    ),
+    (
+        ["finetune.checkpoints=[0.5,1.5]"],
+        r"finetune\.checkpoints=\[0\.5, 1\.5\]: 1\.5 is not a fraction of the pretraining budget",
+    ),
+    (
+        ["finetune.baselines=[seen_entities]"],
+        r"finetune\.baselines: 'seen_entities' cannot be computed for task pydoc_topics, a "
+        r"classification task; a classification task has majority, tfidf_logreg",
+    ),
+    (
+        ["finetune.baselines=[majority]", "finetune.tasks=[pydoc_topics,ncbi_disease]"],
+        r"finetune\.baselines: 'majority' cannot be computed for task ncbi_disease, a "
+        r"token_classification task; a token_classification task has seen_entities",
+    ),
 ]
 
 
@@ -270,6 +291,21 @@ def test_an_encoder_of_another_shape_refuses_pretrained_weights(tmp_path: Path, 
     other = BertEncoder(EncoderConfig(vocab_size=100, hidden_size=64, num_layers=1, num_heads=2))
     with pytest.raises(ValueError, match=r"pretrained encoder in .* was built with"):
         load_encoder_weights(other, pretrained.path)
+
+
+def test_a_curve_from_a_pretrain_artifact_without_its_checkpoints(
+    built: Any, pretrained: ArtifactRef, tmp_path: Path
+) -> None:
+    _, tokenizer, _ = built
+    settings = FinetuneSettings(tasks=["t"], catalog={"t": GLUE}, checkpoints=[0.25, 0.5, 1.0])
+    refs = {"pretrain": pretrained, "tokenizer": tokenizer}
+    with pytest.raises(
+        ConfigError,
+        match=r"finetune\.checkpoints=\[0\.25, 0\.5, 1\.0\] asks for the encoder at 0\.25, 0\.5 "
+        r"of pretraining, but pretrain artifact \w+ kept only \['1'\]; rerun pretraining",
+    ):
+        lift_curve(settings, 0, ONE_STEP, refs, ArtifactStore(tmp_path / "store"))
+    assert published(tmp_path / "store") == []
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,21 @@ def record_run(
     return parent.run_id
 
 
+def curve_point(task: str, fraction: float, tokens: int, lift: float) -> dict[str, float]:
+    """A lift-vs-compute point as the pipeline logs it on the parent run (`lift_curve.*`)."""
+    fields = {
+        "tokens": tokens,
+        "lift": lift,
+        "ci_low": lift - 0.05,
+        "ci_high": lift + 0.05,
+        "bootstrap_low": lift - 0.03,
+        "bootstrap_high": lift + 0.03,
+        "pretrained_mean": 0.5 + lift,
+    }
+    label = f"f{fraction:g}".replace(".", "_")
+    return {f"lift_curve.{task}.{label}.{name}": value for name, value in fields.items()}
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("compare")
@@ -80,6 +95,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 "finetune.pretrained_accuracy": 0.6,
                 "finetune.random_init_accuracy": 0.4,
                 "finetune.lift_accuracy": 0.2,
+                **curve_point("topics", 0.5, 1000, 0.05),
+                **curve_point("topics", 1.0, 2000, 0.2),
             },
             curve,
             "k-a",
@@ -91,7 +108,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 "model": {"name": "bert-mini", "hidden_size": 32},
                 "trainer": {"max_steps": 30, "lr": 0.001, "warmup": 3},
             },
-            {"pretrain.val_loss": 5.5, "finetune.pretrained_accuracy": 0.7},
+            {
+                "pretrain.val_loss": 5.5,
+                "finetune.pretrained_accuracy": 0.7,
+                **curve_point("topics", 0.25, 500, -0.01),
+                **curve_point("topics", 1.0, 2000, 0.1),
+            },
             {"train/loss": [(9, 6.8), (19, 5.8), (29, 5.1)], "val/loss": [(0, 7.6), (29, 5.5)]},
             "k-b",
         ),
@@ -166,6 +188,17 @@ def test_charts_are_pngs_with_one_loss_line_per_run_including_a_cache_hit(
     assert result.lift_chart is not None
     png_size(result.lift_chart)
     assert result.lift_bars == 3  # a: both arms; b: pretrained only; c: none
+
+
+def test_lift_vs_compute_curves_of_several_runs_are_overlaid(
+    store: dict[str, Any], tmp_path: Path
+) -> None:
+    ids = store["ids"]
+    result = compare(settings(store, tmp_path, run_ids=(ids["a"], ids["b"], ids["old"])))
+    assert result.curve_chart == tmp_path / "out" / "lift_curve.png"
+    png_size(result.curve_chart)
+    assert result.curve_lines == 2  # a and b logged a curve; old did not
+    assert f"lift-vs-compute curves: {result.curve_chart}" in result.text
 
 
 def test_last_n_takes_the_newest_parent_runs_oldest_first(

@@ -27,7 +27,7 @@ from lightning_modules.metrics import (
 
 DATA = default_data_dir()
 needs_data = pytest.mark.skipif(not (DATA / "glue").is_dir(), reason=f"no shared data at {DATA}")
-ALL = Sampling(None, None, None, seed=0)
+ALL = Sampling(None, None, seed=0)
 
 
 def preset(name: str, *overrides: str) -> FinetuneSettings:
@@ -86,12 +86,12 @@ def test_carved_validation_is_seeded_disjoint_and_capped(tmp_path: Path) -> None
         train=str(tmp_path / "train.tsv"),
         test="train.tsv",
     )
-    first = load_task(spec, tmp_path, Sampling(50, 15, None, seed=3))
-    again = load_task(spec, tmp_path, Sampling(50, 15, None, seed=3))
-    other = load_task(spec, tmp_path, Sampling(50, 15, None, seed=4))
+    first = load_task(spec, tmp_path, Sampling(15, None, seed=3))
+    again = load_task(spec, tmp_path, Sampling(15, None, seed=3))
+    other = load_task(spec, tmp_path, Sampling(15, None, seed=4))
     validation = {e.text for e in first.splits["validation"]}
     train = {e.text for e in first.splits["train"]}
-    assert len(validation) == 15 and len(train) == 50
+    assert len(validation) == 15 and len(train) == 185
     assert not validation & train
     assert first.splits == again.splits
     assert {e.text for e in other.splits["validation"]} != validation

@@ -1,4 +1,5 @@
-"""The finetune stage end to end on tasks written by the test: both arms, a grid, two seeds."""
+"""The finetune stage end to end on tasks written by the test: both arms, a grid, two seeds, each
+seed with its own labelled sample, baselines beside the arms, two intervals on the lift."""
 
 from __future__ import annotations
 
@@ -91,7 +92,9 @@ def evaluated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
         epochs=5,
         batch_size=16,
         max_length=32,
+        train_examples=200,
         validation_examples=40,
+        bootstrap_samples=200,
     )
     ref = finetune(settings, 5, TRAINER, pretrained, tokenizer, store)
     return settings, ref, (pretrained, tokenizer, store)
@@ -114,11 +117,18 @@ def test_every_task_reports_both_arms_the_lift_and_its_interval(evaluated: Any) 
             outputs[f"{task}.lift_{metric}_ci_high"],
         )
         assert low <= outputs[f"{task}.lift_{metric}"] <= high
+        low, high = (
+            outputs[f"{task}.lift_{metric}_bootstrap_low"],
+            outputs[f"{task}.lift_{metric}_bootstrap_high"],
+        )
+        assert -1 <= low <= high <= 1
         for arm in ("pretrained", "random_init"):
             assert outputs[f"{task}.{arm}_learning_rate"] in (3e-3, 1e-2)
             assert 1 <= outputs[f"{task}.{arm}_epochs_mean"] <= 5
-    assert outputs["pairs.train_examples"] == 360 and outputs["pairs.validation_examples"] == 40
-    assert outputs["tags.train_examples"] == 360
+            assert 0 <= outputs[f"{task}.{arm}_capped_runs"] <= 2
+    # 200 labelled examples per seed, drawn from the 360 left after carving validation.
+    assert outputs["pairs.train_examples"] == 200 and outputs["pairs.validation_examples"] == 40
+    assert outputs["tags.train_examples"] == 200
     # The signal is one word: the recipe must learn it on both arms, at least from the best rate.
     assert (
         max(outputs["pairs.pretrained_accuracy_mean"], outputs["pairs.random_init_accuracy_mean"])
@@ -128,6 +138,31 @@ def test_every_task_reports_both_arms_the_lift_and_its_interval(evaluated: Any) 
         max(outputs["tags.pretrained_entity_f1_mean"], outputs["tags.random_init_entity_f1_mean"])
         > 0.8
     )
+
+
+def test_baselines_sit_beside_the_arms_fitted_once_per_labelled_sample(evaluated: Any) -> None:
+    _, ref, _ = evaluated
+    outputs = ref.outputs
+    results = json.loads((ref.path / "results.json").read_text())
+    assert outputs["pairs.baselines"] == "majority,tfidf_logreg"
+    assert outputs["tags.baselines"] == "seen_entities"
+    assert 0.3 < outputs["pairs.baseline_majority_accuracy_mean"] < 0.7  # labels are balanced
+    assert outputs["pairs.baseline_tfidf_logreg_accuracy_mean"] > 0.9  # one word decides
+    assert outputs["tags.baseline_seen_entities_entity_f1_mean"] == 1.0  # one entity string
+    for task, name in (("pairs", "tfidf_logreg"), ("tags", "seen_entities")):
+        assert len(results[task]["baselines"][name]["test"]) == 2  # one fit per seed's sample
+
+
+def test_a_run_is_flagged_capped_exactly_when_its_best_epoch_is_the_last(evaluated: Any) -> None:
+    settings, ref, _ = evaluated
+    results = json.loads((ref.path / "results.json").read_text())
+    for task in ("pairs", "tags"):
+        for arm in ("pretrained", "random_init"):
+            runs = results[task][arm]["runs"]
+            assert [run["capped"] for run in runs] == [
+                run["best_epoch"] == settings.epochs for run in runs
+            ]
+            assert ref.outputs[f"{task}.{arm}_capped_runs"] == sum(r["capped"] for r in runs)
 
 
 def test_each_arm_takes_the_rate_its_validation_scores_best(evaluated: Any) -> None:
@@ -148,7 +183,8 @@ def test_table_and_chart_are_in_the_artifact_and_a_rerun_is_a_cache_hit(evaluate
     settings, ref, (pretrained, tokenizer, store) = evaluated
     table = (ref.path / "summary.md").read_text()
     assert "| pairs | accuracy |" in table and "| tags | entity_f1 |" in table
-    assert "95% CI, paired t" in table
+    assert "95% CI, paired t (seeds)" in table and "95% CI, bootstrap (test)" in table
+    assert "tfidf_logreg" in table and "seen_entities" in table
     assert (ref.path / "lift.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     again = finetune(settings, 5, TRAINER, pretrained, tokenizer, store)
     assert again.cache_hit and again.key == ref.key
@@ -161,7 +197,7 @@ def test_the_key_follows_the_data_content_not_its_path(evaluated: Any, tmp_path:
     moved.mkdir()
     for source in Path(settings.data_dir).glob("*.tsv"):
         (moved / source.name).write_bytes(source.read_bytes())
-    relocated = FinetuneSettings(**{**settings.__dict__, "data_dir": str(moved)})
+    relocated = settings.model_copy(update={"data_dir": str(moved)})
     assert stage_settings(relocated, 5, TRAINER) == before
     (moved / "ner-test.tsv").write_text("fever\tB-Disease\n")
     assert stage_settings(relocated, 5, TRAINER) != before

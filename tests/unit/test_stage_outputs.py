@@ -35,6 +35,7 @@ PRETRAIN_MANIFEST = {
     "parameters": 1000,
     "resumed": False,
     "huggingface_export": True,
+    "kept_checkpoints": {"1": {"steps": 20, "tokens": 40960}},
 }
 
 

@@ -1,0 +1,157 @@
+"""Stage 4b: the lift-vs-compute curve, when `finetune.checkpoints` lists fractions below 1.0.
+
+Each fraction's encoder weights (kept by the pretrain stage) get the finetune stage's pretrained
+arm: the same seeds, data, learning-rate grid and early stopping. Its control is the random-init
+arm the finetune stage already ran (random init does not depend on how long pretraining ran), read
+back with its test predictions, so each point's lift is paired by seed and bootstrapped over the
+same test examples. Each point is its own content-addressed artifact (`finetune_checkpoint`), so
+adding a fraction evaluates only that one; the curve (`lift_curve`: lift_curve.png, curve.json)
+is one more artifact over them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
+from flows.core.settings import ConfigError
+from flows.downstream.curve import CURVE_STAGE, flat_points, plot_curves, point
+from flows.downstream.recipe import ArmResult, LoggerFactory, RunResult, evaluate_arm
+from flows.downstream.report import task_outputs
+from flows.downstream.settings import FinetuneSettings
+from flows.stages.finetune import (
+    PREDICTIONS_FILE,
+    RESULTS_FILE,
+    bootstrap_outputs,
+    prepare_task,
+    stage_settings,
+)
+from flows.stages.pretrain import KEPT_DIR
+from flows.training.trainer import TrainerSettings
+
+CHECKPOINT_STAGE = "finetune_checkpoint"
+VERSION = 1
+CURVE_CHART = "lift_curve.png"
+CURVE_FILE = "curve.json"
+
+
+def kept_weights(settings: FinetuneSettings, pretrain_ref: ArtifactRef) -> dict[float, Path]:
+    """Each asked fraction's weights; a pretrain artifact without them is a config error."""
+    kept = pretrain_ref.outputs.get("kept_checkpoints", {})
+    paths = {f: pretrain_ref.path / KEPT_DIR / f"{f:g}" for f in settings.curve_fractions}
+    missing = [f"{f:g}" for f, path in paths.items() if f"{f:g}" not in kept or not path.is_dir()]
+    if missing:
+        raise ConfigError(
+            f"finetune.checkpoints={settings.checkpoints} asks for the encoder at "
+            f"{', '.join(missing)} of pretraining, but pretrain artifact {pretrain_ref.key} kept "
+            f"only {sorted(kept) or ['1']}; rerun pretraining with these finetune.checkpoints "
+            "(the pipeline passes them to the pretrain stage)"
+        )
+    return paths
+
+
+def control_arms(finetune_ref: ArtifactRef) -> dict[str, ArmResult]:
+    """Each task's random-init arm of the finetune stage, with its test predictions."""
+    results = json.loads((finetune_ref.path / RESULTS_FILE).read_text())
+    predictions = json.loads((finetune_ref.path / PREDICTIONS_FILE).read_text())
+    arms = {}
+    for task, record in results.items():
+        arm = record["random_init"]
+        runs = [
+            RunResult(**run, test_predictions=predicted)
+            for run, predicted in zip(arm["runs"], predictions[task]["random_init"], strict=True)
+        ]
+        arms[task] = ArmResult(arm["learning_rate"], arm["grid"], runs)
+    return arms
+
+
+def evaluate_checkpoint(
+    fraction: float,
+    weights: Path,
+    settings: FinetuneSettings,
+    seed: int,
+    trainer: TrainerSettings,
+    refs: dict[str, ArtifactRef],
+    store: ArtifactStore,
+    loggers_for: LoggerFactory,
+) -> ArtifactRef:
+    """The finetune outputs (`<task>.lift_*`, intervals) of the weights kept at `fraction`."""
+    record: dict[str, Any] = {
+        "settings": {**stage_settings(settings, seed, trainer), "fraction": fraction},
+        "inputs": {name: ref.key for name, ref in refs.items()},
+    }
+    key = stage_key(CHECKPOINT_STAGE, VERSION, record["settings"], record["inputs"])
+
+    def build(directory: Path) -> dict[str, Any]:
+        seeds = [seed + offset for offset in range(settings.seeds)]
+        controls = control_arms(refs["finetune"])
+        outputs: dict[str, Any] = {"fraction": fraction}
+        for spec in settings.specs():
+            _, task_run, _ = prepare_task(
+                spec,
+                settings,
+                seed,
+                refs["tokenizer"],
+                weights,
+                trainer,
+                store.work_dir(CHECKPOINT_STAGE, key),
+                lambda task, label: loggers_for(task, f"at{fraction:g}-{label}"),
+            )
+            arms = {
+                "pretrained": evaluate_arm(task_run, "pretrained", seeds),
+                "random_init": controls[spec.name],
+            }
+            outputs.update(
+                task_outputs(spec.name, spec.metric, arms, settings.confidence, settings.epochs)
+            )
+            outputs.update(bootstrap_outputs(task_run, arms, settings, seed))
+        return outputs
+
+    return store.get_or_build(CHECKPOINT_STAGE, key, build, record)
+
+
+def lift_curve(
+    settings: FinetuneSettings,
+    seed: int,
+    trainer: TrainerSettings,
+    refs: dict[str, ArtifactRef],
+    store: ArtifactStore,
+    loggers_for: LoggerFactory = lambda task, label: (),
+) -> ArtifactRef | None:
+    """The curve over `finetune.checkpoints` (None when it lists only 1.0). `refs` holds the
+    run's `pretrain`, `tokenizer` and `finetune` artifacts."""
+    if not settings.curve_fractions:
+        return None
+    weights = kept_weights(settings, refs["pretrain"])
+    points = {
+        fraction: evaluate_checkpoint(
+            fraction, path, settings, seed, trainer, refs, store, loggers_for
+        )
+        for fraction, path in weights.items()
+    }
+    points[1.0] = refs["finetune"]
+    record: dict[str, Any] = {
+        "settings": {"fractions": sorted(points)},
+        "inputs": {f"{fraction:g}": ref.key for fraction, ref in points.items()},
+    }
+    key = stage_key(CURVE_STAGE, VERSION, record["settings"], record["inputs"])
+    kept = refs["pretrain"].outputs["kept_checkpoints"]
+
+    def build(directory: Path) -> dict[str, Any]:
+        outputs: dict[str, Any] = {"tasks": list(settings.tasks), "fractions": sorted(points)}
+        series = {}
+        for task in settings.tasks:
+            task_points = {
+                fraction: point(ref.outputs, task, kept[f"{fraction:g}"]["tokens"])
+                for fraction, ref in sorted(points.items())
+            }
+            outputs.update(flat_points(task, task_points))
+            metric = refs["finetune"].outputs[f"{task}.metric"]
+            series[f"{task} ({metric})"] = list(task_points.values())
+        plot_curves(series, directory / CURVE_CHART)
+        (directory / CURVE_FILE).write_text(json.dumps(outputs, indent=2))
+        return outputs
+
+    return store.get_or_build(CURVE_STAGE, key, build, record)

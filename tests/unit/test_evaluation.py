@@ -1,0 +1,121 @@
+"""What makes a lift credible: the test-set bootstrap, per-seed labelled samples, the baselines."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from flows.downstream.baselines import C_GRID, evaluate_baselines, seen_entities
+from flows.downstream.bootstrap import bootstrap_lift, example_statistics, metric_from_totals
+from flows.downstream.encoding import score
+from flows.downstream.load import train_sample
+from flows.downstream.readers import TaggedSentence, TextExample
+from flows.downstream.spec import TaskSpec
+
+NER_LABELS = ["O", "B-Disease", "I-Disease", "B-Chemical", "I-Chemical"]
+
+
+def random_tags(rng: random.Random, length: int) -> list[int]:
+    return [rng.randrange(len(NER_LABELS)) for _ in range(length)]
+
+
+@pytest.mark.parametrize(
+    ("kind", "labels", "metrics"),
+    [
+        ("classification", ["a", "b", "c"], ("accuracy", "macro_f1", "mcc")),
+        ("classification", ["0", "1"], ("accuracy", "macro_f1", "mcc", "f1")),
+        ("token_classification", NER_LABELS, ("entity_f1", "entity_precision", "entity_recall")),
+    ],
+)
+def test_summed_example_statistics_give_the_metrics_exactly(
+    kind: str, labels: list[str], metrics: tuple[str, ...]
+) -> None:
+    rng = random.Random(0)
+    if kind == "classification":
+        gold: list = [rng.randrange(len(labels)) for _ in range(200)]
+        predicted: list = [g if rng.random() < 0.6 else rng.randrange(len(labels)) for g in gold]
+    else:
+        gold = [random_tags(rng, rng.randrange(1, 9)) for _ in range(100)]
+        # Some predictions are truncated: the missing words count as O, as in scoring.
+        predicted = [t if rng.random() < 0.5 else random_tags(rng, len(t))[:6] for t in gold]
+    totals = example_statistics(kind, gold, predicted, labels).sum(0, keepdims=True)
+    expected = score(kind, gold, predicted, labels)
+    for metric in metrics:
+        assert metric_from_totals(metric, totals, len(labels))[0] == pytest.approx(expected[metric])
+
+
+def classification_statistics(correct: list[bool]) -> np.ndarray:
+    gold = [0] * len(correct)
+    return example_statistics("classification", gold, [0 if c else 1 for c in correct], ["a", "b"])
+
+
+def test_identical_arms_have_a_bootstrap_interval_of_exactly_zero() -> None:
+    arm = [classification_statistics([i % 3 == 0 for i in range(90)])]
+    assert bootstrap_lift(arm, arm, "accuracy", 2, 500, 0.95, 0) == (0.0, 0.0)
+
+
+def test_the_bootstrap_interval_covers_the_lift_and_narrows_with_more_test_examples() -> None:
+    def interval(examples: int) -> tuple[float, float]:
+        rng = random.Random(examples)
+        pretrained = [classification_statistics([rng.random() < 0.7 for _ in range(examples)])]
+        random_init = [classification_statistics([rng.random() < 0.5 for _ in range(examples)])]
+        return bootstrap_lift(pretrained, random_init, "accuracy", 2, 1000, 0.95, 1)
+
+    small, large = interval(100), interval(2500)
+    assert small[0] < 0.2 < small[1] and large[0] < 0.2 < large[1]
+    assert large[1] - large[0] < (small[1] - small[0]) / 3  # ~ 1 / sqrt(25) of the width
+
+
+def test_each_seed_draws_its_own_labelled_sample_and_the_same_seed_the_same() -> None:
+    first, again, other = (train_sample(1000, 50, seed) for seed in (5, 5, 6))
+    assert first == again and first != other
+    assert first is not None and len(set(first)) == 50 and max(first) < 1000
+    assert train_sample(40, 50, 5) is None and train_sample(40, None, 5) is None
+
+
+def keyword_examples(rng: random.Random, count: int) -> list[TextExample]:
+    words = ["alpha", "beta", "gamma", "delta", "epsilon"]
+    examples = []
+    for _ in range(count):
+        label = int(rng.random() < 0.3)
+        text = " ".join(rng.choice(words) for _ in range(6)) + (" fever" if label else " cough")
+        examples.append(TextExample(text, None, label))
+    return examples
+
+
+def test_classification_baselines_majority_and_bag_of_words() -> None:
+    rng = random.Random(0)
+    splits = {
+        "validation": keyword_examples(rng, 60),
+        "test": keyword_examples(rng, 200),
+    }
+    train_sets = [keyword_examples(rng, 100), keyword_examples(rng, 100)]
+    spec = TaskSpec(name="t", format="glue", labels=["0", "1"], train="x", test="y")
+    results = evaluate_baselines(spec, ("majority", "tfidf_logreg"), ["0", "1"], splits, train_sets)
+    assert list(results) == ["majority", "tfidf_logreg"]
+    share_of_zero = sum(e.label == 0 for e in splits["test"]) / 200
+    majority = [fit["accuracy"] for fit in results["majority"].test]
+    assert majority == pytest.approx([share_of_zero] * 2)
+    assert all(fit["accuracy"] > 0.95 for fit in results["tfidf_logreg"].test)  # one word decides
+    assert all(choice["C"] in C_GRID for choice in results["tfidf_logreg"].choices)
+
+
+def test_seen_entities_tags_train_entity_strings_longest_first() -> None:
+    def sentence(pairs: list[tuple[str, str]]) -> TaggedSentence:
+        tokens, tags = zip(*pairs, strict=True)
+        return TaggedSentence(tuple(tokens), tuple(NER_LABELS.index(tag) for tag in tags))
+
+    train = [
+        sentence([("lung", "B-Disease"), ("cancer", "I-Disease"), ("and", "O")]),
+        sentence([("cancer", "B-Disease"), ("of", "O"), ("aspirin", "B-Chemical")]),
+    ]
+    test = [sentence([("no", "O"), ("lung", "O"), ("cancer", "O"), ("aspirin", "O")])]
+    predicted = seen_entities(NER_LABELS, train, test)
+    assert [NER_LABELS[tag] for tag in predicted[0]] == [
+        "O",
+        "B-Disease",
+        "I-Disease",
+        "B-Chemical",
+    ]

@@ -1,0 +1,94 @@
+"""The lift-vs-compute curve: weights kept mid-pretraining, each evaluated like the final ones
+against the same random-init runs, each point cached on its own, one chart over them."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+from flows.core.artifacts import ArtifactStore
+from flows.corpora import CorpusSettings, open_corpus
+from flows.downstream.curve import read_points
+from flows.stages.finetune import FinetuneSettings, finetune, stage_settings
+from flows.stages.lift_curve import lift_curve
+from flows.stages.objectives import ObjectiveSettings
+from flows.stages.pretrain import KEPT_DIR, PretrainSettings, pretrain
+from flows.stages.shards.stage import ShardSettings, build_shards
+from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+from lightning_modules.models.serialization import WEIGHTS_FILE
+from tests.unit.test_finetune_stage import TINY, TRAINER, WORDS, write_tasks
+
+TOKENS_PER_STEP = TRAINER.batch_size * 32  # batch x seq_len
+
+
+@pytest.fixture(scope="module")
+def curve(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("curve")
+    rng = random.Random(1)
+    (root / "corpus.txt").write_text(
+        "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(20)) for _ in range(300))
+    )
+    corpus = open_corpus(CorpusSettings(kind="files", paths=[str(root / "corpus.txt")]))
+    store = ArtifactStore(root / "store")
+    tokenizer = train_tokenizer(TokenizerSettings(vocab_size=100), corpus, store)
+    shards = build_shards(ShardSettings(seq_len=32), corpus, tokenizer, store)
+    settings = PretrainSettings(TINY, ObjectiveSettings(), TRAINER, 0, keep_fractions=(0.5,))
+    pretrained = pretrain(settings, shards, tokenizer, store)
+    finetune_settings = FinetuneSettings(
+        tasks=["pairs"],
+        catalog={"pairs": write_tasks(root)["pairs"]},
+        data_dir=str(root),
+        seeds=2,
+        learning_rates=[1e-2],
+        epochs=2,
+        batch_size=16,
+        max_length=32,
+        train_examples=100,
+        validation_examples=40,
+        bootstrap_samples=200,
+        checkpoints=[0.5, 1.0],
+    )
+    finetuned = finetune(finetune_settings, 5, TRAINER, pretrained, tokenizer, store)
+    refs = {"pretrain": pretrained, "tokenizer": tokenizer, "finetune": finetuned}
+    ref = lift_curve(finetune_settings, 5, TRAINER, refs, store)
+    assert ref is not None
+    return {"settings": finetune_settings, "refs": refs, "ref": ref, "store": store}
+
+
+def test_pretraining_keeps_the_weights_at_each_fraction_of_its_budget(curve: Any) -> None:
+    pretrained = curve["refs"]["pretrain"]
+    assert pretrained.outputs["kept_checkpoints"] == {
+        "0.5": {"steps": 2, "tokens": 2 * TOKENS_PER_STEP},
+        "1": {"steps": 4, "tokens": 4 * TOKENS_PER_STEP},
+    }
+    halfway = pretrained.path / KEPT_DIR / "0.5" / WEIGHTS_FILE
+    assert halfway.read_bytes() != (pretrained.path / WEIGHTS_FILE).read_bytes()
+
+
+def test_each_point_is_the_lift_against_the_same_random_init_runs(curve: Any) -> None:
+    ref, finetuned = curve["ref"], curve["refs"]["finetune"]
+    points = read_points(ref.outputs)["pairs"]
+    assert [point["tokens"] for point in points] == [2 * TOKENS_PER_STEP, 4 * TOKENS_PER_STEP]
+    final = points[-1]
+    assert final["lift"] == finetuned.outputs["pairs.lift_accuracy"]
+    assert final["bootstrap_low"] == finetuned.outputs["pairs.lift_accuracy_bootstrap_low"]
+    control = finetuned.outputs["pairs.random_init_accuracy_mean"]
+    for point in points:
+        assert point["lift"] == pytest.approx(point["pretrained_mean"] - control)
+        assert point["ci_low"] <= point["lift"] <= point["ci_high"]
+    assert (ref.path / "lift_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((ref.path / "curve.json").read_text())["fractions"] == [0.5, 1.0]
+
+
+def test_a_second_request_is_a_cache_hit_and_the_fractions_stay_out_of_the_finetune_key(
+    curve: Any,
+) -> None:
+    settings, refs, store = curve["settings"], curve["refs"], curve["store"]
+    again = lift_curve(settings, 5, TRAINER, refs, store)
+    assert again is not None and again.cache_hit and again.key == curve["ref"].key
+    final_only = settings.model_copy(update={"checkpoints": [1.0]})
+    assert stage_settings(final_only, 5, TRAINER) == stage_settings(settings, 5, TRAINER)
+    assert lift_curve(final_only, 5, TRAINER, refs, store) is None

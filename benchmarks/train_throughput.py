@@ -247,8 +247,8 @@ PATHS: dict[str, tuple[Callable[..., dict[str, Any]], str, dict[str, bool]]] = {
     "transformers masked-only bf16": (run_transformers, "bf16-mixed", {"masked_only": True}),
     "cloze fp32": (run_cloze, "32-true", {}),
     "cloze bf16": (run_cloze, "bf16-mixed", {}),
-    "cloze bf16, bare torch loop": (run_cloze, "bf16-mixed", {"lightning": False}),
-    "cloze bf16, torch.compile": (run_cloze, "bf16-mixed", {"compile_encoder": True}),
+    "cloze bf16 bare loop": (run_cloze, "bf16-mixed", {"lightning": False}),
+    "cloze bf16 compiled": (run_cloze, "bf16-mixed", {"compile_encoder": True}),
 }
 DEFAULT_PATHS = [name for name in PATHS if "compile" not in name]
 

@@ -67,9 +67,6 @@ def build_optimizer(
         lr=settings.learning_rate,
         betas=(settings.beta1, settings.beta2),
         eps=settings.eps,
-        # One kernel per step instead of ~10 per parameter tensor: a tenth of a small model's
-        # step on CPU was the unfused update (benchmarks/train_throughput.py profiles it).
-        fused=True,
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: learning_rate_factor(step, settings)

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 import torch
 
-from benchmarks.common import data_file, in_child_process, markdown_table, matmul_peak_gflops
+from benchmarks.common import data_file, in_child_process, markdown_table
+from benchmarks.step_timer import StepTimer, StepTimerCallback, matmul_peaks
 from lightning_modules.flops import mlm_training_flops_per_token
 from lightning_modules.models.encoder import EncoderConfig
 
@@ -74,11 +75,16 @@ def run_cloze(
     model: str,
     steps: int,
     warmup: int,
+    profile_steps: int,
+    threads: int,
     shard_dir: str,
     tokenizer_dir: str,
     precision: str,
     compile_encoder: bool = False,
+    lightning: bool = True,
 ) -> dict[str, Any]:
+    """Cloze's module through a Lightning Trainer, as in a real run; or, with `lightning=False`,
+    the same network, optimizer and loader in a bare torch loop (Lightning's overhead)."""
     from flows.core.artifacts import ArtifactRef
     from flows.stages.tokenizer import load_tokenizer
     from flows.training.trainer import TrainerSettings, make_trainer
@@ -88,7 +94,9 @@ def run_cloze(
     from lightning_modules.models.heads import BertForMaskedLM
     from lightning_modules.optim import OptimizerSettings
 
+    torch.set_num_threads(threads)
     pl.seed_everything(SEED, verbose=False)
+    timer = StepTimer(warmup, steps, profile_steps)
     trained = load_tokenizer(ArtifactRef("tokenizer", "", Path(tokenizer_dir), {}, True))
     network = BertForMaskedLM(
         EncoderConfig(vocab_size=VOCAB_SIZE, pad_token_id=trained.special.pad, **MODELS[model])
@@ -101,66 +109,68 @@ def run_cloze(
     data = MaskedLMDataModule(
         Path(shard_dir), collator, BATCH_SIZE, SEED, max_validation_sequences=0
     )
-    module = MaskedLanguageModelingModule(
-        network,
-        OptimizerSettings(learning_rate=LEARNING_RATE, total_steps=steps, schedule="constant"),
-        ThroughputSettings(steps, flops_per_token(model)),
+    optimizer = OptimizerSettings(
+        learning_rate=LEARNING_RATE, total_steps=timer.total_steps, schedule="constant"
     )
-    clock = StepClock(warmup)
+    module = MaskedLanguageModelingModule(
+        network, optimizer, ThroughputSettings(timer.total_steps, flops_per_token(model))
+    )
+    if not lightning:
+        data.setup("fit")
+        bare_loop(module, data.train_dataloader(), precision, timer)
+        return timer.result(BATCH_SIZE * SEQ_LEN)
     settings = TrainerSettings(
-        max_steps=steps,
+        max_steps=timer.total_steps,
         batch_size=BATCH_SIZE,
         warmup_steps=0,
         precision=precision,
-        log_every_steps=steps,
+        log_every_steps=timer.total_steps,
     )  # type: ignore[arg-type]
     trainer = make_trainer(
         settings,
         Path("/tmp/cloze-bench"),
         [],
-        [clock],
-        max_steps=steps,
+        [StepTimerCallback(timer)],
+        max_steps=timer.total_steps,
         limit_val_batches=0,
         enable_checkpointing=False,
     )
     trainer.fit(module, datamodule=data)
-    return clock.result(steps - warmup)
+    return timer.result(BATCH_SIZE * SEQ_LEN)
 
 
-class StepClock(pl.Callback):
-    """Times the steps after warm-up and keeps every step's loss."""
-
-    def __init__(self, warmup: int) -> None:
-        self.warmup = warmup
-        self.losses: list[float] = []
-        self.started = 0.0
-        self.elapsed = 0.0
-
-    def on_train_batch_start(self, trainer: Any, module: Any, batch: Any, index: int) -> None:
-        if index == self.warmup:
-            self.started = time.perf_counter()
-
-    def on_train_batch_end(
-        self, trainer: Any, module: Any, outputs: Any, batch: Any, index: int
-    ) -> None:
-        self.losses.append(float(outputs["loss"]))
-        self.elapsed = time.perf_counter() - self.started
-
-    def result(self, timed_steps: int) -> dict[str, Any]:
-        return summarize(self.losses, self.elapsed, timed_steps)
-
-
-def summarize(losses: list[float], elapsed: float, timed_steps: int) -> dict[str, Any]:
-    return {
-        "tokens_per_s": timed_steps * BATCH_SIZE * SEQ_LEN / elapsed,
-        "loss_first": sum(losses[:3]) / 3,
-        "loss_last": sum(losses[-5:]) / 5,
-    }
+def bare_loop(module: Any, loader: Any, precision: str, timer: StepTimer) -> None:
+    """What the Trainer does per step, minus Lightning: autocast, backward, clip, step."""
+    configured = module.configure_optimizers()
+    optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
+    module.train()
+    batches = iter(loader)
+    for step in range(timer.total_steps):
+        timer.before(step)
+        batch = next(batches)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+            loss = module.model(batch["input_ids"], batch["labels"]).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        timer.after(step, loss)
 
 
 def run_transformers(
-    model: str, steps: int, warmup: int, shard_dir: str, tokenizer_dir: str, precision: str
+    model: str,
+    steps: int,
+    warmup: int,
+    profile_steps: int,
+    threads: int,
+    shard_dir: str,
+    tokenizer_dir: str,
+    precision: str,
+    masked_only: bool,
 ) -> dict[str, Any]:
+    """`BertForMaskedLM` in a plain torch loop; `masked_only` applies the MLM head only where
+    labels are set (the ten-line change a user can make to the peer)."""
     from torch.utils.data import DataLoader, RandomSampler
     from transformers import (
         BertConfig,
@@ -171,7 +181,9 @@ def run_transformers(
 
     from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex
 
+    torch.set_num_threads(threads)
     torch.manual_seed(SEED)
+    timer = StepTimer(warmup, steps, profile_steps)
     shape = MODELS[model]
     config = BertConfig(
         vocab_size=VOCAB_SIZE,
@@ -203,87 +215,110 @@ def run_transformers(
         network.parameters(), lr=LEARNING_RATE, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.01
     )
     network.train()
-    losses: list[float] = []
-    started = 0.0
     batches = iter(loader)
-    for step in range(steps):
-        if step == warmup:
-            started = time.perf_counter()
+    for step in range(timer.total_steps):
+        timer.before(step)
         batch = next(batches)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
-            loss = network(input_ids=batch["input_ids"], labels=batch["labels"]).loss
+            if masked_only:
+                loss = masked_only_loss(network, batch["input_ids"], batch["labels"])
+            else:
+                loss = network(input_ids=batch["input_ids"], labels=batch["labels"]).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(network.parameters(), 1.0)
         optimizer.step()
-        losses.append(loss.item())
-    return summarize(losses, time.perf_counter() - started, steps - warmup)
+        timer.after(step, loss)
+    return timer.result(BATCH_SIZE * SEQ_LEN)
+
+
+def masked_only_loss(network: Any, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The peer's encoder, then its MLM head at the masked positions only."""
+    hidden = network.bert(input_ids=input_ids).last_hidden_state
+    selected = labels != -100
+    logits = network.cls(hidden[selected])
+    return torch.nn.functional.cross_entropy(logits.float(), labels[selected])
+
+
+# name -> (runner, precision, options); the peers first, so every ratio has its denominators.
+PATHS: dict[str, tuple[Callable[..., dict[str, Any]], str, dict[str, bool]]] = {
+    "transformers dense fp32": (run_transformers, "32-true", {"masked_only": False}),
+    "transformers masked-only fp32": (run_transformers, "32-true", {"masked_only": True}),
+    "transformers masked-only bf16": (run_transformers, "bf16-mixed", {"masked_only": True}),
+    "cloze fp32": (run_cloze, "32-true", {}),
+    "cloze bf16": (run_cloze, "bf16-mixed", {}),
+    "cloze bf16 bare loop": (run_cloze, "bf16-mixed", {"lightning": False}),
+    "cloze bf16 compiled": (run_cloze, "bf16-mixed", {"compile_encoder": True}),
+}
+DEFAULT_PATHS = [name for name in PATHS if "compile" not in name]
+
+
+def measure(model: str, names: list[str], peaks: dict[str, float], **common: Any) -> list[dict]:
+    """Each path in its own process; ratios per CPU-second against the two peers' best."""
+    rows = []
+    for name in names:
+        runner, precision, options = PATHS[name]
+        result = in_child_process(runner, model=model, precision=precision, **common, **options)
+        print(f"\n{model} / {name}: top operators by self CPU time\n{result.pop('top_operators')}")
+        peak = "bf16" if precision == "bf16-mixed" else "fp32"
+        rows.append(
+            {
+                "model": model,
+                "path": name,
+                **result,
+                "mfu": result["tokens_per_s"] * flops_per_token(model) / (peaks[peak] * 1e9),
+                "mfu_cpu": result["tokens_per_cpu_s"]
+                * flops_per_token(model)
+                / (peaks[f"{peak}_cpu"] * 1e9),
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    for kind in ("dense", "masked-only"):
+        peers = [row["tokens_per_cpu_s"] for row in rows if f"transformers {kind}" in row["path"]]
+        for row in rows:
+            row[f"vs {kind}"] = row["tokens_per_cpu_s"] / max(peers) if peers else float("nan")
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", default="bert-mini,bert-tiny,bert-small")
+    parser.add_argument("--models", default="bert-mini,bert-small")
+    parser.add_argument("--paths", default=",".join(DEFAULT_PATHS), help=f"of {list(PATHS)}")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--profile-steps", type=int, default=2, help="profiled after the timed")
+    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work-dir", type=Path, default=Path(".cloze/bench"))
     parser.add_argument("--output", type=Path, default=None)
-    parser.add_argument("--compile", action="store_true", help="add torch.compile variants")
     args = parser.parse_args()
+    names = args.paths.split(",")
+    if unknown := set(names) - set(PATHS):
+        parser.error(f"unknown --paths {sorted(unknown)}; choose from {list(PATHS)}")
     shard_dir, tokenizer_dir = prepare_shards(args.work_dir)
-    peaks = {"fp32": matmul_peak_gflops(torch.float32), "bf16": matmul_peak_gflops(torch.bfloat16)}
+    torch.set_num_threads(args.threads)
+    peaks = matmul_peaks()
     rows = []
     for model in args.models.split(","):
-        common = {
-            "model": model,
-            "steps": args.steps,
-            "warmup": args.warmup,
-            "shard_dir": str(shard_dir),
-            "tokenizer_dir": str(tokenizer_dir),
-        }
-        reference = in_child_process(run_transformers, precision="32-true", **common)
-        variants = [("cloze fp32", "32-true", False), ("cloze bf16", "bf16-mixed", False)]
-        if args.compile:
-            variants += [
-                ("cloze fp32 compiled", "32-true", True),
-                ("cloze bf16 compiled", "bf16-mixed", True),
-            ]
-        for name, precision, compiled in [("transformers fp32", "32-true", False), *variants]:
-            result = (
-                reference
-                if name.startswith("transformers")
-                else in_child_process(
-                    run_cloze, precision=precision, compile_encoder=compiled, **common
-                )
-            )
-            peak = peaks["bf16" if precision == "bf16-mixed" else "fp32"]
-            rows.append(
-                {
-                    "model": model,
-                    "path": name,
-                    **result,
-                    "speedup": result["tokens_per_s"] / reference["tokens_per_s"],
-                    "mfu": result["tokens_per_s"] * flops_per_token(model) / (peak * 1e9),
-                }
-            )
-            print(json.dumps(rows[-1]), flush=True)
-    table = markdown_table(
-        rows,
-        [
-            "model",
-            "path",
-            "tokens_per_s",
-            "speedup",
-            "peak_rss_mb",
-            "loss_first",
-            "loss_last",
-            "mfu",
-        ],
-    )
+        rows += measure(
+            model,
+            names,
+            peaks,
+            steps=args.steps,
+            warmup=args.warmup,
+            profile_steps=args.profile_steps,
+            threads=args.threads,
+            shard_dir=str(shard_dir),
+            tokenizer_dir=str(tokenizer_dir),
+        )
+    columns = ["model", "path", "tokens_per_s", "tokens_per_cpu_s", "vs dense", "vs masked-only"]
+    columns += ["peak_rss_mb", "loss_first", "loss_last", "mfu", "mfu_cpu"]
     print(
-        f"\nmatmul peak: fp32 {peaks['fp32']:.0f} GFLOP/s, bf16 {peaks['bf16']:.0f} GFLOP/s; "
-        f"{args.steps} steps ({args.warmup} untimed), batch {BATCH_SIZE} x {SEQ_LEN}\n"
+        f"\nmatmul peak ({args.threads} threads, 2048^3): fp32 {peaks['fp32']:.0f} GFLOP/s "
+        f"({peaks['fp32_cpu']:.0f} per CPU-s), bf16 {peaks['bf16']:.0f} GFLOP/s "
+        f"({peaks['bf16_cpu']:.0f} per CPU-s); {args.steps} steps ({args.warmup} untimed), "
+        f"batch {BATCH_SIZE} x {SEQ_LEN}\n"
     )
-    print(table)
+    print(markdown_table(rows, columns))
     if args.output:
         args.output.write_text(json.dumps({"peaks_gflops": peaks, "rows": rows}, indent=2))
 

@@ -14,6 +14,7 @@ from lightning_modules.models.encoder import (
     EncoderConfig,
     init_bert_weights,
 )
+from lightning_modules.models.vocab_loss import vocab_cross_entropy
 
 IGNORE_INDEX = -100
 
@@ -74,7 +75,7 @@ class BertForMaskedLM(nn.Module):
         if targets.numel() == 0:
             # Keeps the graph connected so DDP and the optimiser see every parameter.
             return MaskedLMOutput(logits.sum() * 0.0, logits, targets)
-        return MaskedLMOutput(F.cross_entropy(logits.float(), targets), logits, targets)
+        return MaskedLMOutput(vocab_cross_entropy(logits, targets), logits, targets)
 
 
 class BertForSequenceClassification(nn.Module):

@@ -12,12 +12,14 @@ from typing import Any
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
+from prefect.states import State
 
-from flows.core.artifacts import ArtifactRef, ArtifactStore
+from flows.core.artifacts import ArtifactError, ArtifactRef, ArtifactStore
 from flows.core.config import to_yaml
 from flows.core.paths import RunPaths
 from flows.core.settings import ConfigError, settings_from
 from flows.corpora import Corpus, CorpusSettings, open_corpus
+from flows.corpora.formats import CorpusInputError
 from flows.stages.finetune import FinetuneSettings, finetune
 from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
 from flows.stages.shards.runners import prefect_unit_mapper
@@ -33,14 +35,55 @@ from flows.tracking.runs import (
     TrackingSettings,
     redact_secrets,
 )
+from lightning_modules.data.shard_format import CorruptShardError
 
 STAGES = ("tokenizer", "shards", "pretrain", "finetune")
 # Training stages share this tag: a Prefect tag concurrency limit on it (set by
 # `python -m flows.deploy`) keeps two runs from training on one machine's accelerators at once.
 TRAINING_TAG = "cloze-training"
+# Errors that the same inputs raise every time: retrying them only delays the `error:` line.
+DETERMINISTIC_ERRORS: tuple[type[BaseException], ...] = (
+    ConfigError,
+    CorpusInputError,  # and TaskInputError
+    ArtifactError,
+    CorruptShardError,
+    UnicodeError,
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+)
+
+
+def can_heal(error: BaseException) -> bool:
+    """Whether a retry could succeed: I/O that fails transiently, never a deterministic error.
+
+    The whole cause chain counts, so an input error wrapped by a worker pool is still one.
+    """
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    if any(isinstance(link, DETERMINISTIC_ERRORS) for link in chain):
+        return False
+    return any(isinstance(link, (OSError, TimeoutError)) for link in chain)
+
+
+def retry_if_it_can_heal(task: Any, task_run: Any, state: State) -> bool:
+    """Prefect's `retry_condition_fn`: a failed state holds the exception as its data."""
+    error = state.data if isinstance(state.data, BaseException) else None
+    return error is not None and can_heal(error)
+
+
 # Reading and tokenizing text can fail transiently (network filesystems, the hub); retrying is
 # safe because a stage publishes atomically. Training is never retried: a rerun resumes instead.
-IO_TASK_OPTIONS: dict[str, Any] = {"retries": 2, "retry_delay_seconds": 30, "tags": ["cloze-io"]}
+IO_TASK_OPTIONS: dict[str, Any] = {
+    "retries": 2,
+    "retry_delay_seconds": 30,
+    "retry_condition_fn": retry_if_it_can_heal,
+    "tags": ["cloze-io"],
+}
 
 
 @dataclass(frozen=True)

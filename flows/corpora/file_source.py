@@ -15,6 +15,7 @@ import zstandard
 from flows.corpora.formats import (
     COMPRESSIONS,
     FORMAT_BY_SUFFIX,
+    UTF16_BOMS,
     CorpusInputError,
     ReadRules,
     detect_format,
@@ -92,16 +93,27 @@ class FileUnit:
         except CorpusInputError:
             raise
         except (OSError, EOFError, ValueError, zstandard.ZstdError) as error:
-            # Truncated or mislabelled archives (gzip, bz2, zstd) and unreadable files.
-            raise CorpusInputError(
-                f"{path} cannot be read ({type(error).__name__}: {error}); if it is compressed, "
-                "it may be truncated or not really the format its suffix says"
-            ) from error
+            raise CorpusInputError(unreadable_hint(path, error)) from error
+
+
+def unreadable_hint(path: Path, error: BaseException) -> str:
+    """What went wrong and the likely cause; the compression hint only where it can apply."""
+    found = f"{path} cannot be read ({type(error).__name__}: {error})"
+    if isinstance(error, FileNotFoundError):
+        return f"{found}; it was deleted or moved while the run read it: restore it and rerun"
+    if path.suffix.lower() in COMPRESSIONS:
+        return (
+            f"{found}; if it is compressed, it may be truncated or not really the format its "
+            "suffix says"
+        )
+    return found
 
 
 def looks_binary(path: Path) -> bool:
+    """NUL bytes mean binary, except in UTF-16 text (which starts with a byte-order mark)."""
     with open_binary(path) as handle:
-        return b"\0" in handle.read(BINARY_SNIFF_BYTES)
+        head = handle.read(BINARY_SNIFF_BYTES)
+    return head[:2] not in UTF16_BOMS and b"\0" in head
 
 
 class FileSource:

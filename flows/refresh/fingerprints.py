@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from flows.core.artifacts import replace_json
 
 MANIFEST_VERSION = 1
 HASH_CHUNK_BYTES = 1 << 20
@@ -105,13 +106,8 @@ def load_manifest(path: Path) -> Manifest:
 def save_manifest(path: Path, manifest: Manifest) -> None:
     """Atomic replace: a reader (or a crash) sees the old manifest or the new one, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     payload = {
         "version": MANIFEST_VERSION,
         "files": {name: entry.to_json() for name, entry in sorted(manifest.items())},
     }
-    with temp.open("w") as handle:
-        json.dump(payload, handle, indent=2)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
+    replace_json(path, payload)

@@ -16,7 +16,17 @@ from typing import Any
 
 from tokenizers import Tokenizer, processors
 
-from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, stage_key
+from flows.core.artifacts import (
+    CHECKSUMS,
+    MANIFEST_FILE,
+    ArtifactError,
+    ArtifactRef,
+    ArtifactStore,
+    is_store_name,
+    read_manifest,
+    stage_key,
+    verify_checksums,
+)
 from flows.core.settings import ConfigError, output_settings
 from flows.corpora import Corpus
 from flows.corpora.base import empty_corpus_error
@@ -126,10 +136,17 @@ def reused_tokenizer(source: str, store: ArtifactStore) -> ArtifactRef:
             f"tokenizer.from_artifact={source!r} is not a published artifact directory (no "
             f"{MANIFEST_FILE}); give <artifact root>/tokenizer/<key> or .../pretrain/<key>"
         )
-    recorded = json.loads((path / MANIFEST_FILE).read_text())
-    if recorded["stage"] == STAGE:
+    manifest = path / MANIFEST_FILE
+    recorded = read_manifest(manifest)
+    if recorded.get("stage") == STAGE:
+        verify_checksums(path, recorded.get(CHECKSUMS, {}), manifest)
         return ArtifactRef(STAGE, recorded["key"], path, recorded["outputs"], cache_hit=True)
     key = recorded.get("inputs", {}).get("tokenizer")
+    if key is not None and not is_store_name(key):
+        raise ArtifactError(
+            f"{manifest} records tokenizer key {key!r}, which is not a store key and could "
+            f"point outside the artifact store {store.root}; refused"
+        )
     found = store.lookup(STAGE, key) if isinstance(key, str) else None
     if found is None:
         raise ConfigError(

@@ -6,7 +6,6 @@ Prefect runs tasks on worker threads; passing run ids around works in every exec
 
 from __future__ import annotations
 
-import fcntl
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -20,7 +19,7 @@ from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from flows.core.artifacts import ArtifactRef
+from flows.core.artifacts import ArtifactRef, file_lock
 from flows.core.paths import RunPaths
 from flows.core.settings import ConfigError
 from flows.tracking.retry import RetryingClient, RetryPolicy
@@ -157,12 +156,8 @@ def store_setup_lock(tracking_uri: str) -> Iterator[None]:
         return
     lock_path = Path(tracking_uri.removeprefix("sqlite:///") + ".lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with file_lock(lock_path):
+        yield
 
 
 class Tracker:

@@ -11,6 +11,7 @@ from flows.core.paths import configure_services
 from flows.core.settings import ConfigError
 from flows.corpora.formats import CorpusInputError
 from flows.tracking.retry import service_outage_message
+from flows.tracking.runs import RedactingFilter
 
 USAGE = """usage: python -m flows [--cfg] [-m] [OVERRIDE ...]
 
@@ -40,6 +41,8 @@ def main(argv: list[str]) -> int:
         return 0
     configure_services(configs[0])
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())  # URI credentials never reach a log line
     for name in ("flows", "lightning_modules", "cloze"):
         logging.getLogger(name).setLevel(logging.INFO)
     # Lightning's hardware banner and tips repeat for every Trainer; our own lines say more.

@@ -7,6 +7,7 @@ the stage functions themselves know nothing of either.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -194,8 +195,32 @@ def finetune_task(
     return ctx.tracked("finetune", evaluate)
 
 
+# The full config of the flow run in progress in this process; Prefect only ever sees it redacted.
+_UNREDACTED: ContextVar[dict[str, Any] | None] = ContextVar("cloze_unredacted", default=None)
+
+
+def pretraining_pipeline(config: dict[str, Any], until: str = "finetune", **options: Any) -> Any:
+    """Runs the `pretraining-pipeline` flow; `options` go to the flow call (`return_state`).
+
+    Prefect stores a flow's parameters in its database and shows them in the UI, so the flow is
+    given the redacted config; the secrets it masks stay in this process (a context variable)
+    and the flow takes them back from there.
+    """
+    token = _UNREDACTED.set(config)
+    try:
+        return pipeline_flow(redact_secrets(config), until, **options)
+    finally:
+        _UNREDACTED.reset(token)
+
+
+def unredacted(config: dict[str, Any]) -> dict[str, Any]:
+    """The config this process redacted into `config`, or `config` itself (a run from the UI)."""
+    full = _UNREDACTED.get()
+    return full if full is not None and redact_secrets(full) == config else config
+
+
 @flow(name="pretraining-pipeline", log_prints=True)
-def pretraining_pipeline(config: dict[str, Any], until: str = "finetune") -> dict[str, Any]:
+def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, Any]:
     """Tokenizer -> shards -> pretrain -> finetune, each reused when its inputs are unchanged.
 
     `until` stops after that stage (a stage deployment): the stages before it are computed or,
@@ -203,6 +228,7 @@ def pretraining_pipeline(config: dict[str, Any], until: str = "finetune") -> dic
     """
     if until not in STAGES:
         raise ConfigError(f"until={until!r} must be one of {STAGES}")
+    config = unredacted(config)
     plan = PipelinePlan.from_config(config)
     corpus = open_corpus(plan.corpus)  # a missing path or empty glob fails here, before tracking
     paths = RunPaths.from_config(config)

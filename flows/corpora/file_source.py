@@ -23,6 +23,7 @@ from flows.corpora.formats import (
     open_binary,
     read_documents,
 )
+from flows.corpora.hashing import content_hashes
 from flows.corpora.stats import CorpusStats
 
 log = logging.getLogger(__name__)
@@ -126,10 +127,10 @@ class FileSource:
         self.rules = rules
 
     def fingerprint(self) -> dict[str, Any]:
+        """What the files hold, in reading order, and how each is parsed; never their paths."""
         digest = hashlib.sha256()
-        for path in self.files:
-            stat = path.stat()
-            digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        for path, content in zip(self.files, content_hashes(self.files), strict=True):
+            digest.update(f"{self.format_of(path)}\0{content}\n".encode())
         return {
             "kind": "files",
             "files": digest.hexdigest()[:20],
@@ -137,6 +138,10 @@ class FileSource:
             "text_field": self.text_field,
             "decode_errors": self.rules.decode_errors,
         }
+
+    def format_of(self, path: Path) -> str:
+        """The parser a file gets: the same bytes named .csv and .txt give other documents."""
+        return detect_format(path) if self.file_format == "auto" else self.file_format
 
     def units(self) -> list[FileUnit]:
         return [

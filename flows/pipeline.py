@@ -34,6 +34,7 @@ from flows.tracking.runs import (
     RunHandle,
     Tracker,
     TrackingSettings,
+    final_status,
     redact_secrets,
 )
 from lightning_modules.data.shard_format import CorruptShardError
@@ -234,6 +235,7 @@ def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
     paths = RunPaths.from_config(config)
     store = ArtifactStore(paths.artifacts)
     tracker = Tracker.for_run(plan.tracking, paths)
+    tracker.close_stale_runs()
     parent = tracker.start_run(
         "pipeline", tags={"cloze.model": config["model"]["name"], "cloze.corpus": plan.corpus.kind}
     )
@@ -250,8 +252,8 @@ def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
             refs["pretrain"] = pretrain_task(ctx, refs["shards"], refs["tokenizer"])
         if "finetune" in wanted:
             refs["finetune"] = finetune_task(ctx, refs["pretrain"], refs["tokenizer"])
-    except BaseException:
-        parent.finish("FAILED")
+    except BaseException as error:
+        parent.finish(final_status(error))
         raise
     summary = build_summary(refs, tracker.tracking_uri, parent.run_id, plan.tracking.experiment)
     parent.log_metrics(

@@ -7,17 +7,21 @@ the stage functions themselves know nothing of either.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
+from prefect.states import State
 
-from flows.core.artifacts import ArtifactRef, ArtifactStore
+from flows.core.artifacts import ArtifactError, ArtifactRef, ArtifactStore
 from flows.core.config import to_yaml
 from flows.core.paths import RunPaths
+from flows.core.redaction import redact_secrets
 from flows.core.settings import ConfigError
 from flows.corpora import Corpus, open_corpus
+from flows.corpora.formats import CorpusInputError
 from flows.plan import PipelinePlan as PipelinePlan  # re-exported: tests and callers use it
 from flows.plan import load_run_config
 from flows.stages.finetune import finetune
@@ -33,16 +37,57 @@ from flows.tracking.runs import (
     ARTIFACT_PATH_TAG,
     RunHandle,
     Tracker,
-    redact_secrets,
+    final_status,
 )
+from lightning_modules.data.shard_format import CorruptShardError
 
 STAGES = ("tokenizer", "shards", "pretrain", "finetune")
 # Training stages share this tag: a Prefect tag concurrency limit on it (set by
 # `python -m flows.deploy`) keeps two runs from training on one machine's accelerators at once.
 TRAINING_TAG = "cloze-training"
+# Errors that the same inputs raise every time: retrying them only delays the `error:` line.
+DETERMINISTIC_ERRORS: tuple[type[BaseException], ...] = (
+    ConfigError,
+    CorpusInputError,  # and TaskInputError
+    ArtifactError,
+    CorruptShardError,
+    UnicodeError,
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+)
+
+
+def can_heal(error: BaseException) -> bool:
+    """Whether a retry could succeed: I/O that fails transiently, never a deterministic error.
+
+    The whole cause chain counts, so an input error wrapped by a worker pool is still one.
+    """
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    if any(isinstance(link, DETERMINISTIC_ERRORS) for link in chain):
+        return False
+    return any(isinstance(link, (OSError, TimeoutError)) for link in chain)
+
+
+def retry_if_it_can_heal(task: Any, task_run: Any, state: State) -> bool:
+    """Prefect's `retry_condition_fn`: a failed state holds the exception as its data."""
+    error = state.data if isinstance(state.data, BaseException) else None
+    return error is not None and can_heal(error)
+
+
 # Reading and tokenizing text can fail transiently (network filesystems, the hub); retrying is
 # safe because a stage publishes atomically. Training is never retried: a rerun resumes instead.
-IO_TASK_OPTIONS: dict[str, Any] = {"retries": 2, "retry_delay_seconds": 30, "tags": ["cloze-io"]}
+IO_TASK_OPTIONS: dict[str, Any] = {
+    "retries": 2,
+    "retry_delay_seconds": 30,
+    "retry_condition_fn": retry_if_it_can_heal,
+    "tags": ["cloze-io"],
+}
 
 
 @dataclass(frozen=True)
@@ -160,8 +205,32 @@ def lift_curve_task(ctx: StageContext, refs: dict[str, ArtifactRef]) -> Artifact
     return ctx.tracked("lift_curve", evaluate)
 
 
+# The full config of the flow run in progress in this process; Prefect only ever sees it redacted.
+_UNREDACTED: ContextVar[dict[str, Any] | None] = ContextVar("cloze_unredacted", default=None)
+
+
+def pretraining_pipeline(config: dict[str, Any], until: str = "finetune", **options: Any) -> Any:
+    """Runs the `pretraining-pipeline` flow; `options` go to the flow call (`return_state`).
+
+    Prefect stores a flow's parameters in its database and shows them in the UI, so the flow is
+    given the redacted config; the secrets it masks stay in this process (a context variable)
+    and the flow takes them back from there.
+    """
+    token = _UNREDACTED.set(config)
+    try:
+        return pipeline_flow(redact_secrets(config), until, **options)
+    finally:
+        _UNREDACTED.reset(token)
+
+
+def unredacted(config: dict[str, Any]) -> dict[str, Any]:
+    """The config this process redacted into `config`, or `config` itself (a run from the UI)."""
+    full = _UNREDACTED.get()
+    return full if full is not None and redact_secrets(full) == config else config
+
+
 @flow(name="pretraining-pipeline", log_prints=True)
-def pretraining_pipeline(config: dict[str, Any], until: str = "finetune") -> dict[str, Any]:
+def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, Any]:
     """Tokenizer -> shards -> pretrain -> finetune, each reused when its inputs are unchanged.
 
     `until` stops after that stage (a stage deployment): the stages before it are computed or,
@@ -169,12 +238,14 @@ def pretraining_pipeline(config: dict[str, Any], until: str = "finetune") -> dic
     """
     if until not in STAGES:
         raise ConfigError(f"until={until!r} must be one of {STAGES}")
+    config = unredacted(config)
     run = load_run_config(config)
     plan = PipelinePlan.from_run_config(run)
     corpus = open_corpus(plan.corpus)  # a missing path or empty glob fails here, before tracking
     paths = RunPaths.from_settings(run.paths)
     store = ArtifactStore(paths.artifacts)
     tracker = Tracker.for_run(plan.tracking, paths)
+    tracker.close_stale_runs()
     parent = tracker.start_run(
         "pipeline",
         tags={
@@ -198,8 +269,8 @@ def pretraining_pipeline(config: dict[str, Any], until: str = "finetune") -> dic
             curve = lift_curve_task(ctx, dict(refs))
             if curve is not None:
                 refs["lift_curve"] = curve
-    except BaseException:
-        parent.finish("FAILED")
+    except BaseException as error:
+        parent.finish(final_status(error))
         raise
     summary = build_summary(refs, tracker.tracking_uri, parent.run_id, plan.tracking.experiment)
     parent.log_metrics(

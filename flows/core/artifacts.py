@@ -1,18 +1,23 @@
-"""Content-addressed, atomically published stage outputs.
+"""Content-addressed, atomically published stage outputs; the project's one lock and one writer.
 
 A stage's key hashes what determines its output (stage name and version, output-relevant settings,
 the keys of its inputs), never paths, worker counts or devices. Outputs are built in a private temp
 dir, `manifest.json` is written last, and the dir is renamed into place: a reader either sees a
 complete artifact or none. A per-key file lock makes concurrent runs compute each stage once.
+
+The store repairs itself: a folder without a readable manifest, or whose files no longer match
+the checksums recorded at publish, is moved aside (`.corrupt-<key>-<time>`) and rebuilt, so a
+rerun heals instead of failing forever. Keys and file names read back from manifests are
+confined to the store: anything that could name a path outside it is refused.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 import uuid
@@ -20,10 +25,18 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from filelock import FileLock
 
 MANIFEST_FILE = "manifest.json"
+CHECKSUMS = "checksums"  # manifest field: {relative file path: sha256 at publish}
+STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # no separator, never "." or ".."
 log = logging.getLogger(__name__)
+
+
+class ArtifactError(RuntimeError):
+    """A published artifact is damaged, or something read from it points outside the store."""
 
 
 def canonical_json(value: Any) -> str:
@@ -37,6 +50,69 @@ def stage_key(
         {"stage": stage, "version": version, "settings": settings, "inputs": inputs}
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def is_store_name(value: object) -> bool:
+    """Whether `value` can name a stage or key: one path component that stays where it is put."""
+    return isinstance(value, str) and STORE_NAME.match(value) is not None
+
+
+def confined(root: Path, relative: object, source: Path) -> Path:
+    """`root / relative` when that stays inside `root`; anything else is refused, naming `source`.
+
+    For paths read back from manifests and indexes: a crafted entry ("../../etc/passwd", an
+    absolute path, a symlink out) must never make a loader read or trust a file elsewhere.
+    """
+    if not isinstance(relative, str) or not relative or Path(relative).is_absolute():
+        raise ArtifactError(f"{source} names {relative!r}, which is not a relative file path")
+    resolved_root = root.resolve()
+    target = (root / relative).resolve()
+    if not target.is_relative_to(resolved_root):
+        raise ArtifactError(
+            f"{source} names {relative!r}, which resolves outside {resolved_root}; refused"
+        )
+    return target
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """A manifest as a dict; a missing, truncated or malformed one is an ArtifactError naming it."""
+    try:
+        recorded = json.loads(path.read_text())
+    except FileNotFoundError as error:
+        raise ArtifactError(f"{path} is missing: the artifact was never completed") from error
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ArtifactError(f"{path} does not parse ({error})") from error
+    if not isinstance(recorded, dict):
+        raise ArtifactError(f"{path} is not a manifest (a JSON object)")
+    return recorded
+
+
+def file_sha256(path: Path) -> str:
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def file_checksums(directory: Path) -> dict[str, str]:
+    """sha256 of every file under `directory` except the manifest, by relative path."""
+    return {
+        str(path.relative_to(directory)): file_sha256(path)
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and path.name != MANIFEST_FILE
+    }
+
+
+def verify_checksums(directory: Path, recorded: Mapping[str, Any], manifest: Path) -> None:
+    """Raises ArtifactError naming the first file that is missing or differs from publish time."""
+    for relative, expected in recorded.items():
+        path = confined(directory, relative, manifest)
+        if not path.is_file():
+            raise ArtifactError(f"{path} is missing (recorded in {manifest})")
+        actual = file_sha256(path)
+        if actual != expected:
+            raise ArtifactError(
+                f"{path} does not match the checksum recorded at publish (expected "
+                f"{str(expected)[:12]}, found {actual[:12]}): modified or damaged since"
+            )
 
 
 @dataclass(frozen=True)
@@ -55,36 +131,47 @@ class ArtifactStore:
         self.root = Path(root).resolve()
 
     def path(self, stage: str, key: str) -> Path:
+        """Where `stage`'s artifact `key` lives; a name that could leave the store is refused."""
+        for what, name in (("stage", stage), ("key", key)):
+            if not is_store_name(name):
+                raise ArtifactError(
+                    f"{what} {name!r} is not a store name (letters, digits, '.', '_', '-'; one "
+                    f"path component): it could point outside the artifact store {self.root}"
+                )
         return self.root / stage / key
 
     def work_dir(self, stage: str, key: str) -> Path:
         """Scratch space that survives a killed run (checkpoints); removed once published."""
-        return self.root / stage / f".work-{key}"
+        return self.path(stage, key).with_name(f".work-{key}")
 
     def lookup(self, stage: str, key: str) -> ArtifactRef | None:
-        manifest = self.path(stage, key) / MANIFEST_FILE
-        if not manifest.is_file():
-            return None
-        recorded = json.loads(manifest.read_text())
-        return ArtifactRef(stage, key, manifest.parent, recorded["outputs"], cache_hit=True)
+        """The published artifact, verified against its checksums; None when there is none.
 
-    def quarantine(self, ref: ArtifactRef, reason: str) -> Path:
+        Raises ArtifactError (naming the file) when the folder exists but its manifest is
+        missing or does not parse, or a file differs from what was published.
+        """
+        directory = self.path(stage, key)
+        if not directory.exists():
+            return None
+        manifest = directory / MANIFEST_FILE
+        recorded = read_manifest(manifest)
+        if not isinstance(recorded.get("outputs"), dict):
+            raise ArtifactError(f"{manifest} is not a manifest (no 'outputs' object)")
+        verify_checksums(directory, recorded.get(CHECKSUMS, {}), manifest)
+        return ArtifactRef(stage, key, directory, recorded["outputs"], cache_hit=True)
+
+    def quarantine(self, stage: str, key: str, reason: str) -> Path:
         """Moves a damaged artifact aside (kept for inspection) so the next lookup misses."""
-        target = ref.path.parent / f".corrupt-{ref.key}-{int(time.time())}"
-        os.rename(ref.path, target)
-        log.warning("quarantined %s artifact %s to %s: %s", ref.stage, ref.key, target, reason)
+        source = self.path(stage, key)
+        target = source.with_name(f".corrupt-{key}-{time.time_ns()}")
+        os.rename(source, target)
+        log.warning("quarantined %s artifact %s to %s: %s", stage, key, target, reason)
         return target
 
     @contextmanager
     def lock(self, stage: str, key: str) -> Iterator[None]:
-        lock_path = self.root / stage / f".{key}.lock"
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        with lock_path.open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with file_lock(self.path(stage, key).with_name(f".{key}.lock")):
+            yield
 
     def get_or_build(
         self,
@@ -93,27 +180,35 @@ class ArtifactStore:
         build: Callable[[Path], dict[str, Any]],
         record: Mapping[str, Any],
         validate: Callable[[ArtifactRef], None] | None = None,
+        checksums: bool = True,
     ) -> ArtifactRef:
         """Returns the published artifact for `key`, building it first if absent or invalid.
 
-        `validate` may raise to reject a cached artifact (a corrupt shard, say); the artifact is
-        then quarantined and rebuilt, so a rerun heals the store instead of failing forever.
+        A damaged artifact (no readable manifest, a checksum mismatch, or `validate` raising) is
+        quarantined and rebuilt, so a rerun heals the store instead of failing forever.
+        `checksums=False` is for stages that verify their own files (shards, per shard).
         """
         with self.lock(stage, key):
             # Under the lock no build of this key is running: any temp dir is a killed run's,
             # cleared here even when the key is a cache hit (another run published it since).
             for stale in (self.root / stage).glob(f".tmp-{key}-*"):
                 shutil.rmtree(stale, ignore_errors=True)
-            cached = self.lookup(stage, key)
-            if cached is not None and validate is not None:
-                try:
-                    validate(cached)
-                except Exception as error:
-                    self.quarantine(cached, str(error))
-                    cached = None
+            cached = self._verified(stage, key, validate)
             if cached is not None:
                 return cached
-            return self._build_and_publish(stage, key, build, record)
+            return self._build_and_publish(stage, key, build, record, checksums)
+
+    def _verified(
+        self, stage: str, key: str, validate: Callable[[ArtifactRef], None] | None
+    ) -> ArtifactRef | None:
+        try:
+            cached = self.lookup(stage, key)
+            if cached is not None and validate is not None:
+                validate(cached)
+        except Exception as error:
+            self.quarantine(stage, key, str(error))
+            return None
+        return cached
 
     def _build_and_publish(
         self,
@@ -121,6 +216,7 @@ class ArtifactStore:
         key: str,
         build: Callable[[Path], dict[str, Any]],
         record: Mapping[str, Any],
+        checksums: bool,
     ) -> ArtifactRef:
         stage_dir = self.root / stage
         temp_dir = stage_dir / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
@@ -133,8 +229,9 @@ class ArtifactStore:
                 "created_at": time.time(),
                 "outputs": outputs,
                 **record,
+                **({CHECKSUMS: file_checksums(temp_dir)} if checksums else {}),
             }
-            write_json_durably(temp_dir / MANIFEST_FILE, manifest)
+            replace_json(temp_dir / MANIFEST_FILE, manifest, default=str)
             os.rename(temp_dir, self.path(stage, key))
         except BaseException:
             shutil.rmtree(temp_dir, ignore_errors=True)
@@ -143,16 +240,46 @@ class ArtifactStore:
         return ArtifactRef(stage, key, self.path(stage, key), outputs, cache_hit=False)
 
 
-def replace_json(path: Path, value: Any) -> None:
-    """Writes `path` whole or not at all: a kill mid-write leaves the previous file (or none),
-    never a truncated one that a resumed run would fail to parse."""
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    partial.write_text(json.dumps(value))
-    os.replace(partial, path)
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """The project's one inter-process lock (a `filelock` on `path`, created if needed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(path):
+        yield
 
 
-def write_json_durably(path: Path, value: Any) -> None:
-    with path.open("w") as handle:
-        json.dump(value, handle, indent=2, sort_keys=True, default=str)
-        handle.flush()
-        os.fsync(handle.fileno())
+@contextmanager
+def atomic_file(path: Path, mode: str = "wb") -> Iterator[IO[Any]]:
+    """The project's one atomic writer: `path` is written whole or not at all.
+
+    The bytes go to a temp file beside `path` (same directory, so the same filesystem: never
+    $TMPDIR, whose cross-device move is a copy that a kill leaves half done), are fsynced, and
+    only then renamed over `path`. A kill or a full disk mid-write leaves the previous file.
+    """
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial")
+    try:
+        with temp.open(mode) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    fsync_directory(path.parent)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Makes a rename in `directory` durable (a power cut could otherwise undo it)."""
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+def replace_json(path: Path, value: Any, default: Callable[[Any], Any] | None = None) -> None:
+    """Writes `value` as JSON to `path` atomically; serialised first, so a bad value writes none."""
+    text = json.dumps(value, indent=2, sort_keys=True, default=default)
+    with atomic_file(path, "w") as handle:
+        handle.write(text)

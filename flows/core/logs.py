@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 
+from flows.core.redaction import RedactingFilter
+
 PROJECT_LOGGERS = ("flows", "lightning_modules", "cloze")
 LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
 
@@ -15,5 +17,7 @@ LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
 def setup_logging(level: int = logging.INFO) -> None:
     """Call once per process (a spawned rank is a fresh process and calls it again)."""
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())  # URI credentials never reach a log line
     for name in PROJECT_LOGGERS:
         logging.getLogger(name).setLevel(level)

@@ -61,6 +61,8 @@ def configure_services(
         os.environ.setdefault("PREFECT_HOME", str(paths.prefect_home))
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", ",".join(PROJECT_LOGGERS))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # Content hashes of corpus files, reused while a file is unchanged (flows/corpora/hashing.py).
+    os.environ.setdefault("CLOZE_HASH_CACHE", str(paths.root / "cache" / "file-hashes.json"))
     # The temporary server's default 20 s start-up budget is too short on a loaded machine or
     # when a second run starts beside this one (measured: both of two concurrent runs timed out).
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")

@@ -15,6 +15,7 @@ import zstandard
 from flows.corpora.formats import (
     COMPRESSIONS,
     FORMAT_BY_SUFFIX,
+    UTF16_BOMS,
     CorpusInputError,
     ReadRules,
     detect_format,
@@ -22,6 +23,7 @@ from flows.corpora.formats import (
     open_binary,
     read_documents,
 )
+from flows.corpora.hashing import content_hashes
 from flows.corpora.stats import CorpusStats
 
 log = logging.getLogger(__name__)
@@ -92,16 +94,27 @@ class FileUnit:
         except CorpusInputError:
             raise
         except (OSError, EOFError, ValueError, zstandard.ZstdError) as error:
-            # Truncated or mislabelled archives (gzip, bz2, zstd) and unreadable files.
-            raise CorpusInputError(
-                f"{path} cannot be read ({type(error).__name__}: {error}); if it is compressed, "
-                "it may be truncated or not really the format its suffix says"
-            ) from error
+            raise CorpusInputError(unreadable_hint(path, error)) from error
+
+
+def unreadable_hint(path: Path, error: BaseException) -> str:
+    """What went wrong and the likely cause; the compression hint only where it can apply."""
+    found = f"{path} cannot be read ({type(error).__name__}: {error})"
+    if isinstance(error, FileNotFoundError):
+        return f"{found}; it was deleted or moved while the run read it: restore it and rerun"
+    if path.suffix.lower() in COMPRESSIONS:
+        return (
+            f"{found}; if it is compressed, it may be truncated or not really the format its "
+            "suffix says"
+        )
+    return found
 
 
 def looks_binary(path: Path) -> bool:
+    """NUL bytes mean binary, except in UTF-16 text (which starts with a byte-order mark)."""
     with open_binary(path) as handle:
-        return b"\0" in handle.read(BINARY_SNIFF_BYTES)
+        head = handle.read(BINARY_SNIFF_BYTES)
+    return head[:2] not in UTF16_BOMS and b"\0" in head
 
 
 class FileSource:
@@ -114,10 +127,10 @@ class FileSource:
         self.rules = rules
 
     def fingerprint(self) -> dict[str, Any]:
+        """What the files hold, in reading order, and how each is parsed; never their paths."""
         digest = hashlib.sha256()
-        for path in self.files:
-            stat = path.stat()
-            digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        for path, content in zip(self.files, content_hashes(self.files), strict=True):
+            digest.update(f"{self.format_of(path)}\0{content}\n".encode())
         return {
             "kind": "files",
             "files": digest.hexdigest()[:20],
@@ -125,6 +138,10 @@ class FileSource:
             "text_field": self.text_field,
             "decode_errors": self.rules.decode_errors,
         }
+
+    def format_of(self, path: Path) -> str:
+        """The parser a file gets: the same bytes named .csv and .txt give other documents."""
+        return detect_format(path) if self.file_format == "auto" else self.file_format
 
     def units(self) -> list[FileUnit]:
         return [

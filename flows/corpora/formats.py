@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, cast
 
 from flows.corpora.stats import CorpusStats
 
@@ -33,6 +34,10 @@ FORMAT_BY_SUFFIX = {
 }
 FORMATS = ("auto", "txt", "jsonl", "csv", "parquet", "wikiextractor", "pubtator")
 Lines = Iterator[tuple[int, str]]
+
+
+UTF8_BOM = b"\xef\xbb\xbf"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 class CorpusInputError(ValueError):
@@ -88,6 +93,9 @@ def decoded_lines(path: Path, rules: ReadRules, stats: CorpusStats) -> Lines:
     of gluing its neighbours into one document.
     """
     limit = rules.max_line_bytes
+    if starts_with_utf16_bom(path):
+        yield from utf16_lines(path, rules, stats)
+        return
     with open_binary(path) as handle:
         number = 0
         while raw := handle.readline(limit):
@@ -104,6 +112,8 @@ def decoded_lines(path: Path, rules: ReadRules, stats: CorpusStats) -> Lines:
                 )
                 yield number, "\n"
                 continue
+            if number == 1 and raw.startswith(UTF8_BOM):
+                raw = raw[len(UTF8_BOM) :]
             try:
                 yield number, raw.decode("utf-8")
             except UnicodeDecodeError as error:
@@ -118,6 +128,34 @@ def decoded_lines(path: Path, rules: ReadRules, stats: CorpusStats) -> Lines:
                         f"{path}:{number} is not valid UTF-8 ({error.reason} at byte "
                         f"{error.start}); fix the file or set corpus.decode_errors=replace|skip"
                     ) from error
+
+
+def starts_with_utf16_bom(path: Path) -> bool:
+    with open_binary(path) as handle:
+        return handle.read(2) in UTF16_BOMS
+
+
+def utf16_lines(path: Path, rules: ReadRules, stats: CorpusStats) -> Lines:
+    """A UTF-16 file (it starts with a byte-order mark): decoded as such, not taken for binary."""
+    text = io.TextIOWrapper(cast(IO[bytes], open_binary(path)), encoding="utf-16", newline=None)
+    number = 0
+    try:
+        for number, line in enumerate(text, start=1):
+            if len(line) > rules.max_chars:
+                stats.dropped_long += 1
+                log.warning(
+                    "%s:%d is a line over %d characters: dropped", path, number, rules.max_chars
+                )
+                yield number, "\n"
+            else:
+                yield number, line
+    except UnicodeDecodeError as error:
+        raise CorpusInputError(
+            f"{path}:{number + 1} is not valid UTF-16 ({error.reason}), although the file starts "
+            "with a UTF-16 byte-order mark; re-encode it as UTF-8"
+        ) from error
+    finally:
+        text.close()
 
 
 class BoundedText:
@@ -230,14 +268,20 @@ def pubtator_documents(
 def csv_rows(path: Path, lines: Lines, text_field: str, rules: ReadRules) -> Iterator[str]:
     csv.field_size_limit(rules.max_line_bytes)
     reader = csv.DictReader(line for _, line in lines)
-    if reader.fieldnames is None or text_field not in reader.fieldnames:
+    try:
+        if reader.fieldnames is None or text_field not in reader.fieldnames:
+            raise CorpusInputError(
+                f"{path} has no column {text_field!r} (columns: "
+                f"{', '.join(reader.fieldnames or [])}); set corpus.text_field"
+            )
+        for row in reader:
+            if row[text_field]:
+                yield row[text_field]
+    except csv.Error as error:  # a field over the limit, a NUL byte, a bad quote
         raise CorpusInputError(
-            f"{path} has no column {text_field!r} (columns: {', '.join(reader.fieldnames or [])});"
-            " set corpus.text_field"
-        )
-    for row in reader:
-        if row[text_field]:
-            yield row[text_field]
+            f"{path}:{reader.line_num} is not readable CSV ({error}); a field may hold at most "
+            f"corpus.max_chars={rules.max_chars} characters: raise it or fix the file"
+        ) from error
 
 
 def parquet_rows(path: Path, text_field: str) -> Iterator[str]:

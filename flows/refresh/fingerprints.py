@@ -1,19 +1,20 @@
 """Which files of a growing corpus are new or changed since the last successful refresh.
 
 A manifest maps each file to its size and content hash. Content, not mtime, decides "changed":
-a file rewritten with the same bytes, or touched, must not trigger retraining. Size and mtime let
-an unchanged file skip rehashing. The manifest is replaced atomically, and only after a run
-succeeds, so a failed run leaves the next one to see the same new files again.
+a file rewritten with the same bytes, or touched, must not trigger retraining. Size, mtime,
+ctime and inode let an unchanged file skip rehashing. The manifest is replaced atomically, and
+only after a run succeeds, so a failed run leaves the next one to see the same new files again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from flows.core.artifacts import replace_json
 
 MANIFEST_VERSION = 1
 HASH_CHUNK_BYTES = 1 << 20
@@ -24,9 +25,34 @@ class FileFingerprint:
     size: int
     mtime_ns: int
     sha256: str
+    # mtime can be set back (`touch -d`, `cp -p`); ctime and the inode cannot, so an in-place
+    # edit that kept size and mtime is still rehashed. 0 in manifests written before them.
+    ctime_ns: int = 0
+    inode: int = 0
+
+    @classmethod
+    def of(cls, path: Path, sha256: str | None = None) -> FileFingerprint:
+        stat = path.stat()
+        digest = sha256 or file_sha256(path)
+        return cls(stat.st_size, stat.st_mtime_ns, digest, stat.st_ctime_ns, stat.st_ino)
+
+    def same_file(self, other: FileFingerprint) -> bool:
+        """Same size, mtime, ctime and inode: the bytes need not be read again."""
+        return (self.size, self.mtime_ns, self.ctime_ns, self.inode) == (
+            other.size,
+            other.mtime_ns,
+            other.ctime_ns,
+            other.inode,
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"size": self.size, "mtime_ns": self.mtime_ns, "sha256": self.sha256}
+        return {
+            "size": self.size,
+            "mtime_ns": self.mtime_ns,
+            "sha256": self.sha256,
+            "ctime_ns": self.ctime_ns,
+            "inode": self.inode,
+        }
 
 
 Manifest = dict[str, FileFingerprint]
@@ -63,15 +89,13 @@ def file_sha256(path: Path) -> str:
 
 
 def fingerprint_files(files: list[Path], previous: Manifest) -> Manifest:
-    """Fingerprints of `files`; a file whose size and mtime match `previous` is not rehashed."""
+    """Fingerprints of `files`; a file whose identity matches `previous` is not rehashed."""
     current: Manifest = {}
     for path in files:
-        stat = path.stat()
         known = previous.get(str(path))
-        if known is not None and (known.size, known.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
-            current[str(path)] = known
-        else:
-            current[str(path)] = FileFingerprint(stat.st_size, stat.st_mtime_ns, file_sha256(path))
+        now = FileFingerprint.of(path, sha256="unread")
+        reuse = known is not None and known.same_file(now)
+        current[str(path)] = known if reuse and known is not None else FileFingerprint.of(path)
     return current
 
 
@@ -105,13 +129,8 @@ def load_manifest(path: Path) -> Manifest:
 def save_manifest(path: Path, manifest: Manifest) -> None:
     """Atomic replace: a reader (or a crash) sees the old manifest or the new one, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     payload = {
         "version": MANIFEST_VERSION,
         "files": {name: entry.to_json() for name, entry in sorted(manifest.items())},
     }
-    with temp.open("w") as handle:
-        json.dump(payload, handle, indent=2)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
+    replace_json(path, payload)

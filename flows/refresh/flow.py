@@ -21,6 +21,7 @@ from prefect.artifacts import create_markdown_artifact
 from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore
 from flows.core.config import to_yaml
 from flows.core.paths import RunPaths
+from flows.core.redaction import redact_secrets
 from flows.core.settings import ConfigError, settings_from
 from flows.core.tables import markdown_table
 from flows.corpora import open_corpus
@@ -44,7 +45,7 @@ from flows.refresh.fingerprints import (
 from flows.refresh.promotion import CHALLENGER, CHAMPION, RefreshSettings, decide, metric_value
 from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import reused_tokenizer
-from flows.tracking.runs import Tracker, redact_secrets
+from flows.tracking.runs import Tracker
 
 
 @dataclass(frozen=True)

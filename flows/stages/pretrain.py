@@ -16,11 +16,19 @@ import pytorch_lightning as pl
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger
 
-from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, replace_json, stage_key
+from flows.core.artifacts import (
+    MANIFEST_FILE,
+    ArtifactRef,
+    ArtifactStore,
+    read_manifest,
+    replace_json,
+    stage_key,
+)
 from flows.core.outputs import StageOutputs
 from flows.core.settings import ConfigError, output_settings
 from flows.stages.objectives import ObjectiveSettings, make_collator
 from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokenizer
+from flows.training.checkpoints import resumable_checkpoint
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
 from flows.training.trainer import TrainerSettings, encoder_config, make_trainer
 from lightning_modules.callbacks import ProgressLog
@@ -179,17 +187,15 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
     if job.init is not None:
         load_initial_weights(model, job.init)
     initial = initial_validation(trainer, module, data, work_dir)
-    resume_from = work_dir / "checkpoints" / LAST_CHECKPOINT
+    last = work_dir / "checkpoints" / LAST_CHECKPOINT
     # One decision for all ranks: a rank that looked later could see a newer checkpoint.
-    resumed = bool(broadcast_from_rank_zero(resume_from.is_file()))
+    resume_from = broadcast_from_rank_zero(
+        str(resumable_checkpoint(last) or "") if is_rank_zero() else None
+    )
+    resumed = bool(resume_from)
     started = time.perf_counter()
     # weights_only: a checkpoint is data, never code, even if someone swapped the file.
-    trainer.fit(
-        module,
-        datamodule=data,
-        ckpt_path=str(resume_from) if resumed else None,
-        weights_only=True,
-    )
+    trainer.fit(module, datamodule=data, ckpt_path=resume_from or None, weights_only=True)
     fit_seconds = time.perf_counter() - started
     final = trainer.validate(module, datamodule=data, verbose=False)[0]
     model = unsharded(trainer, model, settings, config, data.index.seq_len, total_steps)
@@ -311,7 +317,7 @@ def init_source(init_from: str | None) -> InitSource | None:
         )
     manifest = path / MANIFEST_FILE
     if manifest.is_file():
-        return InitSource(path, f"{STAGE}:{json.loads(manifest.read_text())['key']}")
+        return InitSource(path, f"{STAGE}:{read_manifest(manifest)['key']}")
     digest = hashlib.sha256((path / WEIGHTS_FILE).read_bytes()).hexdigest()[:20]
     return InitSource(path, f"weights:{digest}")
 
@@ -321,7 +327,7 @@ def check_same_tokenizer(init: InitSource, tokenizer_ref: ArtifactRef) -> None:
     manifest = init.path / MANIFEST_FILE
     if not manifest.is_file():
         return  # weights from outside the store carry no tokenizer identity to compare
-    trained_with = json.loads(manifest.read_text())["inputs"].get("tokenizer")
+    trained_with = read_manifest(manifest).get("inputs", {}).get("tokenizer")
     if trained_with != tokenizer_ref.key:
         raise ConfigError(
             f"pretrain.init_from={init.path} was trained with tokenizer {trained_with}, this run's "

@@ -17,7 +17,15 @@ from typing import Annotated, Any
 from pydantic import field_validator
 from tokenizers import Tokenizer, processors
 
-from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, stage_key
+from flows.core.artifacts import (
+    MANIFEST_FILE,
+    ArtifactError,
+    ArtifactRef,
+    ArtifactStore,
+    is_store_name,
+    read_manifest,
+    stage_key,
+)
 from flows.core.outputs import StageOutputs
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, output_settings
 from flows.corpora import Corpus
@@ -133,11 +141,17 @@ def reused_tokenizer(source: str, store: ArtifactStore) -> ArtifactRef:
             f"tokenizer.from_artifact={source!r} is not a published artifact directory (no "
             f"{MANIFEST_FILE}); give <artifact root>/tokenizer/<key> or .../pretrain/<key>"
         )
-    recorded = json.loads((path / MANIFEST_FILE).read_text())
-    if recorded["stage"] == STAGE:  # read by the store it lives in, `<root>/tokenizer/<key>`
+    manifest = path / MANIFEST_FILE
+    recorded = read_manifest(manifest)
+    if recorded.get("stage") == STAGE:  # read (and verified) by its store, `<root>/tokenizer/<key>`
         key, store = path.name, ArtifactStore(path.parents[1])
     else:
         key = recorded.get("inputs", {}).get("tokenizer")
+    if key is not None and not is_store_name(key):
+        raise ArtifactError(
+            f"{manifest} records tokenizer key {key!r}, which is not a store key and could "
+            f"point outside the artifact store {store.root}; refused"
+        )
     found = store.lookup(STAGE, key) if isinstance(key, str) else None
     if found is None:
         raise ConfigError(

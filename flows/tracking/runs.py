@@ -6,52 +6,84 @@ Prefect runs tasks on worker threads; passing run ids around works in every exec
 
 from __future__ import annotations
 
-import fcntl
+import logging
 import re
+import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, cast
 
+import psutil
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+from prefect.exceptions import ExternalSignal
 from pydantic import field_validator
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-from flows.core.artifacts import ArtifactRef
+from flows.core.artifacts import ArtifactRef, file_lock
 from flows.core.paths import RunPaths
 from flows.core.settings import ConfigError, Number, Settings, bounds
 from flows.tracking.retry import RetryingClient, RetryPolicy
 
 MAX_PARAM_LENGTH = 6000
+log = logging.getLogger(__name__)
 BATCH_LIMIT = 100
 PARENT_TAG = "mlflow.parentRunId"
 ARTIFACT_KEY_TAG = "cloze.artifact_key"
 ARTIFACT_PATH_TAG = "cloze.artifact_path"
+OWNER_TAG = "cloze.owner"  # the process that started a run: host:pid:start time
 MISSING_CODES = ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
 MODEL_URI = re.compile(r"models:/(?P<name>[^/@]+)(?:@(?P<alias>[\w-]+)|/(?P<version>\d+))")
 
 
-SECRET_LEAF = re.compile(r"(?:^|_)(?:token|secret|password|passwd|credentials?|key)$", re.I)
-REDACTED = "***"
+def process_owner(pid: int | None = None) -> str:
+    """`host:pid:start time`: the start time tells a reused pid from the process that ran."""
+    process = psutil.Process(pid)
+    return f"{socket.gethostname()}:{process.pid}:{process.create_time():.2f}"
 
 
-def redact_secrets(tree: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy whose values under secret-looking keys (`api_token`, `db_password`) are masked.
+def owner_is_gone(owner: str) -> bool:
+    host, _, rest = owner.partition(":")
+    pid, _, _started = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        return process_owner(int(pid)) != owner
+    except psutil.NoSuchProcess:
+        return True
 
-    Secrets belong in the environment, not in `conf/`; this keeps one pasted into an override
-    out of MLflow's params and the logged config.yaml all the same.
+
+# Prefect raises TerminationSignal on SIGTERM during a flow run (and re-sends the signal to the
+# CLI's handler afterwards); Lightning raises SIGTERMException, and exits on Ctrl-C.
+STOPPED_BY_SIGNAL = (KeyboardInterrupt, ExternalSignal, SIGTERMException)
+_STOP_SIGNALS: list[int] = []  # signals the CLI received (flows/__main__.py)
+
+
+def note_stop_signal(signum: int) -> None:
+    """Called from the CLI's signal handler: runs that end from now on end as KILLED."""
+    _STOP_SIGNALS.append(signum)
+
+
+def final_status(error: BaseException) -> str:
+    """KILLED for a signal or Ctrl-C, else FAILED.
+
+    Lightning handles SIGTERM and KeyboardInterrupt itself and exits with its own exception, so
+    the signal is recorded when it arrives rather than read from the exception alone.
     """
-    return {
-        key: redact_secrets(value)
-        if isinstance(value, Mapping)
-        else REDACTED
-        if SECRET_LEAF.search(key)
-        else value
-        for key, value in tree.items()
-    }
+    if _STOP_SIGNALS:
+        return "KILLED"
+    current: BaseException | None = error
+    for _ in range(20):
+        if current is None:
+            break
+        if isinstance(current, STOPPED_BY_SIGNAL):
+            return "KILLED"
+        current = current.__cause__ or current.__context__
+    return "FAILED"
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -155,12 +187,8 @@ def store_setup_lock(tracking_uri: str) -> Iterator[None]:
         return
     lock_path = Path(tracking_uri.removeprefix("sqlite:///") + ".lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with file_lock(lock_path):
+        yield
 
 
 class Tracker:
@@ -203,11 +231,31 @@ class Tracker:
     def start_run(
         self, name: str, parent: RunHandle | None = None, tags: Mapping[str, str] | None = None
     ) -> RunHandle:
-        all_tags = dict(tags or {})
+        all_tags = {OWNER_TAG: process_owner(), **(tags or {})}
         if parent is not None:
             all_tags[PARENT_TAG] = parent.run_id
         run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
         return RunHandle(self.client, run.info.run_id, self.tracking_uri)
+
+    def close_stale_runs(self) -> list[str]:
+        """Marks KILLED the runs left RUNNING by a process of this host that no longer exists.
+
+        A SIGKILL or a power cut gives Python no chance to close its runs; the next run on the
+        same store does it. Runs of live processes (a concurrent run) and of other hosts are
+        left alone: only their owner can tell whether they still run.
+        """
+        running = self.client.search_runs(
+            [self.experiment_id], filter_string="attributes.status = 'RUNNING'", max_results=1000
+        )
+        closed = []
+        for run in running:
+            owner = run.data.tags.get(OWNER_TAG)
+            if owner is not None and owner_is_gone(owner):
+                self.client.set_terminated(run.info.run_id, "KILLED")
+                closed.append(run.info.run_id)
+        if closed:
+            log.warning("marked %d run(s) KILLED that a killed process left RUNNING", len(closed))
+        return closed
 
     def record_stage(
         self,
@@ -218,14 +266,14 @@ class Tracker:
     ) -> ArtifactRef:
         """Runs `produce` inside a run that records the artifact, computed or reused.
 
-        The run is marked FAILED on any exit but success, so a killed stage never stays RUNNING
-        in the UI when Python gets the chance to say so.
+        The run is marked FAILED (KILLED for a signal) on any exit but success, so a killed
+        stage never stays RUNNING in the UI when Python gets the chance to say so.
         """
         run = self.start_run(stage, parent, tags={"cloze.stage": stage, **(tags or {})})
         try:
             ref = produce(run)
-        except BaseException:
-            run.finish("FAILED")
+        except BaseException as error:
+            run.finish(final_status(error))
             raise
         run.record_artifact(ref)
         run.finish()

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from flows.core.artifacts import ArtifactRef, ArtifactStore
+from flows.core.artifacts import ArtifactRef, ArtifactStore, replace_json
 from flows.core.logs import setup_logging
 from flows.core.settings import ConfigError
 from flows.training.trainer import TrainerSettings
@@ -205,7 +205,5 @@ def _rank_main(
     ensure_process_group(accelerator)
     result = target(*args)
     if local_rank == 0:
-        partial = result_file.with_suffix(".partial")
-        partial.write_text(json.dumps(result))
-        os.replace(partial, result_file)
+        replace_json(result_file, result)
     dist.destroy_process_group()

@@ -21,13 +21,14 @@ from flows.core.cli import fail
 from flows.core.config import compose_config
 from flows.core.logs import setup_logging
 from flows.core.paths import RunPaths
+from flows.core.redaction import redact_secrets
 from flows.core.settings import ConfigError
 from flows.corpora import open_corpus
 from flows.plan import PipelinePlan, load_run_config, start_services
 from flows.stages.pretrain import pretrain
 from flows.stages.shards.stage import build_shards
 from flows.stages.tokenizer import train_tokenizer
-from flows.tracking.runs import RunHandle, Tracker, redact_secrets
+from flows.tracking.runs import RunHandle, Tracker
 from flows.training.launch import is_rank_zero, launched_per_rank
 
 log = logging.getLogger("cloze.pretrain_rank")

@@ -16,6 +16,7 @@ from pytorch_lightning.loggers import Logger
 from pytorch_lightning.strategies import Strategy
 
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
+from flows.training.checkpoints import AtomicCheckpointIO
 from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.optim import SCHEDULES, OptimizerSettings
 
@@ -182,7 +183,12 @@ def make_trainer(
     """
     if settings.threads:
         torch.set_num_threads(settings.threads)
-    placement: dict[str, Any] = {"devices": 1, "num_nodes": 1, "strategy": "auto"}
+    placement: dict[str, Any] = {
+        "devices": 1,
+        "num_nodes": 1,
+        "strategy": "auto",
+        "plugins": [AtomicCheckpointIO()],  # flows/training/checkpoints.py says why
+    }
     if distributed:
         placement = {
             "devices": settings.devices,
@@ -190,7 +196,7 @@ def make_trainer(
             "strategy": lightning_strategy(settings),
             # Processes are started per rank with torchrun's environment (flows/training/launch.py);
             # named here so a SLURM allocation's variables cannot redefine the ranks.
-            "plugins": [TorchElasticEnvironment()],
+            "plugins": [TorchElasticEnvironment(), AtomicCheckpointIO()],
         }
     return pl.Trainer(
         accelerator=settings.accelerator,

@@ -58,11 +58,28 @@ class ShardIndex:
         path = directory / INDEX_FILE
         if not path.is_file():
             raise CorruptShardError(f"{path} is missing: {directory} is not a complete shard set")
-        raw = json.loads(path.read_text())
-        splits = {
-            name: [ShardInfo(**info) for info in infos] for name, infos in raw.pop("splits").items()
-        }
-        return cls(splits=splits, **raw)
+        try:
+            raw = json.loads(path.read_text())
+            splits = {
+                name: [ShardInfo(**info) for info in infos]
+                for name, infos in raw.pop("splits").items()
+            }
+            index = cls(splits=splits, **raw)
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            raise CorruptShardError(f"{path} does not parse as a shard index ({error})") from error
+        for infos in index.splits.values():
+            for info in infos:
+                check_shard_name(info.file, path)
+        return index
+
+
+def check_shard_name(name: object, index_path: Path) -> None:
+    """A shard is a plain file beside its index: "../x" would make a reader leave the store."""
+    if not isinstance(name, str) or name in {"", ".", ".."} or Path(name).name != name:
+        raise CorruptShardError(
+            f"{index_path} names shard file {name!r}, which is not a plain file name beside the "
+            "index and could point outside the artifact store; refused"
+        )
 
 
 def file_sha256(path: Path) -> str:

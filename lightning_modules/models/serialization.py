@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -44,9 +45,17 @@ def save_weights(model: nn.Module, path: Path) -> None:
     save_file(state, str(path))
 
 
+def read_weights(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors in a safetensors file; a damaged file is a ValueError that names it."""
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError) as error:
+        raise ValueError(f"{path} is not a readable safetensors file ({error})") from error
+
+
 def load_weights(model: nn.Module, path: Path) -> None:
     """Fills `model` in place; every tensor not saved must be an alias of one that was."""
-    missing, unexpected = model.load_state_dict(load_file(str(path)), strict=False)
+    missing, unexpected = model.load_state_dict(read_weights(path), strict=False)
     if set(missing) != aliased_names(model) or unexpected:
         raise ValueError(
             f"{path} does not match its config: missing {missing}, unexpected {unexpected}"
@@ -93,7 +102,7 @@ def load_encoder_weights(encoder: BertEncoder, directory: Path) -> None:
         raise ValueError(
             f"pretrained encoder in {directory} was built with {expected}, not {encoder.config}"
         )
-    state = load_file(str(directory / WEIGHTS_FILE))
+    state = read_weights(directory / WEIGHTS_FILE)
     prefix = "discriminator." if (directory / ELECTRA_CONFIG_FILE).is_file() else "encoder."
     encoder.load_state_dict(
         {name[len(prefix) :]: tensor for name, tensor in state.items() if name.startswith(prefix)},

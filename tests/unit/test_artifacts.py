@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from flows.core.artifacts import MANIFEST_FILE, ArtifactStore, replace_json, stage_key
+from flows.core.artifacts import (
+    MANIFEST_FILE,
+    ArtifactError,
+    ArtifactStore,
+    atomic_file,
+    replace_json,
+    stage_key,
+)
 
 
 def test_key_ignores_dict_order_and_changes_with_settings_inputs_and_version() -> None:
@@ -105,3 +112,61 @@ def test_concurrent_requests_build_once(tmp_path: Path) -> None:
         thread.join()
     assert len(calls) == 1
     assert sorted(ref.cache_hit for ref in results) == [False, True, True, True]
+
+
+def test_a_folder_without_manifest_is_quarantined_and_rebuilt(tmp_path: Path) -> None:
+    store, calls = ArtifactStore(tmp_path), []
+    store.get_or_build("stage", "k1", build_counter(calls), {})
+    (tmp_path / "stage" / "k1" / MANIFEST_FILE).unlink()
+    rebuilt = store.get_or_build("stage", "k1", build_counter(calls), {})
+    assert len(calls) == 2 and not rebuilt.cache_hit
+    assert len(list((tmp_path / "stage").glob(".corrupt-k1-*"))) == 1
+
+
+def test_a_truncated_manifest_is_named_and_the_artifact_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store, calls = ArtifactStore(tmp_path), []
+    store.get_or_build("stage", "k1", build_counter(calls), {})
+    manifest = tmp_path / "stage" / "k1" / MANIFEST_FILE
+    manifest.write_text(manifest.read_text()[:10])
+    with pytest.raises(ArtifactError, match=f"{manifest}.*does not parse"):
+        store.lookup("stage", "k1")
+    assert not store.get_or_build("stage", "k1", build_counter(calls), {}).cache_hit
+    assert str(manifest) in caplog.text
+
+
+def test_a_file_changed_after_publish_fails_its_checksum_and_is_rebuilt(tmp_path: Path) -> None:
+    store, calls = ArtifactStore(tmp_path), []
+    store.get_or_build("stage", "k1", build_counter(calls), {})
+    data = tmp_path / "stage" / "k1" / "data.txt"
+    data.write_text("pbyload")  # same size, one byte flipped
+    with pytest.raises(ArtifactError, match=f"{data} does not match the checksum"):
+        store.lookup("stage", "k1")
+    assert not store.get_or_build("stage", "k1", build_counter(calls), {}).cache_hit
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("key", ["../outside", "..", "a/b", "/etc", ""])
+def test_a_key_that_could_leave_the_store_is_refused(tmp_path: Path, key: str) -> None:
+    with pytest.raises(ArtifactError, match="not a store name"):
+        ArtifactStore(tmp_path).lookup("tokenizer", key)
+
+
+def test_a_checksum_entry_pointing_outside_the_artifact_is_refused(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    store.get_or_build("stage", "k1", build_counter([]), {})
+    manifest = tmp_path / "stage" / "k1" / MANIFEST_FILE
+    recorded = json.loads(manifest.read_text())
+    recorded["checksums"] = {"../../secret": "0" * 64}
+    manifest.write_text(json.dumps(recorded))
+    with pytest.raises(ArtifactError, match="resolves outside"):
+        store.lookup("stage", "k1")
+
+
+def test_the_atomic_writer_leaves_no_partial_file_behind(tmp_path: Path) -> None:
+    target = tmp_path / "blob.bin"
+    with pytest.raises(OSError), atomic_file(target) as handle:
+        handle.write(b"half")
+        raise OSError(28, "No space left on device")
+    assert list(tmp_path.iterdir()) == []

@@ -144,6 +144,18 @@ FILE_CASES = [
         r"truncated or not really the format its suffix says",
     ),
     FileCase(
+        "csv field over the field limit",
+        lambda d: write(d / "wide.csv", 'text\n"' + ("x" * 80 + "\n") * 9 + '"\n'),
+        r"wide\.csv:\d+ is not readable CSV \(field larger than field limit \(401\)\); a field may "
+        r"hold at most corpus\.max_chars=100 characters",
+        {"max_chars": 100},
+    ),
+    FileCase(
+        "UTF-16 with a byte-order mark, but broken",
+        lambda d: write(d / "utf16.txt", (TEXT.format(1) + "\n").encode("utf-16") + b"\x00\xd8"),
+        r"utf16\.txt:2 is not valid UTF-16 .*re-encode it as UTF-8",
+    ),
+    FileCase(
         "text named .zst",
         lambda d: write(d / "b.txt.zst", TEXT.format(1)),
         r"b\.txt\.zst cannot be read \(ZstdError: .*\); if it is compressed",

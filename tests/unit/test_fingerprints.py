@@ -44,16 +44,6 @@ def test_a_touched_file_with_the_same_text_is_unchanged(tmp_path: Path) -> None:
     assert compare(previous, fingerprint_files([path], previous)).unchanged == [str(path)]
 
 
-def test_an_edit_that_keeps_size_and_mtime_is_not_rehashed(tmp_path: Path) -> None:
-    """Size and mtime gate the hash, as rsync does; this pins that documented trade-off."""
-    path = write(tmp_path / "a.txt", "aaaa")
-    stat = path.stat()
-    previous = fingerprint_files([path], {})
-    write(path, "bbbb")
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert fingerprint_files([path], previous) == previous
-
-
 def test_the_manifest_round_trips_and_rejects_another_version(tmp_path: Path) -> None:
     path = write(tmp_path / "a.txt", "text")
     manifest = tmp_path / "m.json"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 from pathlib import Path
@@ -42,7 +43,9 @@ class Payload:
         return (Path.touch, (str(self.marker),))  # type: ignore[return-value]
 
 
-def test_artifacts_hold_no_pickles_and_a_tampered_checkpoint_runs_no_code(tmp_path: Path) -> None:
+def test_artifacts_hold_no_pickles_and_a_tampered_checkpoint_runs_no_code(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     (tmp_path / "text.txt").write_text(greek_text(300, words=GREEK_LETTERS[:6], length=(20, 21)))
     corpus = open_corpus(CorpusSettings(kind="files", paths=[str(tmp_path / "text.txt")]))
     store = ArtifactStore(tmp_path / "store")
@@ -58,6 +61,7 @@ def test_artifacts_hold_no_pickles_and_a_tampered_checkpoint_runs_no_code(tmp_pa
     checkpoints.mkdir(parents=True)
     marker = tmp_path / "code-ran"
     torch.save({"state_dict": Payload(marker)}, checkpoints / LAST_CHECKPOINT)
-    with pytest.raises(Exception, match="Weights only load failed"):
-        pretrain(settings, shards, tokenizer, store)
-    assert not marker.exists()
+    with caplog.at_level(logging.WARNING, logger="flows.training.checkpoints"):
+        retrained = pretrain(settings, shards, tokenizer, store)  # set aside, trained afresh
+    assert not marker.exists() and not retrained.outputs["resumed"]
+    assert f"checkpoint {checkpoints / LAST_CHECKPOINT} does not load" in caplog.text

@@ -4,7 +4,8 @@ import multiprocessing
 from pathlib import Path
 from typing import Any
 
-from flows.tracking.runs import REDACTED, Tracker, flatten, redact_secrets
+from flows.core.redaction import REDACTED, redact_secrets
+from flows.tracking.runs import Tracker, flatten
 
 
 def test_secret_looking_values_are_masked_and_the_rest_kept() -> None:

@@ -231,7 +231,8 @@ def build_shards(
     def validate(ref: ArtifactRef) -> None:
         verify_shards(ref.path, ShardIndex.load(ref.path))
 
-    return store.get_or_build(STAGE, key, build, record, validate=validate)
+    # Shards carry their own per-file checksums (shards.json); hashing them twice would cost time.
+    return store.get_or_build(STAGE, key, build, record, validate=validate, checksums=False)
 
 
 def cap_documents(keep: np.ndarray, counts: dict[str, int], limit: int | None) -> np.ndarray:

@@ -69,10 +69,11 @@ class Runner:
         masked = torch.rand(shape, generator=generator) < variant.mask_rate
         self.labels = torch.where(masked, self.input_ids, torch.full_like(self.input_ids, -100))
         self.cpu_seconds = 0.0
+        self.wall_seconds = 0.0
         self.tokens = 0
 
     def burst(self, steps: int) -> None:
-        started = time.process_time()
+        started, wall_started = time.process_time(), time.perf_counter()
         for _ in range(steps):
             autocast = (
                 torch.autocast("cpu", dtype=torch.bfloat16)
@@ -85,27 +86,37 @@ class Runner:
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
         self.cpu_seconds += time.process_time() - started
+        self.wall_seconds += time.perf_counter() - wall_started
         self.tokens += steps * self.variant.batch_size * self.variant.seq_len
+
+
+def burst_steps(variant: Variant, base_steps: int) -> int:
+    """Steps that train as many tokens as `base_steps` of batch 32 x 128, so bursts match."""
+    return max(1, base_steps * 32 * 128 // (variant.batch_size * variant.seq_len))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10, help="steps per burst (bs32-equivalent)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads; above 1, CPU time counts the threads' spin-waits too",
+    )
+    parser.add_argument("--only", default="", help="comma-separated variant names (default: all)")
     args = parser.parse_args()
-    torch.set_num_threads(1)  # CPU time of one thread: no spin-waiting between threads counted
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    runners = [Runner(variant) for variant in VARIANTS]
+    chosen = set(filter(None, args.only.split(",")))
+    runners = [Runner(v) for v in VARIANTS if not chosen or v.name in chosen or v is VARIANTS[0]]
     for runner in runners:  # warm-up burst, not timed
         runner.burst(2)
-        runner.cpu_seconds, runner.tokens = 0.0, 0
+        runner.cpu_seconds, runner.wall_seconds, runner.tokens = 0.0, 0.0, 0
     for _ in range(args.rounds):
         for runner in runners:
-            runner.burst(
-                max(
-                    1, args.steps * 32 * 128 // (runner.variant.batch_size * runner.variant.seq_len)
-                )
-            )
+            runner.burst(burst_steps(runner.variant, args.steps))
     base = runners[0].cpu_seconds / runners[0].tokens
     for runner in runners:
         per_token = runner.cpu_seconds / runner.tokens
@@ -115,7 +126,11 @@ def main() -> None:
                     "variant": runner.variant.name,
                     "cpu_seconds_per_million_tokens": round(per_token * 1e6, 2),
                     "relative_cost": round(per_token / base, 3),
+                    "wall_seconds_per_million_tokens": round(
+                        runner.wall_seconds / runner.tokens * 1e6, 2
+                    ),
                     "tokens": runner.tokens,
+                    "threads": args.threads,
                 }
             )
         )

@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
         return 2
     out = Path(argv[0])
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("lightning_modules").setLevel(logging.INFO)  # the step/loss progress lines
+    logging.getLogger("cloze").setLevel(logging.INFO)  # the step/loss progress lines
     for line in argv[1:]:
         result = screen(shlex.split(line))
         with out.open("a") as handle:

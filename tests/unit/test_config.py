@@ -16,6 +16,27 @@ def test_default_config_composes_and_validates() -> None:
     assert config["model"]["name"] == "bert-tiny"
 
 
+def test_the_default_recipe_is_the_measured_small_budget_one() -> None:
+    """docs/results/2026-12-01-small-budget-recipe.md: no dropout, bf16, lr 2e-3, 10% warmup."""
+    config = compose_config(["model=bert-mini"])
+    assert (config["model"]["dropout"], config["model"]["attention_dropout"]) == (0.0, 0.0)
+    trainer = config["trainer"]
+    assert (trainer["precision"], trainer["learning_rate"]) == ("bf16-mixed", 2e-3)
+    assert trainer["warmup_steps"] * 10 == trainer["max_steps"]
+
+
+def test_experiment_bert_keeps_the_original_recipe_whatever_the_defaults() -> None:
+    config = compose_config(["experiment=bert"])
+    model, trainer = config["model"], config["trainer"]
+    assert (model["dropout"], model["attention_dropout"], model["norm_placement"]) == (
+        0.1,
+        0.1,
+        "post",
+    )
+    assert config["objective"]["mask_rate"] == 0.15
+    assert (trainer["schedule"], trainer["precision"]) == ("linear", "32-true")
+
+
 def test_experiment_bundle_overrides_groups() -> None:
     config = compose_config(["experiment=smoke", "model=bert-mini"])
     assert config["trainer"]["max_steps"] == 60

@@ -10,20 +10,20 @@ from the content-addressed store when only trainer/objective keys change.
 from __future__ import annotations
 
 import json
-import logging
 import shlex
 import sys
 import time
 from pathlib import Path
 
-from flows.config import compose_config
-from flows.environment import configure_services
+from flows.core.config import compose_config
+from flows.core.logs import setup_logging
+from flows.plan import load_run_config, start_services
 
 
 def screen(overrides: list[str]) -> dict[str, object]:
     config = compose_config(overrides)
-    configure_services(config)
-    from flows.pipeline import pretraining_pipeline  # after configure_services (Prefect env)
+    start_services(load_run_config(config))
+    from flows.pipeline import pretraining_pipeline  # after start_services (Prefect env)
 
     started = time.perf_counter()
     summary = pretraining_pipeline(config, until="pretrain")
@@ -46,8 +46,7 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     out = Path(argv[0])
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("cloze").setLevel(logging.INFO)  # the step/loss progress lines
+    setup_logging()
     for line in argv[1:]:
         result = screen(shlex.split(line))
         with out.open("a") as handle:

@@ -190,7 +190,7 @@ def finetune(
             )
             outputs.update(bootstrap_outputs(task_run, arms, settings, seed))
             outputs.update(baseline_outputs(spec.name, spec.metric, baselines))
-            runs[spec.name] = task_record(arms, baselines)
+            runs[spec.name] = {**task_record(arms, baselines), "labels": data.label_record()}
             predictions[spec.name] = {
                 arm: [run.test_predictions for run in arms[arm].runs] for arm in ARMS
             }

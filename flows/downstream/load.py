@@ -192,3 +192,15 @@ def source_fingerprint(spec: TaskSpec, data_dir: Path) -> dict[str, str | None]:
         else:
             fingerprint[split] = source
     return fingerprint
+
+
+def check_tasks(specs: list[TaskSpec], data_dir: Path, sampling: Sampling) -> None:
+    """Every task file opened, parsed and checked (columns, labels, splits) before any stage runs,
+    so a bad one costs seconds, not a pretraining run. Hub datasets by name are left to the stage:
+    fetching them is the stage's work."""
+    for spec in specs:
+        if spec.format == "pydoc_topics":
+            continue  # built in: read from the installed Python's documentation
+        if spec.format == "huggingface" and not Path(spec.hub_name or "").is_dir():
+            continue
+        load_task(spec, data_dir, sampling)

@@ -20,7 +20,7 @@ from flows.core.settings import output_settings
 from flows.downstream.baselines import BaselineResult, evaluate_baselines
 from flows.downstream.bootstrap import bootstrap_lift, example_statistics
 from flows.downstream.encoding import encode
-from flows.downstream.load import Sampling, TaskData, load_task, source_fingerprint, train_sample
+from flows.downstream.load import TaskData, load_task, source_fingerprint, train_sample
 from flows.downstream.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_task
 from flows.downstream.report import bar_chart, baseline_outputs, markdown_table, task_outputs
 from flows.downstream.settings import FinetuneSettings
@@ -75,8 +75,7 @@ def prepare_task(
     trained = load_tokenizer(tokenizer_ref)
     max_length = min(settings.max_length, encoder.max_position_embeddings)
     trained.tokenizer.enable_truncation(max_length)
-    sampling = Sampling(settings.validation_examples, settings.test_examples, seed)
-    data = load_task(spec, settings.resolved_data_dir(), sampling)
+    data = load_task(spec, settings.resolved_data_dir(), settings.sampling(seed))
     splits = {
         name: encode(trained.tokenizer, examples, token_types=encoder.type_vocab_size > 1)
         for name, examples in data.splits.items()

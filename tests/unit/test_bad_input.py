@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from flows.__main__ import main as cli_main
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.core.config import compose_config
 from flows.core.settings import ConfigError
@@ -489,3 +490,28 @@ def test_bad_task_input(
     with pytest.raises((TaskInputError, ConfigError), match=case.message):
         finetune(settings, 0, ONE_STEP, pretrained, tokenizer, ArtifactStore(store_root))
     assert published(store_root) == []
+
+
+def test_the_cli_checks_task_files_before_any_service_or_stage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "t.csv").write_text("text\tlabel\na fine film\t1\n")
+    task = "{format:csv,labels:auto,text_column:text,train:t.csv,test:t.csv}"
+    code = cli_main(
+        ["finetune.tasks=[t]", f"+finetune.catalog.t={task}", f"finetune.data_dir={tmp_path}"]
+    )
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path / 't.csv'}:1 has no column 'text' (columns: 'text\\tlabel'); set the "
+        "finetune.catalog.t column settings to one of them. The first line is tab-separated: "
+        "format: glue reads TSV (tabs, no quoting).\n"
+    )
+
+
+@pytest.mark.parametrize("case", TASK_CASES, ids=[case.name for case in TASK_CASES])
+def test_bad_task_input_fails_the_up_front_check(tmp_path: Path, case: TaskCase) -> None:
+    for name, content in case.files.items():
+        write(tmp_path / name, content)
+    settings = FinetuneSettings(tasks=["t"], catalog={"t": case.spec}, data_dir=str(tmp_path))
+    with pytest.raises((TaskInputError, ConfigError), match=case.message.split(";")[0]):
+        settings.check_task_files(0)

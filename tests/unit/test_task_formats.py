@@ -1,4 +1,5 @@
-"""A task brought in any format the corpus reads: CSV, JSON lines, Parquet, compressed or not."""
+"""A task brought in any format the corpus reads (CSV, JSON lines, Parquet, compressed or not),
+and its per-class report."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from sklearn.metrics import precision_recall_fscore_support
 
 from flows.downstream.load import Sampling, load_task
+from flows.downstream.per_class import mean_report, per_class
 from flows.downstream.readers import TaggedSentence, TextExample
 from flows.downstream.spec import TaskSpec
 
@@ -108,3 +111,30 @@ def test_jsonl_token_classification_reads_token_and_tag_lists(tmp_path: Path) ->
         TaggedSentence(("fever", "and", "cough"), (0, 1, 0)),
         TaggedSentence(("no", "signs"), (1, 1)),
     ]
+
+
+def test_per_class_scores_agree_with_scikit_learn_and_mark_untested_classes() -> None:
+    labels = ["a", "b", "c", "never_tested"]
+    gold = [0, 0, 1, 1, 2, 2, 2]
+    predicted = [0, 1, 1, 1, 2, 0, 3]
+    report = per_class("classification", gold, predicted, labels)
+    precision, recall, f1, support = precision_recall_fscore_support(
+        gold, predicted, labels=[0, 1, 2], zero_division=0
+    )
+    for index, name in enumerate(labels[:3]):
+        assert report[name] == pytest.approx(
+            {"precision": precision[index], "recall": recall[index], "f1": f1[index],
+             "support": support[index]}
+        )  # fmt: skip
+    assert report["never_tested"] == {"precision": 0.0, "recall": None, "f1": 0.0, "support": 0}
+
+
+def test_per_entity_type_scores_count_exact_spans() -> None:
+    labels = ["O", "B-Gene", "I-Gene", "B-Disease"]
+    gold = [[1, 2, 0, 3], [3, 0]]
+    predicted = [[1, 0, 0, 3], [3, 0]]  # the gene's span is cut short: a miss and a false hit
+    report = per_class("token_classification", gold, predicted, labels)
+    assert report["Gene"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}
+    assert report["Disease"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0, "support": 2}
+    merged = mean_report([report, per_class("token_classification", gold, gold, labels)])
+    assert merged["Gene"] == {"precision": 0.5, "recall": 0.5, "f1": 0.5, "support": 1}

@@ -30,9 +30,11 @@ FLAGS = ("--cfg", "-m", "--multirun")
 
 
 def validate(config: dict[str, Any]) -> RunConfig:
-    """The whole config, `refresh.*` included, before any service or stage starts."""
+    """The whole config, `refresh.*` and the task files included, before any service or stage
+    starts."""
     run = load_run_config(config)
     settings_from(RefreshSettings, run.refresh, "refresh")
+    run.finetune.check_task_files(run.seed)  # task files read now: a bad one costs seconds
     return run
 
 
@@ -83,7 +85,7 @@ def main(argv: list[str]) -> int:
             print("\n---\n".join(to_yaml(config) for config in configs))
             return 0
         validated = [validate(config) for config in configs]  # every combination, up front
-    except ConfigError as error:
+    except (ConfigError, CorpusInputError) as error:
         return fail(error)
     start_services(validated[0])
     setup_logging()

@@ -242,6 +242,8 @@ def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
     run = load_run_config(config)
     plan = PipelinePlan.from_run_config(run)
     corpus = open_corpus(plan.corpus)  # a missing path or empty glob fails here, before tracking
+    if until == "finetune":  # deployment runs skip the CLI: task files are checked here too
+        plan.finetune.check_task_files(run.seed)
     paths = RunPaths.from_settings(run.paths)
     store = ArtifactStore(paths.artifacts)
     tracker = Tracker.for_run(plan.tracking, paths)

@@ -314,3 +314,69 @@ def read_documents(
         yield from pubtator_documents(path, lines, rules, stats)
     else:
         yield from paragraphs(lines, rules, stats)
+
+
+# Whole records, for readers that need more than one field (labelled task files, issue 19): the
+# same decoding and compression as the document readers above, so there is one reading layer.
+
+
+def json_objects(path: Path, lines: Lines) -> Iterator[tuple[int, dict[str, object]]]:
+    """`(line number, object)` per non-blank line; a line that is not a JSON object names itself."""
+    for number, line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise CorpusInputError(f"{path}:{number} is not valid JSON: {error.msg}") from error
+        if not isinstance(record, dict):
+            raise CorpusInputError(
+                f"{path}:{number} is a JSON {type(record).__name__}, not an object; each line "
+                "of a JSON-lines file holds one {...} record"
+            )
+        yield number, record
+
+
+def csv_records(path: Path, lines: Lines, rules: ReadRules) -> Iterator[tuple[int, list[str]]]:
+    """RFC 4180 rows with the line each starts on; quoted fields may hold commas and newlines.
+
+    `strict` makes an unclosed quote an error instead of a field that swallows the file's rest.
+    """
+    csv.field_size_limit(rules.max_line_bytes)
+    reader = csv.reader((line for _, line in lines), strict=True)
+    start = 1
+    try:
+        for row in reader:
+            if any(field.strip() for field in row):
+                yield start, row
+            start = reader.line_num + 1
+    except csv.Error as error:
+        raise CorpusInputError(
+            f"{path}:{start}: the CSV record starting here cannot be parsed ({error}); an "
+            'unclosed or stray " is the usual cause: double quotes inside a quoted field ("")'
+        ) from error
+
+
+def parquet_columns(path: Path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    return list(pq.ParquetFile(path).schema_arrow.names)
+
+
+def parquet_records(path: Path, columns: list[str]) -> Iterator[tuple[int, dict[str, object]]]:
+    """`(row number, {column: value})` for the named columns; a missing one lists those present."""
+    import pyarrow.parquet as pq
+
+    table = pq.ParquetFile(path)
+    names = table.schema_arrow.names
+    for column in columns:
+        if column not in names:
+            raise CorpusInputError(
+                f"{path} has no column {column!r} (columns: {', '.join(names)}); name one of "
+                "them in the settings that read this file"
+            )
+    number = 0
+    for batch in table.iter_batches(batch_size=1024, columns=columns):
+        for record in batch.to_pylist():
+            number += 1
+            yield number, record

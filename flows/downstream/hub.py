@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from flows.downstream.readers import TaggedSentence, TextExample, text_examples
+from flows.downstream.readers import LabelIndex, TaggedSentence, TextExample, text_examples
 from flows.downstream.spec import TaskInputError, TaskSpec
 
 
@@ -37,22 +37,24 @@ def class_names(feature: Any) -> list[str] | None:
     return list(feature.names) if hasattr(feature, "names") else None
 
 
-def read_hub(spec: TaskSpec, split: str) -> list[TextExample] | list[TaggedSentence]:
+def read_hub(
+    spec: TaskSpec, split: str, labels: LabelIndex
+) -> list[TextExample] | list[TaggedSentence]:
     dataset = load_split(spec, split)
     where = f"{spec.hub_name}[{split}]"
     columns = list(dataset.column_names)
     if spec.kind == "token_classification":
-        return tagged_rows(dataset, columns, where, spec)
+        return tagged_rows(dataset, columns, where, spec, labels)
     names = {column: class_names(dataset.features[column]) for column in columns}
     rows = (
         (index + 1, [as_text(row[column], names[column]) for column in columns])
         for index, row in enumerate(dataset)
     )
-    return text_examples(rows, columns, where, spec)
+    return text_examples(rows, columns, where, spec, labels)
 
 
 def tagged_rows(
-    dataset: Any, columns: list[str], where: str, spec: TaskSpec
+    dataset: Any, columns: list[str], where: str, spec: TaskSpec, labels: LabelIndex
 ) -> list[TaggedSentence]:
     for column in (spec.text_column, spec.label_column):
         if column not in columns:
@@ -63,13 +65,8 @@ def tagged_rows(
     names = class_names(getattr(dataset.features[spec.label_column], "feature", None))
     sentences = []
     for index, row in enumerate(dataset):
-        tags = [as_text(tag, names) for tag in row[spec.label_column]]
-        unknown = sorted(set(tags) - set(spec.labels))
-        if unknown:
-            raise TaskInputError(
-                f"{where} row {index}: tag {unknown[0]!r} is not in finetune.catalog."
-                f"{spec.name}.labels {spec.labels}; add it to the label list"
-            )
+        at = f"{where} row {index}"
+        tags = tuple(labels.id(as_text(tag, names), at, "tag") for tag in row[spec.label_column])
         tokens = tuple(str(token) for token in row[spec.text_column])
-        sentences.append(TaggedSentence(tokens, tuple(spec.labels.index(t) for t in tags)))
+        sentences.append(TaggedSentence(tokens, tags))
     return sentences

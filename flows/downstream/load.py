@@ -10,15 +10,26 @@ the interval over seeds covers the luck of which examples were labelled, not onl
 from __future__ import annotations
 
 import hashlib
+import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flows.corpora.formats import CorpusInputError
 from flows.corpora.pydoc_topics_task import LABELS, load_pydoc_topics
 from flows.downstream.hub import read_hub
-from flows.downstream.readers import TaggedSentence, TextExample, read_conll, read_glue
-from flows.downstream.spec import SPLITS, TaskInputError, TaskSpec
+from flows.downstream.readers import (
+    LabelIndex,
+    TaggedSentence,
+    TextExample,
+    read_conll,
+    read_glue,
+)
+from flows.downstream.spec import SPLITS, TaskInputError, TaskSpec, check_labels
+from flows.downstream.tables import read_csv, read_records
+
+log = logging.getLogger(__name__)
 
 Example = TextExample | TaggedSentence
 CARVED_VALIDATION_FRACTION = 0.1
@@ -35,19 +46,48 @@ class Sampling:
 
 @dataclass
 class TaskData:
+    """A task's splits; `labels` in id order, where they came from, and train labels that the
+    test split never shows (their test scores are empty: reported, not an error)."""
+
     spec: TaskSpec
     labels: list[str]
     splits: dict[str, list[Any]]
+    label_source: str = "config"
+    absent_from_test: list[str] = field(default_factory=list)
+
+    def label_record(self) -> dict[str, Any]:
+        """The `labels` entry of results.json."""
+        return {
+            "names": self.labels,
+            "source": self.label_source,
+            "absent_from_test": self.absent_from_test,
+        }
 
 
-def read_split(spec: TaskSpec, split: str, data_dir: Path) -> list[Any] | None:
+def read_file(path: Path, spec: TaskSpec, labels: LabelIndex) -> list[Any]:
+    """One split's file in the task's format; a corpus-layer error becomes a task error."""
+    try:
+        if spec.format == "glue":
+            return read_glue(path, spec, labels)
+        if spec.format == "conll":
+            return read_conll(path, spec, labels)
+        if spec.format == "csv":
+            return read_csv(path, spec, labels)
+        return list(read_records(path, spec, labels))
+    except TaskInputError:
+        raise
+    except CorpusInputError as error:
+        raise TaskInputError(str(error)) from error
+
+
+def read_split(spec: TaskSpec, split: str, data_dir: Path, labels: LabelIndex) -> list[Any] | None:
     source = spec.source(split, data_dir)
     if source is None:
         return None
     if spec.format == "huggingface":
-        return list(read_hub(spec, str(source)))
+        return list(read_hub(spec, str(source), labels))
     path = Path(source)
-    examples: list[Any] = read_glue(path, spec) if spec.format == "glue" else read_conll(path, spec)
+    examples = read_file(path, spec, labels)
     if not examples:
         raise TaskInputError(
             f"{path}: the {split} split of task {spec.name} holds no example; point "
@@ -78,15 +118,45 @@ def train_sample(pool_size: int, limit: int | None, seed: int) -> list[int] | No
     return random.Random(seed).sample(range(pool_size), limit)
 
 
+def task_labels(spec: TaskSpec, data_dir: Path) -> list[str]:
+    """The configured labels, or for `labels: auto` the train split's, sorted: the same file
+    gives the same ids on every machine and every run."""
+    if spec.labels != "auto":
+        return list(spec.labels)
+    collector = LabelIndex.collecting(spec)
+    read_split(spec, "train", data_dir, collector)
+    labels = sorted(collector.seen)
+    check_labels(spec, labels)
+    return labels
+
+
+def label_ids(example: Any) -> set[int]:
+    return set(example.tags) if isinstance(example, TaggedSentence) else {example.label}
+
+
+def absent_from_test(spec: TaskSpec, labels: list[str], test: list[Any]) -> list[str]:
+    """Labels the test split never shows; logged, since their per-class scores will be empty."""
+    shown = set().union(*(label_ids(example) for example in test))
+    absent = [label for index, label in enumerate(labels) if index not in shown]
+    if absent:
+        log.warning(
+            "task %s: the test split has no example of %s; those labels get no test score",
+            spec.name,
+            ", ".join(map(repr, absent)),
+        )
+    return absent
+
+
 def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
     """Validation and test sampled; train left whole, as the pool `train_sample` draws from."""
     if spec.format == "pydoc_topics":
         splits = pydoc_topics_splits(spec, sampling.seed)
         labels = list(LABELS)
     else:
-        read = {split: read_split(spec, split, data_dir) for split in SPLITS}
+        labels = task_labels(spec, data_dir)
+        index = LabelIndex(spec, labels)
+        read = {split: read_split(spec, split, data_dir, index) for split in SPLITS}
         splits = {split: examples for split, examples in read.items() if examples is not None}
-        labels = list(spec.labels)
     if "validation" not in splits:
         shuffled = random.Random(sampling.seed).sample(splits["train"], len(splits["train"]))
         carved = max(1, round(CARVED_VALIDATION_FRACTION * len(shuffled)))
@@ -101,7 +171,9 @@ def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
             )
     splits["validation"] = sample(splits["validation"], sampling.validation_examples, sampling.seed)
     splits["test"] = sample(splits["test"], sampling.test_examples, sampling.seed)
-    return TaskData(spec, labels, {split: splits[split] for split in SPLITS})
+    absent = absent_from_test(spec, labels, splits["test"])
+    source = "train split" if spec.labels == "auto" else "config"
+    return TaskData(spec, labels, {split: splits[split] for split in SPLITS}, source, absent)
 
 
 def source_fingerprint(spec: TaskSpec, data_dir: Path) -> dict[str, str | None]:
@@ -120,3 +192,15 @@ def source_fingerprint(spec: TaskSpec, data_dir: Path) -> dict[str, str | None]:
         else:
             fingerprint[split] = source
     return fingerprint
+
+
+def check_tasks(specs: list[TaskSpec], data_dir: Path, sampling: Sampling) -> None:
+    """Every task file opened, parsed and checked (columns, labels, splits) before any stage runs,
+    so a bad one costs seconds, not a pretraining run. Hub datasets by name are left to the stage:
+    fetching them is the stage's work."""
+    for spec in specs:
+        if spec.format == "pydoc_topics":
+            continue  # built in: read from the installed Python's documentation
+        if spec.format == "huggingface" and not Path(spec.hub_name or "").is_dir():
+            continue
+        load_task(spec, data_dir, sampling)

@@ -2,6 +2,7 @@
 
 Both formats are read by hand rather than with `csv`: GLUE sentences contain quote characters and
 must be split on tabs with no quoting at all, and every error has to name the file and line.
+Label ids come from a `LabelIndex`, which also collects the label set for `labels: auto`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,56 @@ class TaggedSentence:
     tags: tuple[int, ...]
 
 
+class LabelIndex:
+    """Label name -> id for one task; `collecting()` accepts every label and records it instead,
+    the first pass over train when the task says `labels: auto`."""
+
+    def __init__(self, spec: TaskSpec, names: list[str] | None) -> None:
+        self.key = f"finetune.catalog.{spec.name}"
+        self.auto = spec.labels == "auto"
+        self.names = names
+        self.ids = {name: index for index, name in enumerate(names or [])}
+        self.seen: set[str] = set()
+
+    @classmethod
+    def collecting(cls, spec: TaskSpec) -> LabelIndex:
+        return cls(spec, None)
+
+    def id(self, label: str, at: str, what: str = "label") -> int:
+        """The id of `label`, read at `at` (file:line); unknown or empty labels name the row."""
+        if not label:
+            raise TaskInputError(
+                f"{at}: the {what} is empty; every row needs a {what}: fix or remove the row"
+            )
+        if self.names is None:
+            self.seen.add(label)
+            return 0
+        if label in self.ids:
+            return self.ids[label]
+        if self.auto:
+            raise TaskInputError(
+                f"{at}: {what} {label!r} never occurs in the train split ({self.key}.labels=auto "
+                f"takes the label set from train: {self.names}); a model cannot learn it: fix "
+                "the row, or add train examples of it"
+            )
+        raise TaskInputError(
+            f"{at}: {what} {label!r} is not in {self.key}.labels {self.names}; add it to the "
+            "label list or fix the row"
+        )
+
+
+def first_line_looks(line: str) -> str:
+    """What a file's first line looks like, for an error message only: reading never guesses."""
+    stripped = line.strip()
+    if stripped.startswith("{"):
+        return " The first line looks like JSON: format: jsonl reads JSON lines."
+    if "\t" in stripped:
+        return " The first line is tab-separated: format: glue reads TSV (tabs, no quoting)."
+    if "," in stripped:
+        return " The first line is comma-separated: format: csv reads it (RFC 4180 quoting)."
+    return ""
+
+
 def read_lines(path: Path, spec: TaskSpec) -> list[str]:
     """The file's lines; `utf-8-sig` drops the byte-order mark MRPC's header starts with."""
     try:
@@ -46,7 +97,10 @@ def read_lines(path: Path, spec: TaskSpec) -> list[str]:
         raise TaskInputError(f"{path} is not valid UTF-8 ({error.reason}); convert it") from None
 
 
-def column_position(column: Column, header: Sequence[str] | None, where: str, key: str) -> int:
+def column_position(
+    column: Column, header: Sequence[str] | None, where: str, key: str, hint: str = ""
+) -> int:
+    """A column's index; a missing name lists the columns found and what the file looks like."""
     if isinstance(column, int):
         return column
     if header is None:
@@ -56,8 +110,8 @@ def column_position(column: Column, header: Sequence[str] | None, where: str, ke
         )
     if column not in header:
         raise TaskInputError(
-            f"{where}:1 has no column {column!r} (columns: {', '.join(header)}); set the "
-            f"{key} column settings to one of them"
+            f"{where}:1 has no column {column!r} (columns: {', '.join(map(repr, header))}); "
+            f"set the {key} column settings to one of them{'.' + hint if hint else ''}"
         )
     return header.index(column)
 
@@ -67,20 +121,25 @@ def text_examples(
     header: Sequence[str] | None,
     where: str,
     spec: TaskSpec,
+    labels: LabelIndex,
+    separator: str = "tab-separated",
+    hint: str = "",
 ) -> list[TextExample]:
     """Picks text, pair and label from each `(line number, fields)` row and checks them."""
     key = f"finetune.catalog.{spec.name}"
-    text_at = column_position(spec.text_column, header, where, key)
-    label_at = column_position(spec.label_column, header, where, key)
+    text_at = column_position(spec.text_column, header, where, key, hint)
+    label_at = column_position(spec.label_column, header, where, key, hint)
     pair_at = (
-        None if spec.pair_column is None else column_position(spec.pair_column, header, where, key)
+        None
+        if spec.pair_column is None
+        else column_position(spec.pair_column, header, where, key, hint)
     )
     examples = []
     for line, fields in rows:
         needed = max(text_at, label_at, -1 if pair_at is None else pair_at) + 1
         if len(fields) < max(text_at, label_at) + 1:
             raise TaskInputError(
-                f"{where}:{line} has {len(fields)} tab-separated fields, but {key} reads "
+                f"{where}:{line} has {len(fields)} {separator} fields, but {key} reads "
                 f"column {max(text_at, label_at)}; every row needs {needed} fields"
             )
         pair = None
@@ -91,17 +150,12 @@ def text_examples(
                     f"{where}:{line} has no second sentence (column {spec.pair_column!r}); "
                     "every row of a sentence-pair task needs both sentences: fix or remove it"
                 )
-        label = fields[label_at].strip()
-        if label not in spec.labels:
-            raise TaskInputError(
-                f"{where}:{line}: label {label!r} is not in {key}.labels {spec.labels}; "
-                "add it to the label list or fix the row"
-            )
-        examples.append(TextExample(fields[text_at].strip(), pair, spec.labels.index(label)))
+        label = labels.id(fields[label_at].strip(), f"{where}:{line}")
+        examples.append(TextExample(fields[text_at].strip(), pair, label))
     return examples
 
 
-def read_glue(path: Path, spec: TaskSpec) -> list[TextExample]:
+def read_glue(path: Path, spec: TaskSpec, labels: LabelIndex) -> list[TextExample]:
     """A GLUE-format TSV: one example per line, fields split on tabs, no quoting."""
     lines = read_lines(path, spec)
     header = lines[0].rstrip("\r").split("\t") if spec.header else None
@@ -111,12 +165,12 @@ def read_glue(path: Path, spec: TaskSpec) -> list[TextExample]:
         for number, line in enumerate(lines[start:], start=start + 1)
         if line.strip()
     )
-    return text_examples(rows, header, str(path), spec)
+    hint = first_line_looks(lines[0]) if header is not None and len(header) == 1 else ""
+    return text_examples(rows, header, str(path), spec, labels, hint=hint)
 
 
-def read_conll(path: Path, spec: TaskSpec) -> list[TaggedSentence]:
+def read_conll(path: Path, spec: TaskSpec, labels: LabelIndex) -> list[TaggedSentence]:
     """`token<TAB>tag` lines, blank lines between sentences; the tag is the last field."""
-    key = f"finetune.catalog.{spec.name}"
     sentences: list[TaggedSentence] = []
     tokens: list[str] = []
     tags: list[int] = []
@@ -133,19 +187,18 @@ def read_conll(path: Path, spec: TaskSpec) -> list[TaggedSentence]:
                 "from its tag with a tab (blank lines separate sentences)"
             )
         fields = line.split("\t")
-        tag = fields[-1].strip()
-        if not IOB2_TAG.fullmatch(tag):
-            raise TaskInputError(
-                f"{path}:{number}: tag {tag!r} is not IOB2 (O, B-<type> or I-<type>); fix the "
-                "line (IOBES or BILOU files need converting to IOB2 first)"
-            )
-        if tag not in spec.labels:
-            raise TaskInputError(
-                f"{path}:{number}: tag {tag!r} is not in {key}.labels {spec.labels}; add it "
-                "to the label list or fix the line"
-            )
         tokens.append(fields[0])
-        tags.append(spec.labels.index(tag))
+        tags.append(tag_id(fields[-1].strip(), f"{path}:{number}", labels))
     if tokens:
         sentences.append(TaggedSentence(tuple(tokens), tuple(tags)))
     return sentences
+
+
+def tag_id(tag: str, at: str, labels: LabelIndex) -> int:
+    """An IOB2 tag's id: entity F1 reads spans from B-/I- prefixes, so other schemes are refused."""
+    if tag and not IOB2_TAG.fullmatch(tag):
+        raise TaskInputError(
+            f"{at}: tag {tag!r} is not IOB2 (O, B-<type> or I-<type>); fix the "
+            "line (IOBES or BILOU files need converting to IOB2 first)"
+        )
+    return labels.id(tag, at, "tag")

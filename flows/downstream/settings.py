@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 
 from flows.core.settings import ConfigError, Number, Settings, bounds
+from flows.downstream.load import Sampling, check_tasks
 from flows.downstream.spec import BASELINES, TaskSpec, default_data_dir, task_specs
 
 PositiveRate = Annotated[Number, bounds(gt=0)]
@@ -91,6 +92,13 @@ class FinetuneSettings(Settings):
     def curve_fractions(self) -> tuple[float, ...]:
         """The curve's points below the final weights; empty: no curve asked for."""
         return tuple(value for value in checkpoint_fractions(self.checkpoints) if value < 1.0)
+
+    def sampling(self, seed: int) -> Sampling:
+        return Sampling(self.validation_examples, self.test_examples, seed)
+
+    def check_task_files(self, seed: int) -> None:
+        """Reads every task's files now (flows/downstream/load.py `check_tasks`)."""
+        check_tasks(self.specs(), self.resolved_data_dir(), self.sampling(seed))
 
     def resolved_data_dir(self) -> Path:
         return Path(self.data_dir).expanduser() if self.data_dir else default_data_dir()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, PlainValidator, model_validator
 from pydantic_core import PydanticCustomError
@@ -17,7 +17,14 @@ from flows.core.paths import REPO_ROOT
 from flows.core.settings import ConfigError, Settings, bounds, one_of, settings_from
 from flows.corpora.formats import CorpusInputError
 
-FORMATS = ("pydoc_topics", "glue", "conll", "huggingface")
+FORMATS = ("pydoc_topics", "glue", "conll", "huggingface", "jsonl", "csv", "parquet")
+# Which kinds each file format can hold; jsonl and parquet hold token lists as well as texts.
+FORMAT_KINDS = {
+    "pydoc_topics": ("classification",),
+    "glue": ("classification",),
+    "csv": ("classification",),
+    "conll": ("token_classification",),
+}
 KINDS = ("classification", "token_classification")
 CLASSIFICATION_METRICS = ("accuracy", "macro_f1", "mcc", "f1")
 TOKEN_METRICS = ("entity_f1", "entity_precision", "entity_recall")
@@ -58,6 +65,7 @@ class TaskSpec(Settings):
     `train`/`validation`/`test` are file paths (relative ones resolve against the data dir) or,
     for `format: huggingface`, split names. A missing `validation` is carved, seeded, out of train;
     GLUE's test files are unlabelled, so its presets score on the dev file as `test`.
+    `labels: auto` takes the label set from the train split, sorted (flows/downstream/load.py).
     """
 
     section = "finetune.catalog.<task>"
@@ -65,7 +73,7 @@ class TaskSpec(Settings):
     format: Annotated[str, one_of(FORMATS)]
     kind: Annotated[str, one_of(KINDS)] = "classification"
     metric: str = "accuracy"
-    labels: list[str] = Field(default_factory=list)
+    labels: list[str] | Literal["auto"] = Field(default_factory=list)
     train: str | None = None
     validation: str | None = None
     test: str | None = None
@@ -77,36 +85,42 @@ class TaskSpec(Settings):
     hub_config: str | None = None
     min_words: Annotated[int, bounds(ge=1)] = 5
 
+    @model_validator(mode="before")
+    @classmethod
+    def _token_list_columns(cls, data: Any) -> Any:
+        """jsonl/parquet token classification reads `tokens` and `tags` lists unless told."""
+        if (
+            isinstance(data, dict)
+            and data.get("kind") == "token_classification"
+            and data.get("format") in ("jsonl", "parquet")
+        ):
+            return {"text_column": "tokens", "label_column": "tags", **data}
+        return data
+
     @model_validator(mode="after")
     def _fits_together(self) -> TaskSpec:
         key = f"finetune.catalog.{self.name}"
-        if (self.format == "conll") != (self.kind == "token_classification") and (
-            self.format != "huggingface"
-        ):
+        kinds = FORMAT_KINDS.get(self.format, KINDS)
+        if self.kind not in kinds:
             raise ConfigError(
                 f"{key}: format {self.format!r} cannot be kind {self.kind!r}; conll files are "
-                "token_classification, glue and pydoc_topics are classification"
+                "token_classification, glue, csv and pydoc_topics are classification, jsonl "
+                "and parquet are either"
             )
         allowed = TOKEN_METRICS if self.kind == "token_classification" else CLASSIFICATION_METRICS
         if self.metric not in allowed:
             raise ConfigError(f"{key}.metric={self.metric!r} must be one of {allowed}")
-        if self.metric == "f1" and len(self.labels) != 2:
-            raise ConfigError(f"{key}.metric=f1 is binary F1: {key}.labels needs exactly 2 labels")
+        if self.labels != "auto":
+            check_labels(self, self.labels)
         if self.format != "pydoc_topics":
             self._check_sources(key)
         return self
 
     def _check_sources(self, key: str) -> None:
-        if len(self.labels) < 2:
-            raise ConfigError(f"{key}.labels must list at least 2 labels (the label vocabulary)")
-        if len(set(self.labels)) != len(self.labels):
-            raise ConfigError(f"{key}.labels={self.labels} lists a label twice")
         if self.train is None or self.test is None:
             raise ConfigError(f"{key}: set {key}.train and {key}.test (validation is optional)")
         if self.format == "huggingface" and not self.hub_name:
             raise ConfigError(f"{key}.hub_name must name the dataset (e.g. nyu-mll/glue)")
-        if self.kind == "token_classification" and "O" not in self.labels:
-            raise ConfigError(f"{key}.labels must include 'O' for IOB2 tagging")
 
     def source(self, split: str, data_dir: Path) -> Path | str | None:
         """Where a split comes from: a resolved file, a hub split name, or None (carve/absent)."""
@@ -115,6 +129,26 @@ class TaskSpec(Settings):
             return value
         path = Path(os.path.expanduser(value))
         return path if path.is_absolute() else data_dir / path
+
+
+def check_labels(spec: TaskSpec, labels: list[str]) -> None:
+    """A label set fits the task: listed in config, or found in train for `labels: auto`."""
+    key = f"finetune.catalog.{spec.name}"
+    found = " (found in the train split)" if spec.labels == "auto" else ""
+    if spec.format == "pydoc_topics" and not labels:
+        return  # the built-in task brings its own labels
+    if len(labels) < 2:
+        raise ConfigError(
+            f"{key}.labels must list at least 2 labels (the label vocabulary); got {labels}{found}"
+        )
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"{key}.labels={labels} lists a label twice")
+    if spec.metric == "f1" and len(labels) != 2:
+        raise ConfigError(
+            f"{key}.metric=f1 is binary F1: {key}.labels={labels}{found} needs exactly 2 labels"
+        )
+    if spec.kind == "token_classification" and "O" not in labels:
+        raise ConfigError(f"{key}.labels={labels}{found} must include 'O' for IOB2 tagging")
 
 
 def task_specs(catalog: dict[str, Any], names: list[str]) -> list[TaskSpec]:

@@ -20,7 +20,8 @@ from flows.core.settings import output_settings
 from flows.downstream.baselines import BaselineResult, evaluate_baselines
 from flows.downstream.bootstrap import bootstrap_lift, example_statistics
 from flows.downstream.encoding import encode
-from flows.downstream.load import Sampling, TaskData, load_task, source_fingerprint, train_sample
+from flows.downstream.load import TaskData, load_task, source_fingerprint, train_sample
+from flows.downstream.per_class import mean_report, per_class
 from flows.downstream.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_task
 from flows.downstream.report import bar_chart, baseline_outputs, markdown_table, task_outputs
 from flows.downstream.settings import FinetuneSettings
@@ -75,8 +76,7 @@ def prepare_task(
     trained = load_tokenizer(tokenizer_ref)
     max_length = min(settings.max_length, encoder.max_position_embeddings)
     trained.tokenizer.enable_truncation(max_length)
-    sampling = Sampling(settings.validation_examples, settings.test_examples, seed)
-    data = load_task(spec, settings.resolved_data_dir(), sampling)
+    data = load_task(spec, settings.resolved_data_dir(), settings.sampling(seed))
     splits = {
         name: encode(trained.tokenizer, examples, token_types=encoder.type_vocab_size > 1)
         for name, examples in data.splits.items()
@@ -140,13 +140,23 @@ def bootstrap_outputs(
     return {f"{prefix}_low": low, f"{prefix}_high": high}
 
 
-def task_record(arms: dict[str, ArmResult], baselines: dict[str, BaselineResult]) -> dict[str, Any]:
-    """A task's entry of results.json: every run (without its raw predictions), every baseline."""
+def task_record(
+    task_run: TaskRun, arms: dict[str, ArmResult], baselines: dict[str, BaselineResult]
+) -> dict[str, Any]:
+    """A task's entry of results.json: every run (without its raw predictions), each arm's
+    per-class test scores (mean over seeds), every baseline."""
+    spec, gold = task_run.spec, task_run.splits["test"].gold
     record: dict[str, Any] = {}
     for arm, result in arms.items():
         record[arm] = asdict(result)
         for run in record[arm]["runs"]:
             del run["test_predictions"]
+        record[arm]["per_class"] = mean_report(
+            [
+                per_class(spec.kind, gold, run.test_predictions, task_run.labels)
+                for run in result.runs
+            ]
+        )
     record["baselines"] = {name: asdict(result) for name, result in baselines.items()}
     return record
 
@@ -190,7 +200,8 @@ def finetune(
             )
             outputs.update(bootstrap_outputs(task_run, arms, settings, seed))
             outputs.update(baseline_outputs(spec.name, spec.metric, baselines))
-            runs[spec.name] = task_record(arms, baselines)
+            record = task_record(task_run, arms, baselines)
+            runs[spec.name] = {**record, "labels": data.label_record()}
             predictions[spec.name] = {
                 arm: [run.test_predictions for run in arms[arm].runs] for arm in ARMS
             }

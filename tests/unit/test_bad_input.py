@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from flows.__main__ import main as cli_main
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.core.config import compose_config
 from flows.core.settings import ConfigError
@@ -323,7 +324,7 @@ def test_a_curve_from_a_pretrain_artifact_without_its_checkpoints(
 @dataclass(frozen=True)
 class TaskCase:
     name: str
-    files: dict[str, str]  # file name -> content, written into the task's data dir
+    files: dict[str, str | bytes]  # file name -> content, written into the task's data dir
     spec: dict[str, Any]  # finetune.catalog.t, on top of a GLUE single-sentence task
     message: str
 
@@ -349,7 +350,7 @@ TASK_CASES = [
         "missing column",
         {"t.tsv": "text\tlabel\na fine film\t1\n"},
         GLUE,
-        r"t\.tsv:1 has no column 'sentence' \(columns: text, label\); set the "
+        r"t\.tsv:1 has no column 'sentence' \(columns: 'text', 'label'\); set the "
         r"finetune\.catalog\.t column settings to one of them",
     ),
     TaskCase(
@@ -400,6 +401,80 @@ TASK_CASES = [
 ]
 
 
+def parquet_bytes(columns: dict[str, list[Any]]) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table(columns), sink)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+CSV = {"format": "csv", "labels": ["0", "1"], "train": "t.csv", "test": "t.csv"}
+JSONL = {"format": "jsonl", "labels": "auto", "text_column": "text", "train": "t.jsonl"}
+TASK_CASES += [
+    TaskCase(
+        "broken JSON line",
+        {"t.jsonl": '{"text": "a fine film", "label": "1"}\n{"text": "a dull one", "label"\n'},
+        {**JSONL, "test": "t.jsonl"},
+        r"t\.jsonl:2 is not valid JSON: Expecting ':' delimiter",
+    ),
+    TaskCase(
+        "CSV with an unclosed quote",
+        {"t.csv": 'sentence,label\n"an unclosed, quote,1\nmore,0\n'},
+        CSV,
+        r"t\.csv:2: the CSV record starting here cannot be parsed \(unexpected end of data\); "
+        r'an unclosed or stray " is the usual cause',
+    ),
+    TaskCase(
+        "parquet file without the column",
+        {"t.parquet": parquet_bytes({"text": ["a fine film"], "label": ["1"]})},
+        {**CSV, "format": "parquet", "train": "t.parquet", "test": "t.parquet"},
+        r"t\.parquet has no column 'sentence' \(columns: text, label\)",
+    ),
+    TaskCase(
+        "empty label",
+        {"t.csv": "sentence,label\na fine film,1\na dull one,\n"},
+        CSV,
+        r"t\.csv:3: the label is empty; every row needs a label: fix or remove the row",
+    ),
+    TaskCase(
+        "label seen only in test (labels: auto)",
+        {
+            "t.jsonl": '{"text": "fine", "label": "pos"}\n{"text": "dull", "label": "neg"}\n',
+            "u.jsonl": '{"text": "fine", "label": "pos"}\n\n{"text": "so-so", "label": "meh"}\n',
+        },
+        {**JSONL, "test": "u.jsonl"},
+        r"u\.jsonl:3: label 'meh' never occurs in the train split \(finetune\.catalog\.t\.labels="
+        r"auto takes the label set from train: \['neg', 'pos'\]\)",
+    ),
+    TaskCase(
+        "CSV file read as GLUE TSV",
+        {"t.tsv": "sentence,label\na fine film,1\n"},
+        GLUE,
+        r"t\.tsv:1 has no column 'sentence' \(columns: 'sentence,label'\); set the finetune\."
+        r"catalog\.t column settings to one of them\. The first line is comma-separated: format: "
+        r"csv reads it",
+    ),
+    TaskCase(
+        "TSV file read as JSON lines",
+        {"t.jsonl": "text\tlabel\na fine film\t1\n"},
+        {**JSONL, "test": "t.jsonl"},
+        r"t\.jsonl:1 is not valid JSON: .*\. The first line is tab-separated: format: glue reads",
+    ),
+    TaskCase(
+        "token and tag lists of different lengths",
+        {"n.jsonl": '{"tokens": ["fever", "and", "cough"], "tags": ["B-Disease", "O"]}\n'},
+        {**CONLL, "format": "jsonl", "train": "n.jsonl", "test": "n.jsonl"},
+        r"n\.jsonl:1: 'tokens' and 'tags' must be lists of equal length \(one IOB2 tag per token\)",
+    ),
+    TaskCase(
+        "a single label in train (labels: auto)",
+        {"t.jsonl": '{"text": "a fine film", "label": "pos"}\n'},
+        {**JSONL, "test": "t.jsonl"},
+        r"finetune\.catalog\.t\.labels must list at least 2 labels \(the label vocabulary\); "
+        r"got \['pos'\] \(found in the train split\)",
+    ),
+]
+
+
 @pytest.fixture(scope="module")
 def pretrained(built: Any, tmp_path_factory: pytest.TempPathFactory) -> ArtifactRef:
     _, tokenizer, shards = built
@@ -415,7 +490,7 @@ def test_bad_task_input(
 ) -> None:
     _, tokenizer, _ = built
     for name, content in case.files.items():
-        (tmp_path / name).write_text(content)
+        write(tmp_path / name, content)
     settings = FinetuneSettings(
         tasks=["t"],
         catalog={"t": case.spec},
@@ -424,6 +499,31 @@ def test_bad_task_input(
         learning_rates=[1e-3],
     )
     store_root = tmp_path / "store"
-    with pytest.raises(TaskInputError, match=case.message):
+    with pytest.raises((TaskInputError, ConfigError), match=case.message):
         finetune(settings, 0, ONE_STEP, pretrained, tokenizer, ArtifactStore(store_root))
     assert published(store_root) == []
+
+
+def test_the_cli_checks_task_files_before_any_service_or_stage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "t.csv").write_text("text\tlabel\na fine film\t1\n")
+    task = "{format:csv,labels:auto,text_column:text,train:t.csv,test:t.csv}"
+    code = cli_main(
+        ["finetune.tasks=[t]", f"+finetune.catalog.t={task}", f"finetune.data_dir={tmp_path}"]
+    )
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path / 't.csv'}:1 has no column 'text' (columns: 'text\\tlabel'); set the "
+        "finetune.catalog.t column settings to one of them. The first line is tab-separated: "
+        "format: glue reads TSV (tabs, no quoting).\n"
+    )
+
+
+@pytest.mark.parametrize("case", TASK_CASES, ids=[case.name for case in TASK_CASES])
+def test_bad_task_input_fails_the_up_front_check(tmp_path: Path, case: TaskCase) -> None:
+    for name, content in case.files.items():
+        write(tmp_path / name, content)
+    settings = FinetuneSettings(tasks=["t"], catalog={"t": case.spec}, data_dir=str(tmp_path))
+    with pytest.raises((TaskInputError, ConfigError), match=case.message.split(";")[0]):
+        settings.check_task_files(0)

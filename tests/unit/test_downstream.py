@@ -14,7 +14,13 @@ from flows.core.config import compose_config
 from flows.core.settings import ConfigError, settings_from
 from flows.downstream.encoding import encode, pad_batch, score
 from flows.downstream.load import Sampling, load_task
-from flows.downstream.readers import TaggedSentence, TextExample, read_conll, read_glue
+from flows.downstream.readers import (
+    LabelIndex,
+    TaggedSentence,
+    TextExample,
+    read_conll,
+    read_glue,
+)
 from flows.downstream.report import paired_interval
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.spec import TaskSpec, default_data_dir
@@ -104,13 +110,18 @@ def test_glue_reader_handles_bom_pairs_and_positions(tmp_path: Path) -> None:
         name="p", format="glue", labels=["0", "1"], train="a", test="b",
         text_column="A", pair_column="B", label_column="Quality",
     )  # fmt: skip
-    assert read_glue(path, spec) == [TextExample('x "quoted', "y", 1), TextExample("p", "q", 0)]
+    assert read_glue(path, spec, LabelIndex(spec, ["0", "1"])) == [
+        TextExample('x "quoted', "y", 1),
+        TextExample("p", "q", 0),
+    ]
     (tmp_path / "cola.tsv").write_text("src\t0\t*\tBad sentence.\n")
     no_header = TaskSpec(
         name="c", format="glue", labels=["0", "1"], train="a", test="b",
         header=False, text_column=3, label_column=1,
     )  # fmt: skip
-    assert read_glue(tmp_path / "cola.tsv", no_header) == [TextExample("Bad sentence.", None, 0)]
+    assert read_glue(tmp_path / "cola.tsv", no_header, LabelIndex(no_header, ["0", "1"])) == [
+        TextExample("Bad sentence.", None, 0)
+    ]
 
 
 def test_conll_reader_splits_sentences_on_blank_lines(tmp_path: Path) -> None:
@@ -120,7 +131,7 @@ def test_conll_reader_splits_sentences_on_blank_lines(tmp_path: Path) -> None:
         name="n", format="conll", kind="token_classification", metric="entity_f1",
         labels=["O", "B-Disease", "I-Disease"], train="a", test="b",
     )  # fmt: skip
-    assert read_conll(path, spec) == [
+    assert read_conll(path, spec, LabelIndex(spec, ["O", "B-Disease", "I-Disease"])) == [
         TaggedSentence(("A", "fever"), (0, 1)),
         TaggedSentence(("bad", "cough"), (1, 2)),
     ]

@@ -151,6 +151,9 @@ def test_baselines_sit_beside_the_arms_fitted_once_per_labelled_sample(evaluated
     assert outputs["tags.baseline_seen_entities_entity_f1_mean"] == 1.0  # one entity string
     for task, name in (("pairs", "tfidf_logreg"), ("tags", "seen_entities")):
         assert len(results[task]["baselines"][name]["test"]) == 2  # one fit per seed's sample
+        assert results[task]["labels"]["source"] == "config"  # the label ids, recorded
+        per_class = results[task]["pretrained"]["per_class"]
+        assert sum(scores["support"] for scores in per_class.values()) > 0
 
 
 def test_a_run_is_flagged_capped_exactly_when_its_best_epoch_is_the_last(evaluated: Any) -> None:

@@ -1,0 +1,64 @@
+"""Precision, recall, F1 and support per class (or per entity type), for results.json.
+
+One macro or micro figure hides which classes a model gets wrong; an imbalanced 13-class task
+is only readable class by class. A class with no test example has support 0 and no recall
+(`None`): the report says it was never tested instead of scoring it 0.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from lightning_modules.metrics import entity_spans
+
+Report = dict[str, dict[str, float | int | None]]
+
+
+def class_scores(true_positive: int, predicted: int, support: int) -> dict[str, float | int | None]:
+    """F1 as 2TP / (predicted + support): 0 for a class predicted but never right, or never
+    predicted though present; undefined only for a class neither present nor predicted."""
+    total = predicted + support
+    return {
+        "precision": true_positive / predicted if predicted else None,
+        "recall": true_positive / support if support else None,
+        "f1": 2 * true_positive / total if total else None,
+        "support": support,
+    }
+
+
+def per_class(kind: str, gold: list[Any], predictions: list[Any], labels: list[str]) -> Report:
+    """Label name (classification) or entity type (token classification) -> its scores."""
+    hits: Counter[str] = Counter()
+    predicted: Counter[str] = Counter()
+    support: Counter[str] = Counter()
+    if kind == "token_classification":
+        for truth, guess in zip(gold, predictions, strict=True):
+            gold_spans = entity_spans([labels[tag] for tag in truth])
+            guessed = [labels[tag] for tag in guess] + ["O"] * (len(truth) - len(guess))
+            predicted_spans = entity_spans(guessed)
+            support.update(span[0] for span in gold_spans)
+            predicted.update(span[0] for span in predicted_spans)
+            hits.update(span[0] for span in gold_spans & predicted_spans)
+        names = sorted({label.partition("-")[2] for label in labels if label != "O"})
+    else:
+        for truth, guess in zip(gold, predictions, strict=True):
+            support[labels[truth]] += 1
+            predicted[labels[guess]] += 1
+            hits[labels[truth]] += int(truth == guess)
+        names = list(labels)
+    return {name: class_scores(hits[name], predicted[name], support[name]) for name in names}
+
+
+def mean_report(reports: list[Report]) -> Report:
+    """Each score's mean over seeds (support is the test split's, the same for every seed)."""
+    merged: Report = {}
+    for name in reports[0]:
+        scores: dict[str, float | int | None] = {}
+        for metric in ("precision", "recall", "f1"):
+            values = [report[name][metric] for report in reports]
+            known = [float(value) for value in values if value is not None]
+            scores[metric] = sum(known) / len(known) if known else None
+        scores["support"] = reports[0][name]["support"]
+        merged[name] = scores
+    return merged

@@ -7,7 +7,7 @@ bump the stage's VERSION, update the pin here and say why in the commit.
 
 Deliberate changes since: finetune VERSION 3 (seeds per sample, bootstrap, baselines, early
 stopping under a generous cap) moved both finetune keys; the small-budget pretraining defaults
-(no dropout, bf16, lr 2e-3, 3,600 steps) moved the pretrain keys and, through them, finetune's.
+(no dropout, bf16, lr 2e-3, 3,000 steps) moved the pretrain keys and, through them, finetune's.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ PINNED = {
     "default": {
         "tokenizer": "ceeedba1aea8fd41f0ba",
         "shards": "eb1f197b05030bbe07eb",
-        "pretrain": "e41e203a2f17a0c4051c",
-        "finetune": "0c6c8a80a178157d026a",
+        "pretrain": "53a194c59a7f5abe9238",
+        "finetune": "e6dbf9a63990d81959b2",
     },
 }
 

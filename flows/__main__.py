@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import warnings
@@ -15,7 +16,7 @@ from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
 from flows.plan import RunConfig, load_run_config, start_services
 from flows.refresh.promotion import RefreshSettings
-from flows.tracking.retry import service_outage_message
+from flows.tracking.retry import lost_prefect_api, service_outage_message
 from flows.tracking.runs import note_stop_signal
 
 USAGE = """usage: python -m flows [--cfg] [-m] [OVERRIDE ...]
@@ -113,7 +114,16 @@ def main(argv: list[str]) -> int:
             outage = service_outage_message(error)
             if outage is None:
                 raise
-            return fail(outage, SERVICE_ERROR)
+            code = fail(outage, SERVICE_ERROR)
+            if lost_prefect_api(error):
+                # At exit Prefect drains its queued log lines to the API, retrying the dead
+                # server for minutes (measured: the run hung > 5 min after its error line).
+                # Nothing of ours is left to flush, and no temporary server needs stopping:
+                # PREFECT_API_URL named an external one.
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+            return code
     if multirun:
         from flows.summary import render_comparison
 

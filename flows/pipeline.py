@@ -176,11 +176,9 @@ def finetune_task(
 
 
 @task(name="lift_curve", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
-def lift_curve_task(ctx: StageContext, refs: dict[str, ArtifactRef]) -> ArtifactRef | None:
-    """The lift at each of `finetune.checkpoints` (none when it lists only 1.0)."""
+def lift_curve_task(ctx: StageContext, refs: dict[str, ArtifactRef]) -> ArtifactRef:
+    """The lift at each of `finetune.checkpoints` below 1.0."""
     plan = ctx.plan
-    if not plan.finetune.curve_fractions:
-        return None
 
     def evaluate(run: RunHandle) -> ArtifactRef:
         task_runs = TaskRuns(ctx.tracker, run)
@@ -268,9 +266,9 @@ def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
             refs["pretrain"] = pretrain_task(ctx, refs["shards"], refs["tokenizer"])
         if "finetune" in wanted:
             refs["finetune"] = finetune_task(ctx, refs["pretrain"], refs["tokenizer"])
-            curve = lift_curve_task(ctx, dict(refs))
-            if curve is not None:
-                refs["lift_curve"] = curve
+        # Only asked-for curves become a task: each task run is a round of Prefect API calls.
+        if "finetune" in wanted and plan.finetune.curve_fractions:
+            refs["lift_curve"] = lift_curve_task(ctx, dict(refs))
     except BaseException as error:
         parent.finish(final_status(error))
         raise

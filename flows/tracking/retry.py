@@ -134,24 +134,44 @@ class RetryingClient:
 
 def service_outage_message(error: BaseException) -> str | None:
     """What to do when the Prefect or MLflow server went away mid-run; None for other errors."""
-    import httpx  # Prefect's HTTP client; imported here, after configure_services
-
     cause: BaseException | None = error
     for _ in range(5):  # an outage may surface wrapped, or while handling an earlier error
         if cause is None:
             return None
         if isinstance(cause, TrackingUnavailableError):
             return str(cause)
-        api = os.environ.get("PREFECT_API_URL")
-        if isinstance(cause, httpx.TransportError) and api and requested(cause).startswith(api):
+        if is_lost_prefect_api(cause):
             return (
-                f"the Prefect API at {api} stopped answering ({type(cause).__name__}: {cause}). "
-                "Start the Prefect server, or unset PREFECT_API_URL to run with a local one, "
-                "then rerun: finished stages are reused and pretraining resumes from its last "
-                "checkpoint."
+                f"the Prefect API at {os.environ['PREFECT_API_URL']} stopped answering "
+                f"({type(cause).__name__}: {cause}). Start the Prefect server, or unset "
+                "PREFECT_API_URL to run with a local one, then rerun: finished stages are reused "
+                "and pretraining resumes from its last checkpoint."
             )
         cause = cause.__cause__ or cause.__context__
     return None
+
+
+def lost_prefect_api(error: BaseException) -> bool:
+    """Whether `error`, or one of its causes, is the configured Prefect server not answering."""
+    cause: BaseException | None = error
+    for _ in range(5):
+        if cause is None:
+            return False
+        if is_lost_prefect_api(cause):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def is_lost_prefect_api(error: BaseException) -> bool:
+    import httpx  # Prefect's HTTP client; imported here, after configure_services
+
+    api = os.environ.get("PREFECT_API_URL")
+    return (
+        bool(api)
+        and isinstance(error, httpx.TransportError)
+        and requested(error).startswith(str(api))
+    )
 
 
 def requested(error: Any) -> str:

@@ -195,14 +195,19 @@ def paragraphs(lines: Lines, rules: ReadRules, stats: CorpusStats) -> Iterator[s
         yield text
 
 
+def json_line(path: Path, number: int, line: str) -> object:
+    """One JSON-lines record; a line that does not parse names its file and line."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as error:
+        raise CorpusInputError(f"{path}:{number} is not valid JSON: {error.msg}") from error
+
+
 def jsonl_records(path: Path, lines: Lines, text_field: str) -> Iterator[str]:
     for number, line in lines:
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise CorpusInputError(f"{path}:{number} is not valid JSON: {error.msg}") from error
+        record = json_line(path, number, line)
         if not isinstance(record, dict) or text_field not in record:
             raise CorpusInputError(
                 f"{path}:{number} has no field {text_field!r}; set corpus.text_field "
@@ -325,10 +330,7 @@ def json_objects(path: Path, lines: Lines) -> Iterator[tuple[int, dict[str, obje
     for number, line in lines:
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise CorpusInputError(f"{path}:{number} is not valid JSON: {error.msg}") from error
+        record = json_line(path, number, line)
         if not isinstance(record, dict):
             raise CorpusInputError(
                 f"{path}:{number} is a JSON {type(record).__name__}, not an object; each line "

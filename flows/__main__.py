@@ -14,6 +14,7 @@ from flows.core.config import compose_config, expand_sweeps, to_yaml
 from flows.core.logs import setup_logging
 from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
+from flows.downstream.settings import FinetuneSettings
 from flows.plan import RunConfig, load_run_config, start_services
 from flows.refresh.promotion import RefreshSettings
 from flows.tracking.retry import lost_prefect_api, service_outage_message
@@ -37,6 +38,17 @@ def validate(config: dict[str, Any]) -> RunConfig:
     settings_from(RefreshSettings, run.refresh, "refresh")
     run.finetune.check_task_files(run.seed)  # task files read now: a bad one costs seconds
     return run
+
+
+def task_recipes(config: dict[str, Any]) -> str:
+    """`--cfg`'s last lines: the recipe each task runs on, as YAML comments (a task's catalog
+    entry may set recipe fields over `finetune.*`); none for a config that does not validate."""
+    try:
+        settings = settings_from(FinetuneSettings, config.get("finetune", {}), "finetune")
+    except ConfigError:
+        return ""
+    lines = [f"#   {spec.name}: {settings.recipe_text(spec)}" for spec in settings.specs()]
+    return "\n".join(["# The recipe of each task in finetune.tasks:", *lines])
 
 
 class Interrupted(KeyboardInterrupt):
@@ -83,7 +95,7 @@ def main(argv: list[str]) -> int:
         runs = expand_sweeps(overrides) if multirun else [overrides]
         configs = [compose_config(run) for run in runs]
         if "--cfg" in argv:
-            print("\n---\n".join(to_yaml(config) for config in configs))
+            print("\n---\n".join(to_yaml(config) + task_recipes(config) for config in configs))
             return 0
         validated = [validate(config) for config in configs]  # every combination, up front
     except (ConfigError, CorpusInputError) as error:

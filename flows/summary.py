@@ -56,6 +56,7 @@ def downstream_result(fine: dict[str, Any], task: str) -> list[str]:
         f"  {level} CI of the lift: paired t over seeds {interval_text(line['ci'])}, "
         f"bootstrap over test examples {interval_text(line['bootstrap'])}",
         f"  baselines (no encoder): {baselines_text(line['baselines'])}",
+        f"  recipe: {fine[f'{task}.recipe']}",
     ]
     warning = capped_warning(fine, task)
     return lines if warning is None else [*lines, f"  {warning}"]

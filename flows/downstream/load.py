@@ -194,11 +194,11 @@ def source_fingerprint(spec: TaskSpec, data_dir: Path) -> dict[str, str | None]:
     return fingerprint
 
 
-def check_tasks(specs: list[TaskSpec], data_dir: Path, sampling: Sampling) -> None:
+def check_tasks(tasks: list[tuple[TaskSpec, Sampling]], data_dir: Path) -> None:
     """Every task file opened, parsed and checked (columns, labels, splits) before any stage runs,
     so a bad one costs seconds, not a pretraining run. Hub datasets by name are left to the stage:
     fetching them is the stage's work."""
-    for spec in specs:
+    for spec, sampling in tasks:
         if spec.format == "pydoc_topics":
             continue  # built in: read from the installed Python's documentation
         if spec.format == "huggingface" and not Path(spec.hub_name or "").is_dir():

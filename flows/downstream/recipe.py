@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader
 
 from flows.downstream.encoding import EncodedSplit, pad_batch, score
 from flows.downstream.load import train_sample
-from flows.downstream.settings import FinetuneSettings
+from flows.downstream.settings import Recipe
 from flows.downstream.spec import ARMS, TaskSpec
 from flows.training.trainer import TrainerSettings, make_trainer
 from lightning_modules.callbacks import ProgressLog
@@ -62,7 +62,8 @@ class TaskRun:
     spec: TaskSpec
     labels: list[str]
     splits: dict[str, EncodedSplit]
-    settings: FinetuneSettings
+    settings: Recipe  # the task's: finetune.* with its catalog entry's `recipe:` on top
+    log_every_steps: int
     trainer: TrainerSettings
     encoder: EncoderConfig
     pretrained_dir: Path
@@ -129,7 +130,7 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
         run.trainer.model_copy(update={"accumulate_grad_batches": 1}),
         run.work_dir / run.spec.name / label,
         run.loggers_for(run.spec.name, label),
-        [ProgressLog(settings.log_every_steps, f"finetune/{run.spec.name}/{label}"), selector],
+        [ProgressLog(run.log_every_steps, f"finetune/{run.spec.name}/{label}"), selector],
         max_epochs=settings.epochs,
         enable_checkpointing=False,
     )

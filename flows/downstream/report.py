@@ -126,6 +126,13 @@ def baselines_text(baselines: dict[str, float]) -> str:
     return ", ".join(f"{name} {value:.3f}" for name, value in baselines.items()) or "none"
 
 
+def recipe_key(outputs: dict[str, Any], task: str, field: str) -> str:
+    """The config key that sets a recipe field for `task`: its catalog entry's, if it sets it."""
+    if field in outputs.get(f"{task}.recipe_set_by_task", "").split(","):
+        return f"finetune.catalog.{task}.recipe.{field}"
+    return f"finetune.{field}"
+
+
 def capped_warning(outputs: dict[str, Any], task: str) -> str | None:
     """A line for a task where some run's best epoch was the last allowed; None when none was."""
     capped = headline(outputs, task)["capped"]
@@ -136,8 +143,8 @@ def capped_warning(outputs: dict[str, Any], task: str) -> str | None:
     )
     return (
         f"CAPPED {task}: the best validation epoch was the last allowed "
-        f"(finetune.epochs={outputs[f'{task}.max_epochs']}) in {runs} runs; those runs may still "
-        "have been improving: raise finetune.epochs"
+        f"({recipe_key(outputs, task, 'epochs')}={outputs[f'{task}.max_epochs']}) in {runs} runs; "
+        f"those runs may still have been improving: raise {recipe_key(outputs, task, 'epochs')}"
     )
 
 
@@ -170,6 +177,8 @@ def markdown_table(outputs: dict[str, Any], tasks: list[str], confidence: float)
         "learning rate and epoch were chosen on the validation split; baselines (no encoder) "
         "were fitted on the same labelled examples, their choices made on validation too."
     )
+    rows.append("\nRecipes (a task's catalog entry may set fields over `finetune.*`):\n")
+    rows.extend(f"- {task}: {outputs[f'{task}.recipe']}" for task in tasks)
     rows.extend(f"\n**{warning}**" for task in tasks if (warning := capped_warning(outputs, task)))
     return "\n".join(rows)
 

@@ -219,6 +219,19 @@ CONFIG_CASES = [
     (["+trainer.max_stepz=5"], r"unknown config key trainer\.max_stepz; valid keys under trainer"),
     (["finetune.seeds=0"], r"finetune\.seeds=0 must be at least 1"),
     (
+        ["finetune.catalog.pydoc_topics.recipe.epochs=0"],
+        r"finetune\.catalog\.pydoc_topics\.recipe\.epochs=0 must be at least 1",
+    ),
+    (
+        ["+finetune.catalog.pydoc_topics.recipe.epoch=3"],
+        r"unknown config key finetune\.catalog\.pydoc_topics\.recipe\.epoch; valid keys under "
+        r"finetune\.catalog\.pydoc_topics\.recipe: batch_size, classifier_dropout, epochs",
+    ),
+    (
+        ["finetune.catalog.pydoc_topics.recipe.learning_rates=[]"],
+        r"finetune\.catalog\.pydoc_topics\.recipe\.learning_rates=\[\] must be a non-empty list",
+    ),
+    (
         ["finetune.checkpoints=[0,1]"],
         r"finetune\.checkpoints=\[0, 1\]: 0 is not a fraction of the pretraining budget in "
         r"\(0, 1\]",

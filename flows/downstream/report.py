@@ -6,7 +6,8 @@ The lift has two intervals, because it has two sources of noise:
   pairing removes that shared noise. With one seed there is no t-interval and none is reported;
 - a paired bootstrap over test examples (bootstrap.py): the noise of a finite test split.
 Baselines without an encoder sit beside both arms, so a reader sees whether the encoder beats a bag
-of words; runs whose best epoch was the last allowed are counted, so a capped arm is visible.
+of words; runs whose best epoch was the last allowed are counted, so a capped arm is visible, and an
+arm that chose an end of its learning-rate grid is flagged.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def task_outputs(
         outputs[f"{task}.{arm}_learning_rate"] = result.learning_rate
         outputs[f"{task}.{arm}_epochs_mean"] = statistics.fmean(r.best_epoch for r in result.runs)
         outputs[f"{task}.{arm}_capped_runs"] = sum(r.capped for r in result.runs)
+        outputs[f"{task}.{arm}_grid_edge"] = result.grid_edge or ""
         outputs[f"{task}.{arm}_validation_{metric}_mean"] = statistics.fmean(
             r.validation_score for r in result.runs
         )
@@ -114,6 +116,7 @@ def headline(outputs: dict[str, Any], task: str) -> dict[str, Any]:
             for name in filter(None, outputs[f"{task}.baselines"].split(","))
         },
         "capped": {arm: outputs[f"{task}.{arm}_capped_runs"] for arm in ARMS},
+        "grid_edge": {arm: outputs[f"{task}.{arm}_grid_edge"] for arm in ARMS},
     }
 
 
@@ -148,6 +151,28 @@ def capped_warning(outputs: dict[str, Any], task: str) -> str | None:
     )
 
 
+def grid_edge_warning(outputs: dict[str, Any], task: str) -> str | None:
+    """A line for a task where an arm chose the lowest or highest rate of its grid."""
+    edges = {arm: edge for arm, edge in headline(outputs, task)["grid_edge"].items() if edge}
+    if not edges:
+        return None
+    key = recipe_key(outputs, task, "learning_rates")
+    chosen = ", ".join(
+        f"{ARM_NAMES[arm]} chose {outputs[f'{task}.{arm}_learning_rate']:g}, the {edge} rate"
+        for arm, edge in edges.items()
+    )
+    return (
+        f"GRID EDGE {task}: {chosen} of {key}; the best rate may lie outside the grid: extend "
+        f"{key} past that end"
+    )
+
+
+def warnings(outputs: dict[str, Any], task: str) -> list[str]:
+    """The task's flags that call for a change of recipe, in the summary and summary.md."""
+    found = (capped_warning(outputs, task), grid_edge_warning(outputs, task))
+    return [warning for warning in found if warning is not None]
+
+
 def markdown_table(outputs: dict[str, Any], tasks: list[str], confidence: float) -> str:
     level = f"{confidence:.0%}"
     rows = [
@@ -179,7 +204,7 @@ def markdown_table(outputs: dict[str, Any], tasks: list[str], confidence: float)
     )
     rows.append("\nRecipes (a task's catalog entry may set fields over `finetune.*`):\n")
     rows.extend(f"- {task}: {outputs[f'{task}.recipe']}" for task in tasks)
-    rows.extend(f"\n**{warning}**" for task in tasks if (warning := capped_warning(outputs, task)))
+    rows.extend(f"\n**{warning}**" for task in tasks for warning in warnings(outputs, task))
     return "\n".join(rows)
 
 

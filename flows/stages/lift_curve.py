@@ -63,7 +63,7 @@ def control_arms(finetune_ref: ArtifactRef) -> dict[str, ArmResult]:
             RunResult(**run, test_predictions=predicted)
             for run, predicted in zip(arm["runs"], predictions[task]["random_init"], strict=True)
         ]
-        arms[task] = ArmResult(arm["learning_rate"], arm["grid"], runs)
+        arms[task] = ArmResult(arm["learning_rate"], arm["grid"], runs, arm["grid_edge"])
     return arms
 
 

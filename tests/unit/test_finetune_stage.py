@@ -177,6 +177,10 @@ def test_each_arm_takes_the_rate_its_validation_scores_best(evaluated: Any) -> N
             assert set(grid) == {"0.003", "0.01"}
             best = max(grid, key=lambda rate: grid[rate])
             assert results[task][arm]["learning_rate"] == float(best)
+            # a two-point grid: whichever rate wins is an end of it, flagged
+            edge = "lowest" if best == "0.003" else "highest"
+            assert results[task][arm]["grid_edge"] == edge
+            assert ref.outputs[f"{task}.{arm}_grid_edge"] == edge
             runs = results[task][arm]["runs"]
             assert [run["seed"] for run in runs] == [5, 6]
             assert {run["learning_rate"] for run in runs} == {float(best)}

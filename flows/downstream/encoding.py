@@ -27,11 +27,13 @@ Item = dict[str, Any]
 
 
 class EncodedSplit(torch.utils.data.Dataset[Item]):
-    """Token ids, segment ids and labels per example, plus the gold labels for scoring."""
+    """Token ids, segment ids and labels per example, plus the gold labels for scoring, and how
+    many examples `max_length` cut short (reported: truncation costs what it cuts)."""
 
-    def __init__(self, items: list[Item], gold: list[Any]) -> None:
+    def __init__(self, items: list[Item], gold: list[Any], truncated: int = 0) -> None:
         self.items = items
         self.gold = gold
+        self.truncated = truncated
 
     def __len__(self) -> int:
         return len(self.items)
@@ -40,6 +42,7 @@ class EncodedSplit(torch.utils.data.Dataset[Item]):
         return self.items[position]
 
     def subset(self, positions: list[int]) -> EncodedSplit:
+        """Some examples (a seed's labelled sample); its truncation count is not tracked."""
         return EncodedSplit([self.items[p] for p in positions], [self.gold[p] for p in positions])
 
 
@@ -80,7 +83,8 @@ def encode(tokenizer: Tokenizer, examples: list[Any], token_types: bool) -> Enco
         }
         for encoding, label in zip(encodings, labels, strict=True)
     ]
-    return EncodedSplit(items, gold)
+    truncated = sum(1 for encoding in encodings if encoding.overflowing)
+    return EncodedSplit(items, gold, truncated)
 
 
 def pad_batch(items: list[Item], pad_id: int) -> dict[str, torch.Tensor]:

@@ -47,13 +47,17 @@ class Sampling:
 @dataclass
 class TaskData:
     """A task's splits; `labels` in id order, where they came from, and train labels that the
-    test split never shows (their test scores are empty: reported, not an error)."""
+    test split never shows (their test scores are empty: reported, not an error). `pools` holds
+    each split's size before `finetune.validation_examples`/`test_examples` capped it; `caps`
+    the caps that bit, once the splits are encoded (flows/downstream/caps.py)."""
 
     spec: TaskSpec
     labels: list[str]
     splits: dict[str, list[Any]]
     label_source: str = "config"
     absent_from_test: list[str] = field(default_factory=list)
+    pools: dict[str, int] = field(default_factory=dict)
+    caps: dict[str, Any] = field(default_factory=dict)
 
     def label_record(self) -> dict[str, Any]:
         """The `labels` entry of results.json."""
@@ -157,9 +161,10 @@ def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
         index = LabelIndex(spec, labels)
         read = {split: read_split(spec, split, data_dir, index) for split in SPLITS}
         splits = {split: examples for split, examples in read.items() if examples is not None}
+    pools = {}
     if "validation" not in splits:
         shuffled = random.Random(sampling.seed).sample(splits["train"], len(splits["train"]))
-        carved = max(1, round(CARVED_VALIDATION_FRACTION * len(shuffled)))
+        carved = pools["validation"] = max(1, round(CARVED_VALIDATION_FRACTION * len(shuffled)))
         if sampling.validation_examples is not None:
             carved = min(carved, sampling.validation_examples)
         splits["validation"], splits["train"] = shuffled[:carved], shuffled[carved:]
@@ -169,11 +174,16 @@ def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
                 f"task {spec.name}: the {split} split is empty; give it labelled examples "
                 f"(finetune.catalog.{spec.name}.{split})"
             )
+    pools.setdefault("validation", len(splits["validation"]))
+    pools.update(train=len(splits["train"]), test=len(splits["test"]))
     splits["validation"] = sample(splits["validation"], sampling.validation_examples, sampling.seed)
     splits["test"] = sample(splits["test"], sampling.test_examples, sampling.seed)
     absent = absent_from_test(spec, labels, splits["test"])
     source = "train split" if spec.labels == "auto" else "config"
-    return TaskData(spec, labels, {split: splits[split] for split in SPLITS}, source, absent)
+    ordered = {split: splits[split] for split in SPLITS}
+    return TaskData(
+        spec, labels, ordered, source, absent, {split: pools[split] for split in SPLITS}
+    )
 
 
 def source_fingerprint(spec: TaskSpec, data_dir: Path) -> dict[str, str | None]:

@@ -17,6 +17,7 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from flows.downstream.settings import recipe_key
 from flows.downstream.spec import ARMS
 
 if TYPE_CHECKING:
@@ -129,11 +130,9 @@ def baselines_text(baselines: dict[str, float]) -> str:
     return ", ".join(f"{name} {value:.3f}" for name, value in baselines.items()) or "none"
 
 
-def recipe_key(outputs: dict[str, Any], task: str, field: str) -> str:
-    """The config key that sets a recipe field for `task`: its catalog entry's, if it sets it."""
-    if field in outputs.get(f"{task}.recipe_set_by_task", "").split(","):
-        return f"finetune.catalog.{task}.recipe.{field}"
-    return f"finetune.{field}"
+def task_key(outputs: dict[str, Any], task: str, field: str) -> str:
+    """The config key that sets a recipe field for `task` (settings.recipe_key)."""
+    return recipe_key(task, field, outputs[f"{task}.recipe_set_by_task"].split(","))
 
 
 def capped_warning(outputs: dict[str, Any], task: str) -> str | None:
@@ -146,8 +145,8 @@ def capped_warning(outputs: dict[str, Any], task: str) -> str | None:
     )
     return (
         f"CAPPED {task}: the best validation epoch was the last allowed "
-        f"({recipe_key(outputs, task, 'epochs')}={outputs[f'{task}.max_epochs']}) in {runs} runs; "
-        f"those runs may still have been improving: raise {recipe_key(outputs, task, 'epochs')}"
+        f"({task_key(outputs, task, 'epochs')}={outputs[f'{task}.max_epochs']}) in {runs} runs; "
+        f"those runs may still have been improving: raise {task_key(outputs, task, 'epochs')}"
     )
 
 
@@ -156,7 +155,7 @@ def grid_edge_warning(outputs: dict[str, Any], task: str) -> str | None:
     edges = {arm: edge for arm, edge in headline(outputs, task)["grid_edge"].items() if edge}
     if not edges:
         return None
-    key = recipe_key(outputs, task, "learning_rates")
+    key = task_key(outputs, task, "learning_rates")
     chosen = ", ".join(
         f"{ARM_NAMES[arm]} chose {outputs[f'{task}.{arm}_learning_rate']:g}, the {edge} rate"
         for arm, edge in edges.items()
@@ -168,8 +167,14 @@ def grid_edge_warning(outputs: dict[str, Any], task: str) -> str | None:
 
 
 def warnings(outputs: dict[str, Any], task: str) -> list[str]:
-    """The task's flags that call for a change of recipe, in the summary and summary.md."""
-    found = (capped_warning(outputs, task), grid_edge_warning(outputs, task))
+    """The task's flags, in the summary and summary.md: caps that bit, and results that call for
+    a change of recipe."""
+    caps = outputs[f"{task}.caps"]
+    found = (
+        f"CAPS {task}: {caps}" if caps else None,
+        capped_warning(outputs, task),
+        grid_edge_warning(outputs, task),
+    )
     return [warning for warning in found if warning is not None]
 
 

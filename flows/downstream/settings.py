@@ -8,6 +8,7 @@ on the full recipe, not on the demo's. A field a task's entry sets wins over `fi
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -142,6 +143,13 @@ class FinetuneSettings(Recipe):
 
     def resolved_data_dir(self) -> Path:
         return Path(self.data_dir).expanduser() if self.data_dir else default_data_dir()
+
+
+def recipe_key(task: str, field: str, set_by_task: Collection[str]) -> str:
+    """The config key that sets a recipe field for `task`: its catalog entry's, if it sets it."""
+    if field in set_by_task:
+        return f"finetune.catalog.{task}.recipe.{field}"
+    return f"finetune.{field}"
 
 
 def plural(count: int, noun: str) -> str:

@@ -19,6 +19,7 @@ from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.settings import output_settings
 from flows.downstream.baselines import BaselineResult, evaluate_baselines
 from flows.downstream.bootstrap import bootstrap_lift, example_statistics
+from flows.downstream.caps import caps_outputs, caps_record
 from flows.downstream.encoding import encode
 from flows.downstream.load import TaskData, load_task, source_fingerprint, train_sample
 from flows.downstream.per_class import mean_report, per_class
@@ -76,9 +77,9 @@ def prepare_task(
     work_dir: Path,
     loggers_for: LoggerFactory,
 ) -> tuple[TaskData, TaskRun, dict[str, Any]]:
-    """Reads, samples and encodes a task's splits; returns the examples (for the baselines), the
-    task's run and size outputs (`train_examples` is one seed's labelled sample, the pool when no
-    limit is set)."""
+    """Reads, samples and encodes a task's splits; returns the examples (for the baselines, with
+    the caps that bit), the task's run and size outputs (`train_examples` is one seed's labelled
+    sample, the pool when no limit is set)."""
     recipe = settings.recipe_for(spec)
     encoder = load_encoder_config(pretrained_dir)
     trained = load_tokenizer(tokenizer_ref)
@@ -89,9 +90,13 @@ def prepare_task(
         name: encode(trained.tokenizer, examples, token_types=encoder.type_vocab_size > 1)
         for name, examples in data.splits.items()
     }
-    sizes = {f"{spec.name}.{name}_examples": len(split) for name, split in splits.items()}
+    sizes: dict[str, Any] = {
+        f"{spec.name}.{name}_examples": len(split) for name, split in splits.items()
+    }
     if recipe.train_examples is not None:
         sizes[f"{spec.name}.train_examples"] = min(recipe.train_examples, len(splits["train"]))
+    data.caps = caps_record(spec.name, recipe, data.pools, splits, max_length, spec.recipe)
+    sizes.update(caps_outputs(spec.name, data.caps, splits))
     run = TaskRun(
         spec=spec,
         labels=data.labels,
@@ -217,6 +222,7 @@ def finetune(
             runs[spec.name] = {
                 **record,
                 "labels": data.label_record(),
+                "caps": data.caps,
                 "recipe": {**recipe.model_dump(), "set_by_task": sorted(spec.recipe)},
             }
             predictions[spec.name] = {

@@ -65,6 +65,7 @@ def write_tasks(directory: Path) -> dict[str, Any]:
             "labels": ["O", "B-Disease", "I-Disease"],
             "train": "ner-train.tsv",
             "test": "ner-test.tsv",
+            "recipe": {"epochs": 4},  # this task alone: the pair task keeps finetune.epochs=5
         },
     }
 
@@ -129,6 +130,15 @@ def test_every_task_reports_both_arms_the_lift_and_its_interval(evaluated: Any) 
     # 200 labelled examples per seed, drawn from the 360 left after carving validation.
     assert outputs["pairs.train_examples"] == 200 and outputs["pairs.validation_examples"] == 40
     assert outputs["tags.train_examples"] == 200
+    results = json.loads((ref.path / "results.json").read_text())
+    assert results["pairs"]["caps"] == {
+        "train_examples": {"used": 200, "of": 360, "key": "finetune.train_examples"}
+    }
+    assert outputs["pairs.caps"] == "train 200 of 360 examples per seed (finetune.train_examples)"
+    assert outputs["pairs.test_truncated_examples"] == 0  # 32 tokens hold every pair
+    assert (outputs["pairs.max_epochs"], outputs["tags.max_epochs"]) == (5, 4)
+    assert results["tags"]["recipe"]["epochs"] == 4
+    assert results["tags"]["recipe"]["set_by_task"] == ["epochs"]
     # The signal is one word: the recipe must learn it on both arms, at least from the best rate.
     assert (
         max(outputs["pairs.pretrained_accuracy_mean"], outputs["pairs.random_init_accuracy_mean"])
@@ -162,9 +172,8 @@ def test_a_run_is_flagged_capped_exactly_when_its_best_epoch_is_the_last(evaluat
     for task in ("pairs", "tags"):
         for arm in ("pretrained", "random_init"):
             runs = results[task][arm]["runs"]
-            assert [run["capped"] for run in runs] == [
-                run["best_epoch"] == settings.epochs for run in runs
-            ]
+            epochs = settings.recipe_for(settings.specs()[("pairs", "tags").index(task)]).epochs
+            assert [run["capped"] for run in runs] == [run["best_epoch"] == epochs for run in runs]
             assert ref.outputs[f"{task}.{arm}_capped_runs"] == sum(r["capped"] for r in runs)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from tokenizers import Encoding, Tokenizer
+from tokenizers import Encoding, Tokenizer, models, pre_tokenizers, processors
 
 from flows.downstream.readers import TaggedSentence, TextExample
 from lightning_modules.classifier import Predictions
@@ -85,6 +85,21 @@ def encode(tokenizer: Tokenizer, examples: list[Any], token_types: bool) -> Enco
     ]
     truncated = sum(1 for encoding in encodings if encoding.overflowing)
     return EncodedSplit(items, gold, truncated)
+
+
+def stand_in_tokenizer(max_length: int) -> Tokenizer:
+    """A tokenizer with BERT's special tokens and no vocabulary (every word is `[UNK]`), for the
+    up-front check: the run's own tokenizer is trained by the first stage, so before it exists
+    this one sends a task's rows through `encode` (pairs, word lists, truncation)."""
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2}, "[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 1), ("[SEP]", 2)],
+    )
+    tokenizer.enable_truncation(max_length)
+    return tokenizer
 
 
 def pad_batch(items: list[Item], pad_id: int) -> dict[str, torch.Tensor]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from flows.corpora.formats import CorpusInputError
 from flows.corpora.pydoc_topics_task import LABELS, load_pydoc_topics
+from flows.downstream.encoding import encode, stand_in_tokenizer
 from flows.downstream.hub import read_hub
 from flows.downstream.readers import (
     LabelIndex,
@@ -204,13 +205,18 @@ def source_fingerprint(spec: TaskSpec, data_dir: Path) -> dict[str, str | None]:
     return fingerprint
 
 
-def check_tasks(tasks: list[tuple[TaskSpec, Sampling]], data_dir: Path) -> None:
-    """Every task file opened, parsed and checked (columns, labels, splits) before any stage runs,
-    so a bad one costs seconds, not a pretraining run. Hub datasets by name are left to the stage:
-    fetching them is the stage's work."""
-    for spec, sampling in tasks:
+def check_tasks(tasks: list[tuple[TaskSpec, Sampling, int]], data_dir: Path) -> None:
+    """Every task file opened, parsed and checked (columns, labels, splits, empty texts and words)
+    before any stage runs, so a bad one costs seconds, not a pretraining run; then the first row
+    of each split is encoded at the task's `max_length` (int) with a stand-in tokenizer, as the
+    run's own is not trained yet. Hub datasets by name are left to the stage: fetching them is
+    the stage's work."""
+    for spec, sampling, max_length in tasks:
         if spec.format == "pydoc_topics":
             continue  # built in: read from the installed Python's documentation
         if spec.format == "huggingface" and not Path(spec.hub_name or "").is_dir():
             continue
-        load_task(spec, data_dir, sampling)
+        data = load_task(spec, data_dir, sampling)
+        tokenizer = stand_in_tokenizer(max_length)
+        for examples in data.splits.values():
+            encode(tokenizer, examples[:1], token_types=True)

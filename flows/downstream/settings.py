@@ -132,8 +132,9 @@ class FinetuneSettings(Recipe):
 
     def check_task_files(self, seed: int) -> None:
         """Reads every task's files now (flows/downstream/load.py `check_tasks`)."""
+        recipes = [(spec, self.recipe_for(spec)) for spec in self.specs()]
         check_tasks(
-            [(spec, self.recipe_for(spec).sampling(seed)) for spec in self.specs()],
+            [(spec, recipe.sampling(seed), recipe.max_length) for spec, recipe in recipes],
             self.resolved_data_dir(),
         )
 

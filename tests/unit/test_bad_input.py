@@ -479,6 +479,26 @@ TASK_CASES += [
         r"n\.jsonl:1: 'tokens' and 'tags' must be lists of equal length \(one IOB2 tag per token\)",
     ),
     TaskCase(
+        "empty text",
+        {"t.csv": 'sentence,label\na fine film,1\n"  ",0\n'},
+        CSV,
+        r"t\.csv:3: the text \(column 'sentence'\) is empty; a model cannot classify nothing: fix "
+        r"or remove the row",
+    ),
+    TaskCase(
+        "empty word in a token list",
+        {"n.jsonl": '{"tokens": ["fever", ""], "tags": ["B-Disease", "O"]}\n'},
+        {**CONLL, "format": "jsonl", "train": "n.jsonl", "test": "n.jsonl"},
+        r"n\.jsonl:1: 'tokens' must be a non-empty list of non-empty words; fix or remove the "
+        r"record",
+    ),
+    TaskCase(
+        "IOB line with an empty token",
+        {"n.tsv": "fever\tB-Disease\n\tO\n"},
+        CONLL,
+        r"n\.tsv:2 has an empty token before its tab; every line needs a word",
+    ),
+    TaskCase(
         "a single label in train (labels: auto)",
         {"t.jsonl": '{"text": "a fine film", "label": "pos"}\n'},
         {**JSONL, "test": "t.jsonl"},

@@ -217,3 +217,44 @@ def test_the_key_follows_the_data_content_not_its_path(evaluated: Any, tmp_path:
     assert stage_settings(relocated, 5, TRAINER) == before
     (moved / "ner-test.tsv").write_text("fever\tB-Disease\n")
     assert stage_settings(relocated, 5, TRAINER) != before
+
+
+def test_relations_marked_in_the_text_run_as_plain_classification(
+    evaluated: Any, tmp_path: Path
+) -> None:
+    """ChemProt's recipe for relation extraction (docs/guides/downstream.md): the two entities
+    are marked in the text (`<< >>`, `[[ ]]`) and the pair's relation is the label."""
+    _, _, (pretrained, tokenizer, store) = evaluated
+    rng = random.Random(2)
+    for split, size in (("train", 120), ("test", 40)):
+        rows = []
+        for _ in range(size):
+            relation = rng.choice(["CAUSES", "TREATS"])
+            verb = "fever" if relation == "CAUSES" else "cough"
+            text = f"{rng.choice(WORDS[:8])} << alpha >> {verb} [[ beta ]] {rng.choice(WORDS[:8])}"
+            rows.append(json.dumps({"text": text, "label": relation}) + "\n")
+        (tmp_path / f"relations-{split}.jsonl").write_text("".join(rows))
+    task = {
+        "format": "jsonl",
+        "labels": "auto",
+        "text_column": "text",
+        "metric": "macro_f1",
+        "train": "relations-train.jsonl",
+        "test": "relations-test.jsonl",
+    }
+    settings = FinetuneSettings(
+        tasks=["relations"],
+        catalog={"relations": task},
+        data_dir=str(tmp_path),
+        seeds=1,
+        learning_rates=[1e-2],
+        epochs=3,
+        max_length=32,
+        bootstrap_samples=100,
+    )
+    settings.check_task_files(5)  # read and encoded up front, like any classification task
+    ref = finetune(settings, 5, TRAINER, pretrained, tokenizer, store)
+    results = json.loads((ref.path / "results.json").read_text())
+    assert results["relations"]["labels"]["names"] == ["CAUSES", "TREATS"]
+    assert set(results["relations"]["pretrained"]["per_class"]) == {"CAUSES", "TREATS"}
+    assert 0 <= ref.outputs["relations.pretrained_macro_f1_mean"] <= 1

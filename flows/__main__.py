@@ -6,28 +6,34 @@ import logging
 import os
 import signal
 import sys
+import traceback
 import warnings
 from typing import Any
 
 from flows.core.cli import SERVICE_ERROR, fail
 from flows.core.config import compose_config, expand_sweeps, to_yaml
-from flows.core.logs import setup_logging
+from flows.core.logs import quiet_expected_errors, setup_logging
 from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
+from flows.downstream.settings import FinetuneSettings
 from flows.plan import RunConfig, load_run_config, start_services
 from flows.refresh.promotion import RefreshSettings
 from flows.tracking.retry import lost_prefect_api, service_outage_message
 from flows.tracking.runs import note_stop_signal
 
-USAGE = """usage: python -m flows [--cfg] [-m] [OVERRIDE ...]
+USAGE = """usage: python -m flows [--cfg] [-m] [--verbose] [OVERRIDE ...]
 
 Runs the Cloze pretraining pipeline (tokenizer -> shards -> pretrain -> finetune).
 OVERRIDEs are Hydra overrides, e.g. model=bert-mini trainer.max_steps=500 experiment=smoke.
   --cfg            print the composed config and exit
   -m, --multirun   sweep comma-separated values (experiment=bert,electra): one pipeline per
                    combination, then a comparison table
+  --verbose        print tracebacks of expected errors too (a bad config or input file); by
+                   default such an error prints only its one `error:` line
 """
-FLAGS = ("--cfg", "-m", "--multirun")
+FLAGS = ("--cfg", "-m", "--multirun", "--verbose")
+# A user's error, fixed by the input and named by the message: no traceback unless --verbose.
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ConfigError, CorpusInputError)
 
 
 def validate(config: dict[str, Any]) -> RunConfig:
@@ -37,6 +43,17 @@ def validate(config: dict[str, Any]) -> RunConfig:
     settings_from(RefreshSettings, run.refresh, "refresh")
     run.finetune.check_task_files(run.seed)  # task files read now: a bad one costs seconds
     return run
+
+
+def task_recipes(config: dict[str, Any]) -> str:
+    """`--cfg`'s last lines: the recipe each task runs on, as YAML comments (a task's catalog
+    entry may set recipe fields over `finetune.*`); none for a config that does not validate."""
+    try:
+        settings = settings_from(FinetuneSettings, config.get("finetune", {}), "finetune")
+    except ConfigError:
+        return ""
+    lines = [f"#   {spec.name}: {settings.recipe_text(spec)}" for spec in settings.specs()]
+    return "\n".join(["# The recipe of each task in finetune.tasks:", *lines])
 
 
 class Interrupted(KeyboardInterrupt):
@@ -73,21 +90,29 @@ def fail_fast_on_prefect_api() -> None:
     temporary_settings(updates={PREFECT_CLIENT_MAX_RETRIES: 0}).__enter__()
 
 
+def fail_expected(error: BaseException, verbose: bool) -> int:
+    """The one `error:` line of a user's error; with `--verbose`, its traceback first."""
+    if verbose:
+        traceback.print_exception(error)
+    return fail(error)
+
+
 def main(argv: list[str]) -> int:
     if {"-h", "--help"} & set(argv):
         print(USAGE)
         return 0
     multirun = bool({"-m", "--multirun"} & set(argv))
+    verbose = "--verbose" in argv
     overrides = [arg for arg in argv if arg not in FLAGS]
     try:
         runs = expand_sweeps(overrides) if multirun else [overrides]
         configs = [compose_config(run) for run in runs]
         if "--cfg" in argv:
-            print("\n---\n".join(to_yaml(config) for config in configs))
+            print("\n---\n".join(to_yaml(config) + task_recipes(config) for config in configs))
             return 0
         validated = [validate(config) for config in configs]  # every combination, up front
-    except (ConfigError, CorpusInputError) as error:
-        return fail(error)
+    except EXPECTED_ERRORS as error:
+        return fail_expected(error, verbose)
     start_services(validated[0])
     setup_logging()
     # Lightning's hardware banner and tips repeat for every Trainer; our own lines say more.
@@ -95,6 +120,9 @@ def main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
 
     from flows.pipeline import pretraining_pipeline  # after start_services: Prefect reads env
+
+    if not verbose:
+        quiet_expected_errors(EXPECTED_ERRORS)
 
     summaries = []
     stop_on_signals()
@@ -108,8 +136,8 @@ def main(argv: list[str]) -> int:
                 "checkpoint"
             )
             return fail(message, 128 + stop.signum)
-        except (ConfigError, CorpusInputError) as error:
-            return fail(error)
+        except EXPECTED_ERRORS as error:
+            return fail_expected(error, verbose)
         except Exception as error:
             outage = service_outage_message(error)
             if outage is None:

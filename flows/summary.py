@@ -7,7 +7,7 @@ from typing import Any
 from flows.core.artifacts import ArtifactRef
 from flows.core.tables import markdown_table
 from flows.downstream.curve import read_points
-from flows.downstream.report import baselines_text, capped_warning, headline, interval_text
+from flows.downstream.report import baselines_text, headline, interval_text, warnings
 from flows.stages.pretrain import PretrainOutputs
 from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import TokenizerOutputs
@@ -45,7 +45,8 @@ def pretraining_result(pre: PretrainOutputs) -> str:
 
 def downstream_result(fine: dict[str, Any], task: str) -> list[str]:
     """`sst2 accuracy over 5 seed(s): pretrained 0.800 ± 0.010, ...; lift +0.100`, then its two
-    intervals, the baselines, and a warning when a run was capped by `finetune.epochs`."""
+    intervals, the baselines, the recipe, and a warning when a run was capped by its epochs or
+    an arm chose an end of its learning-rate grid."""
     line = headline(fine, task)
     level = f"{fine['confidence']:.0%}"
     lines = [
@@ -56,9 +57,9 @@ def downstream_result(fine: dict[str, Any], task: str) -> list[str]:
         f"  {level} CI of the lift: paired t over seeds {interval_text(line['ci'])}, "
         f"bootstrap over test examples {interval_text(line['bootstrap'])}",
         f"  baselines (no encoder): {baselines_text(line['baselines'])}",
+        f"  recipe: {fine[f'{task}.recipe']}",
     ]
-    warning = capped_warning(fine, task)
-    return lines if warning is None else [*lines, f"  {warning}"]
+    return [*lines, *(f"  {warning}" for warning in warnings(fine, task))]
 
 
 def curve_result(curve: dict[str, Any] | None) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from tokenizers import Encoding, Tokenizer
+from tokenizers import Encoding, Tokenizer, models, pre_tokenizers, processors
 
 from flows.downstream.readers import TaggedSentence, TextExample
 from lightning_modules.classifier import Predictions
@@ -27,11 +27,13 @@ Item = dict[str, Any]
 
 
 class EncodedSplit(torch.utils.data.Dataset[Item]):
-    """Token ids, segment ids and labels per example, plus the gold labels for scoring."""
+    """Token ids, segment ids and labels per example, plus the gold labels for scoring, and how
+    many examples `max_length` cut short (reported: truncation costs what it cuts)."""
 
-    def __init__(self, items: list[Item], gold: list[Any]) -> None:
+    def __init__(self, items: list[Item], gold: list[Any], truncated: int = 0) -> None:
         self.items = items
         self.gold = gold
+        self.truncated = truncated
 
     def __len__(self) -> int:
         return len(self.items)
@@ -40,6 +42,7 @@ class EncodedSplit(torch.utils.data.Dataset[Item]):
         return self.items[position]
 
     def subset(self, positions: list[int]) -> EncodedSplit:
+        """Some examples (a seed's labelled sample); its truncation count is not tracked."""
         return EncodedSplit([self.items[p] for p in positions], [self.gold[p] for p in positions])
 
 
@@ -80,7 +83,23 @@ def encode(tokenizer: Tokenizer, examples: list[Any], token_types: bool) -> Enco
         }
         for encoding, label in zip(encodings, labels, strict=True)
     ]
-    return EncodedSplit(items, gold)
+    truncated = sum(1 for encoding in encodings if encoding.overflowing)
+    return EncodedSplit(items, gold, truncated)
+
+
+def stand_in_tokenizer(max_length: int) -> Tokenizer:
+    """A tokenizer with BERT's special tokens and no vocabulary (every word is `[UNK]`), for the
+    up-front check: the run's own tokenizer is trained by the first stage, so before it exists
+    this one sends a task's rows through `encode` (pairs, word lists, truncation)."""
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2}, "[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 1), ("[SEP]", 2)],
+    )
+    tokenizer.enable_truncation(max_length)
+    return tokenizer
 
 
 def pad_batch(items: list[Item], pad_id: int) -> dict[str, torch.Tensor]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from flows.corpora.formats import CorpusInputError
 from flows.corpora.pydoc_topics_task import LABELS, load_pydoc_topics
+from flows.downstream.encoding import encode, stand_in_tokenizer
 from flows.downstream.hub import read_hub
 from flows.downstream.readers import (
     LabelIndex,
@@ -47,13 +48,17 @@ class Sampling:
 @dataclass
 class TaskData:
     """A task's splits; `labels` in id order, where they came from, and train labels that the
-    test split never shows (their test scores are empty: reported, not an error)."""
+    test split never shows (their test scores are empty: reported, not an error). `pools` holds
+    each split's size before `finetune.validation_examples`/`test_examples` capped it; `caps`
+    the caps that bit, once the splits are encoded (flows/downstream/caps.py)."""
 
     spec: TaskSpec
     labels: list[str]
     splits: dict[str, list[Any]]
     label_source: str = "config"
     absent_from_test: list[str] = field(default_factory=list)
+    pools: dict[str, int] = field(default_factory=dict)
+    caps: dict[str, Any] = field(default_factory=dict)
 
     def label_record(self) -> dict[str, Any]:
         """The `labels` entry of results.json."""
@@ -157,9 +162,10 @@ def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
         index = LabelIndex(spec, labels)
         read = {split: read_split(spec, split, data_dir, index) for split in SPLITS}
         splits = {split: examples for split, examples in read.items() if examples is not None}
+    pools = {}
     if "validation" not in splits:
         shuffled = random.Random(sampling.seed).sample(splits["train"], len(splits["train"]))
-        carved = max(1, round(CARVED_VALIDATION_FRACTION * len(shuffled)))
+        carved = pools["validation"] = max(1, round(CARVED_VALIDATION_FRACTION * len(shuffled)))
         if sampling.validation_examples is not None:
             carved = min(carved, sampling.validation_examples)
         splits["validation"], splits["train"] = shuffled[:carved], shuffled[carved:]
@@ -169,11 +175,16 @@ def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
                 f"task {spec.name}: the {split} split is empty; give it labelled examples "
                 f"(finetune.catalog.{spec.name}.{split})"
             )
+    pools.setdefault("validation", len(splits["validation"]))
+    pools.update(train=len(splits["train"]), test=len(splits["test"]))
     splits["validation"] = sample(splits["validation"], sampling.validation_examples, sampling.seed)
     splits["test"] = sample(splits["test"], sampling.test_examples, sampling.seed)
     absent = absent_from_test(spec, labels, splits["test"])
     source = "train split" if spec.labels == "auto" else "config"
-    return TaskData(spec, labels, {split: splits[split] for split in SPLITS}, source, absent)
+    ordered = {split: splits[split] for split in SPLITS}
+    return TaskData(
+        spec, labels, ordered, source, absent, {split: pools[split] for split in SPLITS}
+    )
 
 
 def source_fingerprint(spec: TaskSpec, data_dir: Path) -> dict[str, str | None]:
@@ -194,13 +205,18 @@ def source_fingerprint(spec: TaskSpec, data_dir: Path) -> dict[str, str | None]:
     return fingerprint
 
 
-def check_tasks(specs: list[TaskSpec], data_dir: Path, sampling: Sampling) -> None:
-    """Every task file opened, parsed and checked (columns, labels, splits) before any stage runs,
-    so a bad one costs seconds, not a pretraining run. Hub datasets by name are left to the stage:
-    fetching them is the stage's work."""
-    for spec in specs:
+def check_tasks(tasks: list[tuple[TaskSpec, Sampling, int]], data_dir: Path) -> None:
+    """Every task file opened, parsed and checked (columns, labels, splits, empty texts and words)
+    before any stage runs, so a bad one costs seconds, not a pretraining run; then the first row
+    of each split is encoded at the task's `max_length` (int) with a stand-in tokenizer, as the
+    run's own is not trained yet. Hub datasets by name are left to the stage: fetching them is
+    the stage's work."""
+    for spec, sampling, max_length in tasks:
         if spec.format == "pydoc_topics":
             continue  # built in: read from the installed Python's documentation
         if spec.format == "huggingface" and not Path(spec.hub_name or "").is_dir():
             continue
-        load_task(spec, data_dir, sampling)
+        data = load_task(spec, data_dir, sampling)
+        tokenizer = stand_in_tokenizer(max_length)
+        for examples in data.splits.values():
+            encode(tokenizer, examples[:1], token_types=True)

@@ -62,3 +62,18 @@ def mean_report(reports: list[Report]) -> Report:
         scores["support"] = reports[0][name]["support"]
         merged[name] = scores
     return merged
+
+
+PER_CLASS_COLUMNS = ("arm", "class", "precision", "recall", "f1", "support")
+
+
+def per_class_table(task_record: dict[str, Any], arms: tuple[str, ...]) -> dict[str, list[Any]]:
+    """A task's per-class reports of results.json as one table, a column per key and a row per
+    arm and class: the shape of an MLflow table artifact (`log_table`)."""
+    table: dict[str, list[Any]] = {column: [] for column in PER_CLASS_COLUMNS}
+    for arm in arms:
+        for name, scores in task_record[arm]["per_class"].items():
+            row = {"arm": arm, "class": name, **scores}
+            for column in PER_CLASS_COLUMNS:
+                table[column].append(row[column])
+    return table

@@ -150,9 +150,19 @@ def text_examples(
                     f"{where}:{line} has no second sentence (column {spec.pair_column!r}); "
                     "every row of a sentence-pair task needs both sentences: fix or remove it"
                 )
+        text = fields[text_at].strip()
+        if not text:
+            raise empty_text(f"{where}:{line}", spec.text_column)
         label = labels.id(fields[label_at].strip(), f"{where}:{line}")
-        examples.append(TextExample(fields[text_at].strip(), pair, label))
+        examples.append(TextExample(text, pair, label))
     return examples
+
+
+def empty_text(at: str, column: Column) -> TaskInputError:
+    return TaskInputError(
+        f"{at}: the text (column {column!r}) is empty; a model cannot classify nothing: fix or "
+        "remove the row"
+    )
 
 
 def read_glue(path: Path, spec: TaskSpec, labels: LabelIndex) -> list[TextExample]:
@@ -187,6 +197,11 @@ def read_conll(path: Path, spec: TaskSpec, labels: LabelIndex) -> list[TaggedSen
                 "from its tag with a tab (blank lines separate sentences)"
             )
         fields = line.split("\t")
+        if not fields[0].strip():
+            raise TaskInputError(
+                f"{path}:{number} has an empty token before its tab; every line needs a word: "
+                "fix or remove the line"
+            )
         tokens.append(fields[0])
         tags.append(tag_id(fields[-1].strip(), f"{path}:{number}", labels))
     if tokens:

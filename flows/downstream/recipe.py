@@ -3,7 +3,8 @@
 Per arm, the learning rate is chosen on the validation split from `finetune.learning_rates`
 (with the first seed), then the remaining seeds train at that rate. Each run keeps its best
 validation epoch (early stopping with `finetune.patience` under a generous `finetune.epochs`); a run
-whose best epoch is the last allowed may still have been improving and is flagged `capped`. In
+whose best epoch is the last allowed may still have been improving and is flagged `capped`; an
+arm whose chosen rate is the lowest or highest of the grid is flagged `grid_edge`. In
 limited-label mode each seed trains on its own labelled sample. Test scores are computed once per
 run, after training, and never steer a choice.
 """
@@ -23,7 +24,7 @@ from torch.utils.data import DataLoader
 
 from flows.downstream.encoding import EncodedSplit, pad_batch, score
 from flows.downstream.load import train_sample
-from flows.downstream.settings import FinetuneSettings
+from flows.downstream.settings import Recipe
 from flows.downstream.spec import ARMS, TaskSpec
 from flows.training.trainer import TrainerSettings, make_trainer
 from lightning_modules.callbacks import ProgressLog
@@ -53,6 +54,18 @@ class ArmResult:
     learning_rate: float
     grid: dict[str, float]  # learning rate -> validation score of the first seed
     runs: list[RunResult] = field(default_factory=list)
+    # "lowest" or "highest" when the chosen rate is an end of a grid of two or more rates: the best
+    # rate may lie outside the grid. None inside the grid, or for a one-rate grid (no choice).
+    grid_edge: str | None = None
+
+
+def grid_edge(chosen: float, grid: list[float]) -> str | None:
+    """Where the chosen rate sits in the grid, when that is an end of it."""
+    if len(set(grid)) < 2:
+        return None
+    if chosen == min(grid):
+        return "lowest"
+    return "highest" if chosen == max(grid) else None
 
 
 @dataclass(frozen=True)
@@ -62,7 +75,8 @@ class TaskRun:
     spec: TaskSpec
     labels: list[str]
     splits: dict[str, EncodedSplit]
-    settings: FinetuneSettings
+    settings: Recipe  # the task's: finetune.* with its catalog entry's `recipe:` on top
+    log_every_steps: int
     trainer: TrainerSettings
     encoder: EncoderConfig
     pretrained_dir: Path
@@ -129,7 +143,7 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
         run.trainer.model_copy(update={"accumulate_grad_batches": 1}),
         run.work_dir / run.spec.name / label,
         run.loggers_for(run.spec.name, label),
-        [ProgressLog(settings.log_every_steps, f"finetune/{run.spec.name}/{label}"), selector],
+        [ProgressLog(run.log_every_steps, f"finetune/{run.spec.name}/{label}"), selector],
         max_epochs=settings.epochs,
         enable_checkpointing=False,
     )
@@ -152,7 +166,10 @@ def evaluate_arm(run: TaskRun, arm: str, seeds: list[int]) -> ArmResult:
     grid = [train_once(run, arm, rate, seeds[0]) for rate in run.settings.learning_rates]
     best = max(grid, key=lambda result: result.validation_score)  # the first of equals wins
     result = ArmResult(
-        best.learning_rate, {f"{r.learning_rate:g}": r.validation_score for r in grid}, [best]
+        best.learning_rate,
+        {f"{r.learning_rate:g}": r.validation_score for r in grid},
+        [best],
+        grid_edge(best.learning_rate, run.settings.learning_rates),
     )
     result.runs += [train_once(run, arm, best.learning_rate, seed) for seed in seeds[1:]]
     return result

@@ -6,7 +6,8 @@ The lift has two intervals, because it has two sources of noise:
   pairing removes that shared noise. With one seed there is no t-interval and none is reported;
 - a paired bootstrap over test examples (bootstrap.py): the noise of a finite test split.
 Baselines without an encoder sit beside both arms, so a reader sees whether the encoder beats a bag
-of words; runs whose best epoch was the last allowed are counted, so a capped arm is visible.
+of words; runs whose best epoch was the last allowed are counted, so a capped arm is visible, and an
+arm that chose an end of its learning-rate grid is flagged.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from flows.downstream.settings import recipe_key
 from flows.downstream.spec import ARMS
 
 if TYPE_CHECKING:
@@ -72,6 +74,7 @@ def task_outputs(
         outputs[f"{task}.{arm}_learning_rate"] = result.learning_rate
         outputs[f"{task}.{arm}_epochs_mean"] = statistics.fmean(r.best_epoch for r in result.runs)
         outputs[f"{task}.{arm}_capped_runs"] = sum(r.capped for r in result.runs)
+        outputs[f"{task}.{arm}_grid_edge"] = result.grid_edge or ""
         outputs[f"{task}.{arm}_validation_{metric}_mean"] = statistics.fmean(
             r.validation_score for r in result.runs
         )
@@ -114,6 +117,7 @@ def headline(outputs: dict[str, Any], task: str) -> dict[str, Any]:
             for name in filter(None, outputs[f"{task}.baselines"].split(","))
         },
         "capped": {arm: outputs[f"{task}.{arm}_capped_runs"] for arm in ARMS},
+        "grid_edge": {arm: outputs[f"{task}.{arm}_grid_edge"] for arm in ARMS},
     }
 
 
@@ -126,6 +130,11 @@ def baselines_text(baselines: dict[str, float]) -> str:
     return ", ".join(f"{name} {value:.3f}" for name, value in baselines.items()) or "none"
 
 
+def task_key(outputs: dict[str, Any], task: str, field: str) -> str:
+    """The config key that sets a recipe field for `task` (settings.recipe_key)."""
+    return recipe_key(task, field, outputs[f"{task}.recipe_set_by_task"].split(","))
+
+
 def capped_warning(outputs: dict[str, Any], task: str) -> str | None:
     """A line for a task where some run's best epoch was the last allowed; None when none was."""
     capped = headline(outputs, task)["capped"]
@@ -136,9 +145,37 @@ def capped_warning(outputs: dict[str, Any], task: str) -> str | None:
     )
     return (
         f"CAPPED {task}: the best validation epoch was the last allowed "
-        f"(finetune.epochs={outputs[f'{task}.max_epochs']}) in {runs} runs; those runs may still "
-        "have been improving: raise finetune.epochs"
+        f"({task_key(outputs, task, 'epochs')}={outputs[f'{task}.max_epochs']}) in {runs} runs; "
+        f"those runs may still have been improving: raise {task_key(outputs, task, 'epochs')}"
     )
+
+
+def grid_edge_warning(outputs: dict[str, Any], task: str) -> str | None:
+    """A line for a task where an arm chose the lowest or highest rate of its grid."""
+    edges = {arm: edge for arm, edge in headline(outputs, task)["grid_edge"].items() if edge}
+    if not edges:
+        return None
+    key = task_key(outputs, task, "learning_rates")
+    chosen = ", ".join(
+        f"{ARM_NAMES[arm]} chose {outputs[f'{task}.{arm}_learning_rate']:g}, the {edge} rate"
+        for arm, edge in edges.items()
+    )
+    return (
+        f"GRID EDGE {task}: {chosen} of {key}; the best rate may lie outside the grid: extend "
+        f"{key} past that end"
+    )
+
+
+def warnings(outputs: dict[str, Any], task: str) -> list[str]:
+    """The task's flags, in the summary and summary.md: caps that bit, and results that call for
+    a change of recipe."""
+    caps = outputs[f"{task}.caps"]
+    found = (
+        f"CAPS {task}: {caps}" if caps else None,
+        capped_warning(outputs, task),
+        grid_edge_warning(outputs, task),
+    )
+    return [warning for warning in found if warning is not None]
 
 
 def markdown_table(outputs: dict[str, Any], tasks: list[str], confidence: float) -> str:
@@ -170,7 +207,9 @@ def markdown_table(outputs: dict[str, Any], tasks: list[str], confidence: float)
         "learning rate and epoch were chosen on the validation split; baselines (no encoder) "
         "were fitted on the same labelled examples, their choices made on validation too."
     )
-    rows.extend(f"\n**{warning}**" for task in tasks if (warning := capped_warning(outputs, task)))
+    rows.append("\nRecipes (a task's catalog entry may set fields over `finetune.*`):\n")
+    rows.extend(f"- {task}: {outputs[f'{task}.recipe']}" for task in tasks)
+    rows.extend(f"\n**{warning}**" for task in tasks for warning in warnings(outputs, task))
     return "\n".join(rows)
 
 

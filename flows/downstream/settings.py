@@ -1,17 +1,38 @@
-"""`finetune.*`: which tasks to evaluate and the one recipe both arms of every task use."""
+"""`finetune.*`: which tasks to evaluate, and the recipe both arms of each task use.
+
+The recipe fields at the top of `finetune.*` (conf/finetune/base.yaml) are the full evaluation
+recipe. A task's catalog entry may set some of them under `recipe:` for that task alone: the demo
+task does (a cheap grid and 64 tokens, fit for the demo's 10 minutes), so a task a user adds runs
+on the full recipe, not on the demo's. A field a task's entry sets wins over `finetune.<field>`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
 
-from flows.core.settings import ConfigError, Number, Settings, bounds
+from flows.core.settings import ConfigError, Number, Settings, bounds, settings_from
 from flows.downstream.load import Sampling, check_tasks
 from flows.downstream.spec import BASELINES, TaskSpec, default_data_dir, task_specs
 
 PositiveRate = Annotated[Number, bounds(gt=0)]
+
+
+def _not_empty(grid: list[float]) -> list[float]:
+    if not grid:
+        raise PydanticCustomError(
+            "empty_grid",
+            "must be a non-empty list of positive numbers (the grid each arm picks from on "
+            "validation)",
+        )
+    return grid
+
+
+Grid = Annotated[list[PositiveRate], AfterValidator(_not_empty)]
 
 
 def checkpoint_fractions(values: list[float]) -> tuple[float, ...]:
@@ -28,16 +49,14 @@ def checkpoint_fractions(values: list[float]) -> tuple[float, ...]:
     return tuple(sorted({float(value) for value in values}))
 
 
-class FinetuneSettings(Settings):
-    """The recipe. `learning_rates` is a grid searched per arm on the validation split; the
-    epoch is chosen per run on validation too (best epoch kept, `patience` epochs to stop)."""
+class Recipe(Settings):
+    """How one task is evaluated. `learning_rates` is a grid searched per arm on the validation
+    split; the epoch is chosen per run on validation too (best epoch kept, `patience` epochs to
+    stop). `train_examples`/`validation_examples`/`test_examples` cap the splits (None: all)."""
 
     section = "finetune"
-    tasks: list[str] = Field(default_factory=lambda: ["pydoc_topics"])
-    catalog: dict[str, Any] = Field(default_factory=dict)
-    data_dir: str | None = None
     seeds: Annotated[int, bounds(ge=1)] = 3
-    learning_rates: list[PositiveRate] = Field(default_factory=lambda: [1e-4, 3e-4, 1e-3])
+    learning_rates: Grid = Field(default_factory=lambda: [1e-4, 3e-4, 1e-3])
     max_length: Annotated[int, bounds(ge=8)] = 128
     epochs: Annotated[int, bounds(ge=1)] = 5
     patience: Annotated[int, bounds(ge=1)] = 2
@@ -48,6 +67,21 @@ class FinetuneSettings(Settings):
     train_examples: Annotated[int, bounds(ge=1)] | None = None
     validation_examples: Annotated[int, bounds(ge=1)] | None = 1000
     test_examples: Annotated[int, bounds(ge=1)] | None = None
+
+    def sampling(self, seed: int) -> Sampling:
+        return Sampling(self.validation_examples, self.test_examples, seed)
+
+
+RECIPE_FIELDS = tuple(Recipe.model_fields)
+
+
+class FinetuneSettings(Recipe):
+    """The task list, the catalog, the full recipe (inherited) and what is shared by all tasks:
+    the interval's confidence, baselines, the lift curve's checkpoints."""
+
+    tasks: list[str] = Field(default_factory=lambda: ["pydoc_topics"])
+    catalog: dict[str, Any] = Field(default_factory=dict)
+    data_dir: str | None = None
     confidence: Annotated[Number, bounds(ge=0.5, lt=1)] = 0.95
     baselines: list[str] | None = None  # None: every baseline of each task's kind
     # Fractions of pretraining whose weights are evaluated too: a lift-vs-compute curve.
@@ -62,15 +96,18 @@ class FinetuneSettings(Settings):
             raise ConfigError("finetune.tasks is empty; name at least one task (e.g. [sst2])")
         if len(set(self.tasks)) != len(self.tasks):
             raise ConfigError(f"finetune.tasks={self.tasks} names a task twice")
-        if not self.learning_rates:
-            raise ConfigError(
-                "finetune.learning_rates=[] must be a non-empty list of positive numbers (the "
-                "grid each arm picks from on validation)"
-            )
         checkpoint_fractions(self.checkpoints)
         for spec in self.specs():  # an unknown task or a bad entry fails before any stage runs
             self.baselines_for(spec)
+            self.recipe_for(spec)
         return self
+
+    def recipe_for(self, spec: TaskSpec) -> Recipe:
+        """The full recipe with the fields the task's entry sets under `recipe:` replaced."""
+        key = f"finetune.catalog.{spec.name}.recipe"
+        shared = self.model_dump(include=set(RECIPE_FIELDS))
+        task = settings_from(Recipe, spec.recipe, key).model_dump(exclude_unset=True)
+        return Recipe(**{**shared, **task})
 
     def baselines_for(self, spec: TaskSpec) -> tuple[str, ...]:
         """The baselines a task gets; one its kind cannot have is a config error."""
@@ -93,12 +130,49 @@ class FinetuneSettings(Settings):
         """The curve's points below the final weights; empty: no curve asked for."""
         return tuple(value for value in checkpoint_fractions(self.checkpoints) if value < 1.0)
 
-    def sampling(self, seed: int) -> Sampling:
-        return Sampling(self.validation_examples, self.test_examples, seed)
-
     def check_task_files(self, seed: int) -> None:
         """Reads every task's files now (flows/downstream/load.py `check_tasks`)."""
-        check_tasks(self.specs(), self.resolved_data_dir(), self.sampling(seed))
+        recipes = [(spec, self.recipe_for(spec)) for spec in self.specs()]
+        check_tasks(
+            [(spec, recipe.sampling(seed), recipe.max_length) for spec, recipe in recipes],
+            self.resolved_data_dir(),
+        )
+
+    def recipe_text(self, spec: TaskSpec) -> str:
+        """One line: the task's recipe, and which fields its catalog entry set."""
+        return recipe_text(self.recipe_for(spec), sorted(spec.recipe))
 
     def resolved_data_dir(self) -> Path:
         return Path(self.data_dir).expanduser() if self.data_dir else default_data_dir()
+
+
+def recipe_key(task: str, field: str, set_by_task: Collection[str]) -> str:
+    """The config key that sets a recipe field for `task`: its catalog entry's, if it sets it."""
+    if field in set_by_task:
+        return f"finetune.catalog.{task}.recipe.{field}"
+    return f"finetune.{field}"
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def recipe_text(recipe: Recipe, from_task: list[str]) -> str:
+    """`5 seeds, learning rates 0.0003/0.001/0.003, at most 15 epochs (patience 2), ...`."""
+    caps = ", ".join(
+        f"{name} {value}"
+        for name, value in (
+            ("train_examples", recipe.train_examples),
+            ("validation_examples", recipe.validation_examples),
+            ("test_examples", recipe.test_examples),
+        )
+        if value is not None
+    )
+    text = (
+        f"{plural(recipe.seeds, 'seed')}, learning rates "
+        f"{'/'.join(f'{rate:g}' for rate in recipe.learning_rates)}, at most "
+        f"{plural(recipe.epochs, 'epoch')} (patience {recipe.patience}), max_length "
+        f"{recipe.max_length}, batch {recipe.batch_size}" + (f", at most {caps}" if caps else "")
+    )
+    origin = f"; set by the task: {', '.join(from_task)}" if from_task else ""
+    return f"{text}{origin}"

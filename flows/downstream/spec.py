@@ -66,6 +66,7 @@ class TaskSpec(Settings):
     for `format: huggingface`, split names. A missing `validation` is carved, seeded, out of train;
     GLUE's test files are unlabelled, so its presets score on the dev file as `test`.
     `labels: auto` takes the label set from the train split, sorted (flows/downstream/load.py).
+    `recipe` sets fields of the finetune recipe for this task alone (flows/downstream/settings.py).
     """
 
     section = "finetune.catalog.<task>"
@@ -84,6 +85,15 @@ class TaskSpec(Settings):
     hub_name: str | None = None
     hub_config: str | None = None
     min_words: Annotated[int, bounds(ge=1)] = 5
+    recipe: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_recipe(cls, data: Any) -> Any:
+        """`recipe: null` drops the task's own recipe fields (a Hydra merge cannot delete keys)."""
+        if isinstance(data, dict) and "recipe" in data and data["recipe"] is None:
+            return {**data, "recipe": {}}
+        return data
 
     @model_validator(mode="before")
     @classmethod

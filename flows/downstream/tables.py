@@ -29,6 +29,7 @@ from flows.downstream.readers import (
     TaggedSentence,
     TextExample,
     column_position,
+    empty_text,
     first_line_looks,
     tag_id,
     text_examples,
@@ -117,6 +118,8 @@ def record_examples(
                     "sentence-pair task needs both sentences: fix or remove it"
                 )
         text = str(field(record, str(columns["text"]), at, spec) or "").strip()
+        if not text:
+            raise empty_text(at, str(columns["text"]))
         label = labels.id(as_label(field(record, str(columns["label"]), at, spec)), at)
         examples.append(TextExample(text, pair, label))
     return examples
@@ -134,6 +137,11 @@ def record_sentences(
             raise TaskInputError(
                 f"{at}: {columns['text']!r} and {columns['label']!r} must be lists of equal "
                 "length (one IOB2 tag per token)"
+            )
+        if not tokens or any(not str(token).strip() for token in tokens):
+            raise TaskInputError(
+                f"{at}: {columns['text']!r} must be a non-empty list of non-empty words; fix or "
+                "remove the record"
             )
         ids = tuple(tag_id(as_label(tag), at, labels) for tag in tags)
         sentences.append(TaggedSentence(tuple(str(token) for token in tokens), ids))

@@ -19,19 +19,21 @@ from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.settings import output_settings
 from flows.downstream.baselines import BaselineResult, evaluate_baselines
 from flows.downstream.bootstrap import bootstrap_lift, example_statistics
+from flows.downstream.caps import caps_outputs, caps_record
 from flows.downstream.encoding import encode
 from flows.downstream.load import TaskData, load_task, source_fingerprint, train_sample
 from flows.downstream.per_class import mean_report, per_class
 from flows.downstream.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_task
 from flows.downstream.report import bar_chart, baseline_outputs, markdown_table, task_outputs
-from flows.downstream.settings import FinetuneSettings
+from flows.downstream.settings import RECIPE_FIELDS, FinetuneSettings
 from flows.downstream.spec import ARMS, TaskSpec
 from flows.stages.tokenizer import load_tokenizer
 from flows.training.trainer import TrainerSettings
 from lightning_modules.models.serialization import load_encoder_config
 
 STAGE = "finetune"
-VERSION = 3  # 3: per-seed labelled samples, bootstrap interval, baselines, capped flags
+# 3: per-seed labelled samples, bootstrap interval, baselines, capped flags; 4: a recipe per task
+VERSION = 4
 SUMMARY_FILE = "summary.md"
 CHART_FILE = "lift.png"
 RESULTS_FILE = "results.json"
@@ -43,14 +45,20 @@ __all__ = ["ARMS", "STAGE", "FinetuneSettings", "finetune"]
 def stage_settings(
     settings: FinetuneSettings, seed: int, trainer: TrainerSettings
 ) -> dict[str, Any]:
-    """What changes the results: the recipe, the selected tasks' specs and their data's content."""
+    """What changes the results: each selected task's spec, recipe and data content, and what the
+    tasks share (confidence, baselines); a recipe field no task uses stays out."""
     data_dir = settings.resolved_data_dir()
     return {
         **output_settings(
-            settings, exclude=("log_every_steps", "catalog", "data_dir", "checkpoints")
+            settings,
+            exclude=("log_every_steps", "catalog", "data_dir", "checkpoints", *RECIPE_FIELDS),
         ),
         "specs": {
-            spec.name: {**spec.model_dump(), "data": source_fingerprint(spec, data_dir)}
+            spec.name: {
+                **spec.model_dump(exclude={"recipe"}),
+                "recipe": settings.recipe_for(spec).model_dump(),
+                "data": source_fingerprint(spec, data_dir),
+            }
             for spec in settings.specs()
         },
         "seed": seed,
@@ -69,26 +77,32 @@ def prepare_task(
     work_dir: Path,
     loggers_for: LoggerFactory,
 ) -> tuple[TaskData, TaskRun, dict[str, Any]]:
-    """Reads, samples and encodes a task's splits; returns the examples (for the baselines), the
-    task's run and size outputs (`train_examples` is one seed's labelled sample, the pool when no
-    limit is set)."""
+    """Reads, samples and encodes a task's splits; returns the examples (for the baselines, with
+    the caps that bit), the task's run and size outputs (`train_examples` is one seed's labelled
+    sample, the pool when no limit is set)."""
+    recipe = settings.recipe_for(spec)
     encoder = load_encoder_config(pretrained_dir)
     trained = load_tokenizer(tokenizer_ref)
-    max_length = min(settings.max_length, encoder.max_position_embeddings)
+    max_length = min(recipe.max_length, encoder.max_position_embeddings)
     trained.tokenizer.enable_truncation(max_length)
-    data = load_task(spec, settings.resolved_data_dir(), settings.sampling(seed))
+    data = load_task(spec, settings.resolved_data_dir(), recipe.sampling(seed))
     splits = {
         name: encode(trained.tokenizer, examples, token_types=encoder.type_vocab_size > 1)
         for name, examples in data.splits.items()
     }
-    sizes = {f"{spec.name}.{name}_examples": len(split) for name, split in splits.items()}
-    if settings.train_examples is not None:
-        sizes[f"{spec.name}.train_examples"] = min(settings.train_examples, len(splits["train"]))
+    sizes: dict[str, Any] = {
+        f"{spec.name}.{name}_examples": len(split) for name, split in splits.items()
+    }
+    if recipe.train_examples is not None:
+        sizes[f"{spec.name}.train_examples"] = min(recipe.train_examples, len(splits["train"]))
+    data.caps = caps_record(spec.name, recipe, data.pools, splits, max_length, spec.recipe)
+    sizes.update(caps_outputs(spec.name, data.caps, splits))
     run = TaskRun(
         spec=spec,
         labels=data.labels,
         splits=splits,
-        settings=settings,
+        settings=recipe,
+        log_every_steps=settings.log_every_steps,
         trainer=trainer,
         encoder=encoder,
         pretrained_dir=pretrained_dir,
@@ -105,7 +119,8 @@ def run_baselines(
     """Baselines fitted on each seed's labelled sample; once on the whole pool without a limit
     (the same data would give the same fit five times)."""
     pool = data.splits["train"]
-    samples = [train_sample(len(pool), settings.train_examples, seed) for seed in seeds]
+    limit = settings.recipe_for(data.spec).train_examples
+    samples = [train_sample(len(pool), limit, seed) for seed in seeds]
     if all(positions is None for positions in samples):
         samples = [None]
     train_sets = [
@@ -180,8 +195,9 @@ def finetune(
         outputs: dict[str, Any] = {"tasks": list(settings.tasks), "confidence": settings.confidence}
         runs: dict[str, Any] = {}
         predictions: dict[str, Any] = {}
-        seeds = [seed + offset for offset in range(settings.seeds)]
         for spec in settings.specs():
+            recipe = settings.recipe_for(spec)
+            seeds = [seed + offset for offset in range(recipe.seeds)]
             data, task_run, sizes = prepare_task(
                 spec,
                 settings,
@@ -195,13 +211,20 @@ def finetune(
             baselines = run_baselines(data, settings, seeds)
             arms = evaluate_task(task_run, seeds)
             outputs.update(sizes)
+            outputs[f"{spec.name}.recipe"] = settings.recipe_text(spec)
+            outputs[f"{spec.name}.recipe_set_by_task"] = ",".join(sorted(spec.recipe))
             outputs.update(
-                task_outputs(spec.name, spec.metric, arms, settings.confidence, settings.epochs)
+                task_outputs(spec.name, spec.metric, arms, settings.confidence, recipe.epochs)
             )
             outputs.update(bootstrap_outputs(task_run, arms, settings, seed))
             outputs.update(baseline_outputs(spec.name, spec.metric, baselines))
             record = task_record(task_run, arms, baselines)
-            runs[spec.name] = {**record, "labels": data.label_record()}
+            runs[spec.name] = {
+                **record,
+                "labels": data.label_record(),
+                "caps": data.caps,
+                "recipe": {**recipe.model_dump(), "set_by_task": sorted(spec.recipe)},
+            }
             predictions[spec.name] = {
                 arm: [run.test_predictions for run in arms[arm].runs] for arm in ARMS
             }

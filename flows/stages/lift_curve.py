@@ -63,7 +63,7 @@ def control_arms(finetune_ref: ArtifactRef) -> dict[str, ArmResult]:
             RunResult(**run, test_predictions=predicted)
             for run, predicted in zip(arm["runs"], predictions[task]["random_init"], strict=True)
         ]
-        arms[task] = ArmResult(arm["learning_rate"], arm["grid"], runs)
+        arms[task] = ArmResult(arm["learning_rate"], arm["grid"], runs, arm["grid_edge"])
     return arms
 
 
@@ -85,10 +85,11 @@ def evaluate_checkpoint(
     key = stage_key(CHECKPOINT_STAGE, VERSION, record["settings"], record["inputs"])
 
     def build(directory: Path) -> dict[str, Any]:
-        seeds = [seed + offset for offset in range(settings.seeds)]
         controls = control_arms(refs["finetune"])
         outputs: dict[str, Any] = {"fraction": fraction}
         for spec in settings.specs():
+            recipe = settings.recipe_for(spec)
+            seeds = [seed + offset for offset in range(recipe.seeds)]
             _, task_run, _ = prepare_task(
                 spec,
                 settings,
@@ -104,7 +105,7 @@ def evaluate_checkpoint(
                 "random_init": controls[spec.name],
             }
             outputs.update(
-                task_outputs(spec.name, spec.metric, arms, settings.confidence, settings.epochs)
+                task_outputs(spec.name, spec.metric, arms, settings.confidence, recipe.epochs)
             )
             outputs.update(bootstrap_outputs(task_run, arms, settings, seed))
         return outputs

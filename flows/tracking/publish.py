@@ -6,12 +6,15 @@ table and chart as the run that computed them.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from flows.core.artifacts import ArtifactRef
 from flows.tracking.runs import RunHandle, Tracker
 
 PREFECT_ARTIFACT_KEY = "finetune-summary"
+# Each task run's per-class precision, recall, F1 and support, per arm (mean over seeds).
+PER_CLASS_FILE = "per_class.json"
 
 
 class TaskRuns:
@@ -44,13 +47,18 @@ def task_metrics(outputs: dict[str, Any], task: str) -> dict[str, Any]:
 
 
 def publish(ref: ArtifactRef, stage_run: RunHandle, task_runs: TaskRuns) -> None:
-    """Task child runs with their figures; table and chart on the stage run and in Prefect."""
-    from flows.stages.finetune import CHART_FILE, SUMMARY_FILE
+    """Task child runs with their figures and per-class table; summary table and chart on the
+    stage run and in Prefect."""
+    from flows.downstream.per_class import per_class_table
+    from flows.downstream.spec import ARMS
+    from flows.stages.finetune import CHART_FILE, RESULTS_FILE, SUMMARY_FILE
 
+    results = json.loads((ref.path / RESULTS_FILE).read_text())
     for task in ref.outputs["tasks"]:
         run = task_runs.get(task)
         run.set_tags({"cloze.cache_hit": str(ref.cache_hit).lower(), "cloze.artifact_key": ref.key})
         run.log_metrics(task_metrics(ref.outputs, task))
+        run.log_table(per_class_table(results[task], ARMS), PER_CLASS_FILE)
         run.finish()
     for name in (SUMMARY_FILE, CHART_FILE):
         stage_run.client.log_artifact(stage_run.run_id, str(ref.path / name))

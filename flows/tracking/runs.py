@@ -123,6 +123,10 @@ class RunHandle:
     def log_text(self, text: str, artifact_file: str) -> None:
         self.client.log_text(self.run_id, text, artifact_file)
 
+    def log_table(self, columns: Mapping[str, list[Any]], artifact_file: str) -> None:
+        """A table artifact (JSON) that MLflow's UI shows as a table, one list per column."""
+        self.client.log_table(self.run_id, dict(columns), artifact_file)
+
     def record_artifact(self, ref: ArtifactRef) -> None:
         """What a stage produced, whether it was computed now or reused from the store."""
         self.set_tags(

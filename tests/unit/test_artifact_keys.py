@@ -8,6 +8,9 @@ bump the stage's VERSION, update the pin here and say why in the commit.
 Deliberate changes since: finetune VERSION 3 (seeds per sample, bootstrap, baselines, early
 stopping under a generous cap) moved both finetune keys; the small-budget pretraining defaults
 (no dropout, bf16, lr 2e-3, 3,000 steps) moved the pretrain keys and, through them, finetune's.
+Finetune VERSION 4 (a recipe per task: the key holds each task's effective recipe instead of the
+shared fields; results.json gained the recipe, the caps and the grid-edge flags) moved both
+finetune keys; the demo task's effective recipe itself is unchanged.
 """
 
 from __future__ import annotations
@@ -29,13 +32,13 @@ PINNED = {
         "tokenizer": "2e0b995d73bf6d528937",
         "shards": "1562f9a4dc2a19cd8a9c",
         "pretrain": "cf2db3a4a86d7ba800a7",
-        "finetune": "3c9f9ac9b6a72cc7e754",
+        "finetune": "6434a930c4fe91fe4ae0",
     },
     "default": {
         "tokenizer": "ceeedba1aea8fd41f0ba",
         "shards": "eb1f197b05030bbe07eb",
         "pretrain": "53a194c59a7f5abe9238",
-        "finetune": "e6dbf9a63990d81959b2",
+        "finetune": "8c50292ae24915c56569",
     },
 }
 

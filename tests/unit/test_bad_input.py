@@ -219,6 +219,19 @@ CONFIG_CASES = [
     (["+trainer.max_stepz=5"], r"unknown config key trainer\.max_stepz; valid keys under trainer"),
     (["finetune.seeds=0"], r"finetune\.seeds=0 must be at least 1"),
     (
+        ["finetune.catalog.pydoc_topics.recipe.epochs=0"],
+        r"finetune\.catalog\.pydoc_topics\.recipe\.epochs=0 must be at least 1",
+    ),
+    (
+        ["+finetune.catalog.pydoc_topics.recipe.epoch=3"],
+        r"unknown config key finetune\.catalog\.pydoc_topics\.recipe\.epoch; valid keys under "
+        r"finetune\.catalog\.pydoc_topics\.recipe: batch_size, classifier_dropout, epochs",
+    ),
+    (
+        ["finetune.catalog.pydoc_topics.recipe.learning_rates=[]"],
+        r"finetune\.catalog\.pydoc_topics\.recipe\.learning_rates=\[\] must be a non-empty list",
+    ),
+    (
         ["finetune.checkpoints=[0,1]"],
         r"finetune\.checkpoints=\[0, 1\]: 0 is not a fraction of the pretraining budget in "
         r"\(0, 1\]",
@@ -464,6 +477,26 @@ TASK_CASES += [
         {"n.jsonl": '{"tokens": ["fever", "and", "cough"], "tags": ["B-Disease", "O"]}\n'},
         {**CONLL, "format": "jsonl", "train": "n.jsonl", "test": "n.jsonl"},
         r"n\.jsonl:1: 'tokens' and 'tags' must be lists of equal length \(one IOB2 tag per token\)",
+    ),
+    TaskCase(
+        "empty text",
+        {"t.csv": 'sentence,label\na fine film,1\n"  ",0\n'},
+        CSV,
+        r"t\.csv:3: the text \(column 'sentence'\) is empty; a model cannot classify nothing: fix "
+        r"or remove the row",
+    ),
+    TaskCase(
+        "empty word in a token list",
+        {"n.jsonl": '{"tokens": ["fever", ""], "tags": ["B-Disease", "O"]}\n'},
+        {**CONLL, "format": "jsonl", "train": "n.jsonl", "test": "n.jsonl"},
+        r"n\.jsonl:1: 'tokens' must be a non-empty list of non-empty words; fix or remove the "
+        r"record",
+    ),
+    TaskCase(
+        "IOB line with an empty token",
+        {"n.tsv": "fever\tB-Disease\n\tO\n"},
+        CONLL,
+        r"n\.tsv:2 has an empty token before its tab; every line needs a word",
     ),
     TaskCase(
         "a single label in train (labels: auto)",

@@ -65,6 +65,7 @@ def write_tasks(directory: Path) -> dict[str, Any]:
             "labels": ["O", "B-Disease", "I-Disease"],
             "train": "ner-train.tsv",
             "test": "ner-test.tsv",
+            "recipe": {"epochs": 4},  # this task alone: the pair task keeps finetune.epochs=5
         },
     }
 
@@ -129,6 +130,15 @@ def test_every_task_reports_both_arms_the_lift_and_its_interval(evaluated: Any) 
     # 200 labelled examples per seed, drawn from the 360 left after carving validation.
     assert outputs["pairs.train_examples"] == 200 and outputs["pairs.validation_examples"] == 40
     assert outputs["tags.train_examples"] == 200
+    results = json.loads((ref.path / "results.json").read_text())
+    assert results["pairs"]["caps"] == {
+        "train_examples": {"used": 200, "of": 360, "key": "finetune.train_examples"}
+    }
+    assert outputs["pairs.caps"] == "train 200 of 360 examples per seed (finetune.train_examples)"
+    assert outputs["pairs.test_truncated_examples"] == 0  # 32 tokens hold every pair
+    assert (outputs["pairs.max_epochs"], outputs["tags.max_epochs"]) == (5, 4)
+    assert results["tags"]["recipe"]["epochs"] == 4
+    assert results["tags"]["recipe"]["set_by_task"] == ["epochs"]
     # The signal is one word: the recipe must learn it on both arms, at least from the best rate.
     assert (
         max(outputs["pairs.pretrained_accuracy_mean"], outputs["pairs.random_init_accuracy_mean"])
@@ -162,9 +172,8 @@ def test_a_run_is_flagged_capped_exactly_when_its_best_epoch_is_the_last(evaluat
     for task in ("pairs", "tags"):
         for arm in ("pretrained", "random_init"):
             runs = results[task][arm]["runs"]
-            assert [run["capped"] for run in runs] == [
-                run["best_epoch"] == settings.epochs for run in runs
-            ]
+            epochs = settings.recipe_for(settings.specs()[("pairs", "tags").index(task)]).epochs
+            assert [run["capped"] for run in runs] == [run["best_epoch"] == epochs for run in runs]
             assert ref.outputs[f"{task}.{arm}_capped_runs"] == sum(r["capped"] for r in runs)
 
 
@@ -177,6 +186,10 @@ def test_each_arm_takes_the_rate_its_validation_scores_best(evaluated: Any) -> N
             assert set(grid) == {"0.003", "0.01"}
             best = max(grid, key=lambda rate: grid[rate])
             assert results[task][arm]["learning_rate"] == float(best)
+            # a two-point grid: whichever rate wins is an end of it, flagged
+            edge = "lowest" if best == "0.003" else "highest"
+            assert results[task][arm]["grid_edge"] == edge
+            assert ref.outputs[f"{task}.{arm}_grid_edge"] == edge
             runs = results[task][arm]["runs"]
             assert [run["seed"] for run in runs] == [5, 6]
             assert {run["learning_rate"] for run in runs} == {float(best)}
@@ -204,3 +217,44 @@ def test_the_key_follows_the_data_content_not_its_path(evaluated: Any, tmp_path:
     assert stage_settings(relocated, 5, TRAINER) == before
     (moved / "ner-test.tsv").write_text("fever\tB-Disease\n")
     assert stage_settings(relocated, 5, TRAINER) != before
+
+
+def test_relations_marked_in_the_text_run_as_plain_classification(
+    evaluated: Any, tmp_path: Path
+) -> None:
+    """ChemProt's recipe for relation extraction (docs/guides/downstream.md): the two entities
+    are marked in the text (`<< >>`, `[[ ]]`) and the pair's relation is the label."""
+    _, _, (pretrained, tokenizer, store) = evaluated
+    rng = random.Random(2)
+    for split, size in (("train", 120), ("test", 40)):
+        rows = []
+        for _ in range(size):
+            relation = rng.choice(["CAUSES", "TREATS"])
+            verb = "fever" if relation == "CAUSES" else "cough"
+            text = f"{rng.choice(WORDS[:8])} << alpha >> {verb} [[ beta ]] {rng.choice(WORDS[:8])}"
+            rows.append(json.dumps({"text": text, "label": relation}) + "\n")
+        (tmp_path / f"relations-{split}.jsonl").write_text("".join(rows))
+    task = {
+        "format": "jsonl",
+        "labels": "auto",
+        "text_column": "text",
+        "metric": "macro_f1",
+        "train": "relations-train.jsonl",
+        "test": "relations-test.jsonl",
+    }
+    settings = FinetuneSettings(
+        tasks=["relations"],
+        catalog={"relations": task},
+        data_dir=str(tmp_path),
+        seeds=1,
+        learning_rates=[1e-2],
+        epochs=3,
+        max_length=32,
+        bootstrap_samples=100,
+    )
+    settings.check_task_files(5)  # read and encoded up front, like any classification task
+    ref = finetune(settings, 5, TRAINER, pretrained, tokenizer, store)
+    results = json.loads((ref.path / "results.json").read_text())
+    assert results["relations"]["labels"]["names"] == ["CAUSES", "TREATS"]
+    assert set(results["relations"]["pretrained"]["per_class"]) == {"CAUSES", "TREATS"}
+    assert 0 <= ref.outputs["relations.pretrained_macro_f1_mean"] <= 1

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import json
 import multiprocessing
 from pathlib import Path
 from typing import Any
 
+from flows.core.artifacts import ArtifactRef
 from flows.core.redaction import REDACTED, redact_secrets
+from flows.tracking.publish import TaskRuns, publish
 from flows.tracking.runs import Tracker, flatten
 
 
@@ -48,3 +51,27 @@ def test_two_processes_opening_a_fresh_sqlite_store_at_once_both_succeed(tmp_pat
     for worker in workers:
         worker.join(timeout=120)
     assert [results.get(timeout=1) for _ in workers] == ["ok", "ok"]
+
+
+def test_each_task_run_carries_its_per_class_scores_as_an_mlflow_table(tmp_path: Path) -> None:
+    scores = {"precision": 0.5, "recall": None, "f1": 0.0, "support": 0}
+    record = {
+        arm: {"per_class": {"neg": {**scores, "support": 3}, "pos": scores}}
+        for arm in ("pretrained", "random_init")
+    }
+    (tmp_path / "results.json").write_text(json.dumps({"t": record}))
+    (tmp_path / "summary.md").write_text("| task |\n")
+    (tmp_path / "lift.png").write_bytes(b"\x89PNG")
+    ref = ArtifactRef("finetune", "k", tmp_path, {"tasks": ["t"], "t.lift_accuracy": 0.1}, False)
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "cloze", None)
+    stage_run = tracker.start_run("finetune")
+    task_runs = TaskRuns(tracker, stage_run)
+    publish(ref, stage_run, task_runs)
+    local = tracker.client.download_artifacts(task_runs.runs["t"].run_id, "per_class.json")
+    table = json.loads(Path(local).read_text())
+    assert table["columns"] == ["arm", "class", "precision", "recall", "f1", "support"]
+    assert table["data"][:2] == [
+        ["pretrained", "neg", 0.5, None, 0.0, 3],
+        ["pretrained", "pos", 0.5, None, 0.0, 0],
+    ]
+    assert [row[0] for row in table["data"]] == ["pretrained"] * 2 + ["random_init"] * 2

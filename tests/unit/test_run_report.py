@@ -1,0 +1,112 @@
+"""The flags a reader must not miss, in the summary and in summary.md: an arm capped by its
+epochs, an arm whose chosen learning rate is an end of its grid, and every cap that bit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from flows.downstream.caps import caps_outputs, caps_record
+from flows.downstream.encoding import encode
+from flows.downstream.readers import TaggedSentence, TextExample
+from flows.downstream.recipe import ArmResult, RunResult, grid_edge
+from flows.downstream.report import markdown_table, task_outputs
+from flows.downstream.settings import Recipe
+from flows.summary import downstream_result
+
+
+def arm(rate: float, grid: list[float], best_epochs: list[int]) -> ArmResult:
+    runs = [
+        RunResult("arm", rate, seed, 0.5, epoch, epoch == 10, {"accuracy": 0.6 + seed / 100}, [])
+        for seed, epoch in enumerate(best_epochs)
+    ]
+    return ArmResult(rate, {f"{r:g}": 0.5 for r in grid}, runs, grid_edge(rate, grid))
+
+
+def outputs_of(arms: dict[str, ArmResult], **extra: Any) -> dict[str, Any]:
+    figures = task_outputs("t", "accuracy", arms, 0.95, 10)
+    return {
+        "confidence": 0.95,
+        **figures,
+        "t.lift_accuracy_bootstrap_low": -0.1,
+        "t.lift_accuracy_bootstrap_high": 0.1,
+        "t.baselines": "",
+        "t.train_examples": 100,
+        "t.recipe": "2 seeds, ...",
+        "t.recipe_set_by_task": "",
+        "t.caps": "",
+        **extra,
+    }
+
+
+def test_the_grid_edge_is_an_end_of_a_grid_of_two_or_more_rates() -> None:
+    grid = [1e-4, 3e-4, 1e-3]
+    assert [grid_edge(rate, grid) for rate in grid] == ["lowest", None, "highest"]
+    assert grid_edge(1e-3, [1e-3]) is None  # one rate: nothing was chosen
+
+
+def test_an_arm_at_the_grid_edge_is_flagged_with_the_key_to_extend() -> None:
+    grid = [1e-4, 3e-4, 1e-3]
+    arms = {"pretrained": arm(1e-3, grid, [3, 4]), "random_init": arm(3e-4, grid, [3, 4])}
+    figures = outputs_of(arms)
+    assert figures["t.pretrained_grid_edge"] == "highest"
+    assert figures["t.random_init_grid_edge"] == ""
+    warning = (
+        "GRID EDGE t: pretrained chose 0.001, the highest rate of finetune.learning_rates; the "
+        "best rate may lie outside the grid: extend finetune.learning_rates past that end"
+    )
+    assert f"  {warning}" in downstream_result(figures, "t")
+    assert f"**{warning}**" in markdown_table(figures, ["t"], 0.95)
+    inside = outputs_of({name: arm(3e-4, grid, [3, 4]) for name in arms})
+    assert not any("GRID EDGE" in line for line in downstream_result(inside, "t"))
+
+
+def test_a_flag_names_the_task_s_own_key_when_its_entry_sets_the_field() -> None:
+    grid = [1e-4, 1e-3]
+    arms = {name: arm(1e-4, grid, [10, 2]) for name in ("pretrained", "random_init")}
+    lines = downstream_result(outputs_of(arms, **{"t.recipe_set_by_task": "epochs"}), "t")
+    assert any("raise finetune.catalog.t.recipe.epochs" in line for line in lines)
+    assert any("the lowest rate of finetune.learning_rates" in line for line in lines)
+
+
+def word_tokenizer(max_length: int) -> Tokenizer:
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1, "b": 2}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.enable_truncation(max_length)
+    return tokenizer
+
+
+def test_caps_that_bite_are_recorded_with_their_key_and_the_others_are_not() -> None:
+    tokenizer = word_tokenizer(4)
+    texts = [TextExample("a b a b a", None, 0), TextExample("a b", None, 1)]
+    splits = {
+        "train": encode(tokenizer, texts * 5, token_types=False),
+        "validation": encode(tokenizer, texts[1:], token_types=False),
+        "test": encode(tokenizer, texts, token_types=False),
+    }
+    assert [splits[name].truncated for name in ("train", "validation", "test")] == [5, 0, 1]
+    recipe = Recipe(train_examples=4, validation_examples=1)  # max_length: the tokenizer's 4
+    pools = {"train": 10, "validation": 3, "test": 2}  # test: no cap bit
+    record = caps_record("t", recipe, pools, splits, 4, set_by_task=["max_length"])
+    assert set(record) == {"train_examples", "validation_examples", "max_length"}
+    assert record["max_length"]["truncated"] == {
+        "train": {"examples": 5, "of": 10},
+        "test": {"examples": 1, "of": 2},
+    }
+    outputs = caps_outputs("t", record, splits)
+    assert outputs["t.validation_truncated_examples"] == 0
+    assert outputs["t.caps"] == (
+        "train 4 of 10 examples per seed (finetune.train_examples); validation 1 of 3 examples "
+        "(finetune.validation_examples); max_length 4 (finetune.catalog.t.recipe.max_length) "
+        "truncated train 5 of 10 (50.0%), test 1 of 2 (50.0%) examples"
+    )
+    arms = {name: arm(3e-4, [3e-4], [3]) for name in ("pretrained", "random_init")}
+    figures = {**outputs_of(arms), **outputs}
+    assert f"  CAPS t: {outputs['t.caps']}" in downstream_result(figures, "t")
+    assert f"**CAPS t: {outputs['t.caps']}**" in markdown_table(figures, ["t"], 0.95)
+
+
+def test_a_tagged_sentence_cut_by_max_length_counts_as_truncated() -> None:
+    sentences = [TaggedSentence(("a", "b", "a"), (0, 0, 0)), TaggedSentence(("a",), (0,))]
+    assert encode(word_tokenizer(2), sentences, token_types=False).truncated == 1

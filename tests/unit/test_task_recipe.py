@@ -1,0 +1,68 @@
+"""A recipe per task: the demo's cheap recipe stays with the demo task, an added task runs on the
+full one, and what each task runs on is visible before and after the run."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.__main__ import main as cli_main
+from flows.core.config import compose_config
+from flows.core.settings import settings_from
+from flows.downstream.settings import FinetuneSettings
+from flows.stages.finetune import stage_settings
+from flows.training.trainer import TrainerSettings
+
+AGNEWS = "+finetune.catalog.agnews={format:csv,labels:auto,text_column:text,train:a.csv,test:a.csv}"
+
+
+def settings(*overrides: str) -> FinetuneSettings:
+    return settings_from(FinetuneSettings, compose_config(list(overrides))["finetune"], "finetune")
+
+
+def recipes(*overrides: str) -> dict[str, dict[str, object]]:
+    finetune = settings(*overrides)
+    return {spec.name: finetune.recipe_for(spec).model_dump() for spec in finetune.specs()}
+
+
+def test_an_added_task_runs_on_the_full_recipe_and_the_demo_task_on_its_own() -> None:
+    both = recipes(AGNEWS, "finetune.tasks=[pydoc_topics,agnews]")
+    full = settings().model_dump()
+    assert both["agnews"]["epochs"] == full["epochs"] == 20
+    assert both["agnews"]["max_length"] == 128
+    assert both["agnews"]["learning_rates"] == [1e-4, 3e-4, 1e-3]
+    assert both["pydoc_topics"]["epochs"] == 15
+    assert both["pydoc_topics"]["max_length"] == 64
+    assert both["pydoc_topics"]["learning_rates"] == [3e-4, 1e-3, 3e-3]
+    assert both["pydoc_topics"]["seeds"] == both["agnews"]["seeds"] == 5  # not set by the task
+
+
+def test_a_task_field_wins_over_the_shared_one_and_recipe_null_drops_it() -> None:
+    assert recipes("finetune.epochs=7")["pydoc_topics"]["epochs"] == 15
+    assert recipes("finetune.catalog.pydoc_topics.recipe.epochs=7")["pydoc_topics"]["epochs"] == 7
+    dropped = recipes("finetune.epochs=7", "finetune.catalog.pydoc_topics.recipe=null")
+    assert dropped["pydoc_topics"]["epochs"] == 7
+    smoke = recipes("experiment=smoke")["pydoc_topics"]
+    assert (smoke["epochs"], smoke["learning_rates"], smoke["seeds"]) == (1, [1e-3], 1)
+
+
+def test_the_stage_key_holds_each_task_s_recipe_not_fields_no_task_uses() -> None:
+    def key_settings(*overrides: str) -> dict[str, object]:
+        return stage_settings(settings(*overrides), 0, TrainerSettings())
+
+    base = key_settings()
+    assert key_settings("finetune.epochs=7") == base  # the demo task sets its own epochs
+    assert key_settings("finetune.seeds=2") != base
+    assert key_settings("finetune.catalog.pydoc_topics.recipe.patience=4") != base
+
+
+def test_cfg_ends_with_the_recipe_each_task_runs_on(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["--cfg", AGNEWS, "finetune.tasks=[pydoc_topics,agnews]"]) == 0
+    tail = capsys.readouterr().out.splitlines()[-3:]
+    assert tail == [
+        "# The recipe of each task in finetune.tasks:",
+        "#   pydoc_topics: 5 seeds, learning rates 0.0003/0.001/0.003, at most 15 epochs "
+        "(patience 2), max_length 64, batch 32, at most validation_examples 1000; set by the "
+        "task: epochs, learning_rates, max_length, patience",
+        "#   agnews: 5 seeds, learning rates 0.0001/0.0003/0.001, at most 20 epochs (patience 3), "
+        "max_length 128, batch 32, at most validation_examples 1000",
+    ]

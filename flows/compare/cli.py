@@ -27,6 +27,7 @@ from flows.core.settings import ConfigError
 from flows.core.tables import TABLE_FORMATS, render_table
 from flows.downstream.curve import plot_curves, read_points
 from flows.stages.lift_curve import CURVE_STAGE
+from flows.tracking.links import stage_name
 from flows.tracking.runs import PARENT_TAG
 
 FORMATS = TABLE_FORMATS
@@ -111,7 +112,8 @@ def select_runs(client: MlflowClient, experiment: str, settings: CompareSettings
             except MlflowException as error:
                 raise RunSelectionError(f"run {run_id!r} not found: {error.message}") from error
         return runs
-    conditions = [f"attributes.run_name = '{settings.run_name}'"]
+    # Runs are named `<flow run name>/<flow>` (older stores: `<flow>` alone).
+    conditions = [f"attributes.run_name LIKE '%{settings.run_name}'"]
     if settings.filter:
         conditions.append(settings.filter)
     try:
@@ -123,7 +125,11 @@ def select_runs(client: MlflowClient, experiment: str, settings: CompareSettings
         )
     except MlflowException as error:
         raise RunSelectionError(f"bad --filter {settings.filter!r}: {error.message}") from error
-    parents = [run for run in found if PARENT_TAG not in run.data.tags][: settings.last]
+    parents = [
+        run
+        for run in found
+        if PARENT_TAG not in run.data.tags and stage_name(run.info.run_name) == settings.run_name
+    ][: settings.last]
     if not parents:
         raise RunSelectionError(
             f"no top-level runs named {settings.run_name!r} in experiment "

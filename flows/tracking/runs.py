@@ -27,6 +27,12 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 from flows.core.artifacts import ArtifactRef, file_lock
 from flows.core.paths import RunPaths
 from flows.core.settings import ConfigError, Number, Settings, bounds
+from flows.tracking.links import (
+    CUSTOM_MODEL_DEVELOPMENT,
+    EXPERIMENT_KIND_TAG,
+    RunIdentity,
+    mlflow_run_url,
+)
 from flows.tracking.retry import RetryingClient, RetryPolicy
 
 MAX_PARAM_LENGTH = 6000
@@ -97,10 +103,13 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, An
 
 
 class RunHandle:
-    def __init__(self, client: MlflowClient, run_id: str, tracking_uri: str) -> None:
+    def __init__(
+        self, client: MlflowClient, run_id: str, tracking_uri: str, stage: str = ""
+    ) -> None:
         self.client = client
         self.run_id = run_id
         self.tracking_uri = tracking_uri
+        self.stage = stage  # the run's name without the flow run's: `finetune-challenger`
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         entries = [Param(key, str(value)[:MAX_PARAM_LENGTH]) for key, value in flatten(params)]
@@ -200,6 +209,7 @@ class Tracker:
         retry: RetryPolicy | None = None,
     ) -> None:
         self.tracking_uri = tracking_uri
+        self.identity = RunIdentity()  # set by the flow: run names and Prefect links
         with store_setup_lock(tracking_uri):
             client = RetryingClient(
                 MlflowClient(tracking_uri), retry or RetryPolicy(), tracking_uri
@@ -210,10 +220,18 @@ class Tracker:
     def _experiment_id(self, experiment: str, artifact_root: Path | None) -> str:
         found = self.client.get_experiment_by_name(experiment)
         if found is not None:
+            if found.tags.get(EXPERIMENT_KIND_TAG) is None:  # created before the tag existed
+                self.client.set_experiment_tag(
+                    found.experiment_id, EXPERIMENT_KIND_TAG, CUSTOM_MODEL_DEVELOPMENT
+                )
             return str(found.experiment_id)
         location = (artifact_root / experiment).as_uri() if artifact_root else None
         try:
-            return str(self.client.create_experiment(experiment, location))
+            return str(
+                self.client.create_experiment(
+                    experiment, location, tags={EXPERIMENT_KIND_TAG: CUSTOM_MODEL_DEVELOPMENT}
+                )
+            )
         except MlflowException as error:  # another process created it first
             if error.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
@@ -231,11 +249,16 @@ class Tracker:
     def start_run(
         self, name: str, parent: RunHandle | None = None, tags: Mapping[str, str] | None = None
     ) -> RunHandle:
-        all_tags = {OWNER_TAG: process_owner(), **(tags or {})}
+        """A run named `<flow run name>/<name>`, tagged with the Prefect run it belongs to."""
+        all_tags = {OWNER_TAG: process_owner(), **self.identity.tags, **(tags or {})}
         if parent is not None:
             all_tags[PARENT_TAG] = parent.run_id
-        run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
-        return RunHandle(self.client, run.info.run_id, self.tracking_uri)
+        run_name = self.identity.run_name(name)
+        run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
+        return RunHandle(self.client, run.info.run_id, self.tracking_uri, name)
+
+    def run_url(self, run_id: str) -> str:
+        return mlflow_run_url(self.tracking_uri, self.experiment_id, run_id)
 
     def close_stale_runs(self) -> list[str]:
         """Marks KILLED the runs left RUNNING by a process of this host that no longer exists.
@@ -263,13 +286,16 @@ class Tracker:
         produce: Callable[[RunHandle], ArtifactRef],
         parent: RunHandle | None = None,
         tags: Mapping[str, str] | None = None,
+        label: str | None = None,
     ) -> ArtifactRef:
         """Runs `produce` inside a run that records the artifact, computed or reused.
+
+        `label` names the run when one flow runs a stage twice (`finetune-challenger`).
 
         The run is marked FAILED (KILLED for a signal) on any exit but success, so a killed
         stage never stays RUNNING in the UI when Python gets the chance to say so.
         """
-        run = self.start_run(stage, parent, tags={"cloze.stage": stage, **(tags or {})})
+        run = self.start_run(label or stage, parent, tags={"cloze.stage": stage, **(tags or {})})
         try:
             ref = produce(run)
         except BaseException as error:
@@ -285,6 +311,7 @@ class Tracker:
         run: RunHandle,
         artifact_path: str,
         tags: Mapping[str, str] | None = None,
+        description: str | None = None,
     ) -> str:
         """Registers `artifact_path` of `run` as a new version of `name`; returns the version."""
         try:
@@ -294,9 +321,20 @@ class Tracker:
                 raise
         source = f"{self.client.get_run(run.run_id).info.artifact_uri}/{artifact_path}"
         version = self.client.create_model_version(
-            name, source, run_id=run.run_id, tags=dict(tags or {})
+            name, source, run_id=run.run_id, tags=dict(tags or {}), description=description
         )
         return str(version.version)
+
+    def describe_version(
+        self, name: str, version: str, tags: Mapping[str, Any], note: str | None = None
+    ) -> None:
+        """Tags on a registry version, and `note` appended to its description."""
+        for key, value in tags.items():
+            self.client.set_model_version_tag(name, version, key, str(value))
+        if note:
+            current = self.client.get_model_version(name, version).description or ""
+            description = f"{current}\n{note}" if current else note
+            self.client.update_model_version(name, version, description=description)
 
     def set_alias(self, name: str, alias: str, version: str) -> None:
         """Points `name@alias` at `version` (moving it from any other version)."""

@@ -22,6 +22,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from prefect.exceptions import ExternalSignal
 from pydantic import field_validator
+from pytorch_lightning.loggers import MLFlowLogger
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from flows.core.artifacts import ArtifactRef, file_lock
@@ -42,6 +43,8 @@ PARENT_TAG = "mlflow.parentRunId"
 ARTIFACT_KEY_TAG = "cloze.artifact_key"
 ARTIFACT_PATH_TAG = "cloze.artifact_path"
 OWNER_TAG = "cloze.owner"  # the process that started a run: host:pid:start time
+# On a continued pretraining run: the steps its starting model had already trained.
+STEP_OFFSET_TAG = "cloze.step_offset"
 MISSING_CODES = ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
 MODEL_URI = re.compile(r"models:/(?P<name>[^/@]+)(?:@(?P<alias>[\w-]+)|/(?P<version>\d+))")
 
@@ -102,6 +105,18 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, An
             yield name, value
 
 
+class RunLogger(MLFlowLogger):
+    """Lightning's MLflow logger for a run that its RunHandle ends.
+
+    Lightning ends the run at the end of every fit; a stage fits several times (a task's
+    seeds and learning rates), and MLflow prints the run's "View run" link at each end, so the
+    link appeared up to 4 times per run. The handle ends the run once, with the stage's outcome.
+    """
+
+    def finalize(self, status: str = "success") -> None:
+        return None
+
+
 class RunHandle:
     def __init__(
         self, client: MlflowClient, run_id: str, tracking_uri: str, stage: str = ""
@@ -150,9 +165,7 @@ class RunHandle:
         self.client.set_terminated(self.run_id, status=status)
 
     def lightning_logger(self, prefix: str = "") -> Any:
-        from pytorch_lightning.loggers import MLFlowLogger
-
-        logger = MLFlowLogger(tracking_uri=self.tracking_uri, run_id=self.run_id, prefix=prefix)
+        logger = RunLogger(tracking_uri=self.tracking_uri, run_id=self.run_id, prefix=prefix)
         # Lightning builds a bare MlflowClient; swap in ours so training-time logging follows
         # the same retry policy and fails with the same clear error.
         logger._mlflow_client = self.client
@@ -359,6 +372,18 @@ class Tracker:
             raise
         matches = [v for v in versions if v.tags.get(ARTIFACT_KEY_TAG) == artifact_key]
         return max(matches, key=lambda v: int(v.version), default=None)
+
+    def steps_before(self, start: ArtifactRef) -> int:
+        """Pretraining steps behind the pretrain artifact `start`: its own, plus those of the
+        model it continued from (the offset recorded on the run that trained it)."""
+        trained = self.client.search_runs(
+            [self.experiment_id],
+            f"tags.`{ARTIFACT_KEY_TAG}` = '{start.key}' AND tags.`cloze.cache_hit` = 'false' "
+            "AND tags.`cloze.stage` = 'pretrain'",
+            max_results=1,
+        )
+        offset = int(trained[0].data.tags.get(STEP_OFFSET_TAG, 0)) if trained else 0
+        return offset + int(start.outputs.get("steps", 0))
 
     def resolve_model_uri(self, uri: str) -> Path:
         """`models:/name@alias` or `models:/name/version` -> the pretrain artifact behind it.

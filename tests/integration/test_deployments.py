@@ -162,7 +162,11 @@ def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id]))
         )
         logs = prefect.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
-        [summary] = [item for item in prefect.read_artifacts() if item.flow_run_id == flow_run.id]
+        [summary] = [
+            item
+            for item in prefect.read_artifacts()
+            if item.flow_run_id == flow_run.id and item.key == "cloze-finetune-summary"
+        ]
     # One level: the deployment's own run holds the stage tasks, in order.
     ordered = [run.name for run in sorted(task_runs, key=lambda run: run.expected_start_time)]
     assert [name for name in ordered if name in STAGE_TASKS] == list(STAGE_TASKS)

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import State
 
-from flows.core.artifacts import ArtifactError, ArtifactRef, ArtifactStore
+from flows.core.artifacts import MANIFEST_FILE, ArtifactError, ArtifactRef, ArtifactStore
 from flows.core.config import to_yaml
 from flows.core.paths import RunPaths
 from flows.core.redaction import redact_secrets
@@ -36,6 +37,7 @@ from flows.tracking.publish import TaskRuns, publish, publish_curve
 from flows.tracking.runs import (
     ARTIFACT_KEY_TAG,
     ARTIFACT_PATH_TAG,
+    STEP_OFFSET_TAG,
     RunHandle,
     Tracker,
     final_status,
@@ -133,6 +135,9 @@ def pretrain_task(ctx: StageContext, shards: ArtifactRef, tokenizer: ArtifactRef
             run.set_tags({"cloze.init_from": settings.init_from})
             resolved = ctx.tracker.resolve_model_uri(settings.init_from)
             settings = replace(settings, init_from=str(resolved))
+        start = published_artifact(settings.init_from)
+        if start is not None:  # `compare` draws a continued run after the steps before it
+            run.set_tags({STEP_OFFSET_TAG: ctx.tracker.steps_before(start)})
         ref = pretrain(settings, shards, tokenizer, ctx.store, [run.lightning_logger()])
         export = ref.path / HUGGINGFACE_DIR
         if not ref.cache_hit and export.is_dir():
@@ -206,6 +211,14 @@ def lift_curve_task(ctx: StageContext, refs: dict[str, ArtifactRef]) -> Artifact
         return ref
 
     return ctx.tracked("lift_curve", evaluate)
+
+
+def published_artifact(path: str | None) -> ArtifactRef | None:
+    """The published artifact at `path` (`<root>/<stage>/<key>`), if it is one."""
+    directory = Path(path) if path else None
+    if directory is None or not (directory / MANIFEST_FILE).is_file():
+        return None  # a directory of weights outside any store: no steps on record
+    return ArtifactStore(directory.parents[1]).lookup(directory.parent.name, directory.name)
 
 
 def version_description(

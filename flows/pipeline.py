@@ -33,6 +33,7 @@ from flows.stages.shards.stage import ShardOutputs, build_shards
 from flows.stages.tokenizer import train_tokenizer
 from flows.summary import build_summary, render_summary
 from flows.tracking.links import corpus_label, current_identity
+from flows.tracking.prefect_logs import report_progress_to_prefect
 from flows.tracking.publish import TaskRuns, publish, publish_curve
 from flows.tracking.runs import (
     ARTIFACT_KEY_TAG,
@@ -289,6 +290,7 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     deployment's own run, whose graph then shows them); its MLflow runs take that run's name."""
     if until not in STAGES:
         raise ConfigError(f"until={until!r} must be one of {STAGES}")
+    report_progress_to_prefect()
     run = load_run_config(config)
     plan = PipelinePlan.from_run_config(run)
     corpus = open_corpus(plan.corpus)  # a missing path or empty glob fails here, before tracking

@@ -8,7 +8,6 @@ triggered from the UI is validated (and fails with the config key named) like a 
 
 from __future__ import annotations
 
-import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,8 +17,6 @@ from prefect.runtime import flow_run
 from pydantic import ValidationError
 
 from flows.core.config import compose_config
-from flows.core.logs import PROJECT_LOGGERS, show_progress
-from flows.core.redaction import RedactingFilter
 from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
 from flows.deploy.form import Experiment, Model, RunForm, Stage, Steps, Task, described_by_form
@@ -44,29 +41,6 @@ def read_form(**parameters: Any) -> RunForm:
         raise ConfigError(
             f"parameter {name}: {first['msg']} (got {first.get('input')!r})"
         ) from None
-
-
-def report_progress_to_prefect() -> None:
-    """Every stage's progress lines (`cloze.training`, ...) in this flow run's Prefect logs.
-
-    The CLI sets them up before Prefect starts; a deployment's flow run is a process Prefect set
-    up, where our loggers sat at WARNING and their INFO lines went nowhere. `serve` also names
-    them in PREFECT_LOGGING_EXTRA_LOGGERS, which a worker's environment may lack, so Prefect's
-    API handler is attached here when missing. The console gets each line once, through the
-    root handler Prefect installed.
-    """
-    from prefect.logging.handlers import APILogHandler
-
-    show_progress()
-    handlers = []
-    for name in PROJECT_LOGGERS:
-        logger = logging.getLogger(name)
-        if not any(isinstance(handler, APILogHandler) for handler in logger.handlers):
-            logger.addHandler(APILogHandler())
-        handlers += logger.handlers
-    for handler in [*handlers, *logging.getLogger().handlers]:
-        if not any(isinstance(item, RedactingFilter) for item in handler.filters):
-            handler.addFilter(RedactingFilter())  # URI credentials never reach a log line
 
 
 def run_name() -> str:
@@ -122,7 +96,6 @@ def pipeline_deployment(
 
     The stages run as this flow run's own tasks, so its page shows them and their logs.
     """
-    report_progress_to_prefect()
     form = read_form(
         experiment=experiment,
         until=until,

@@ -24,12 +24,7 @@ from flows.core.settings import ConfigError, settings_from
 from flows.core.tables import markdown_table
 from flows.corpora import open_corpus
 from flows.corpora.file_source import resolve_paths
-from flows.deploy.entrypoints import (
-    compose_run_config,
-    read_form,
-    report_progress_to_prefect,
-    run_name,
-)
+from flows.deploy.entrypoints import compose_run_config, read_form, run_name
 from flows.deploy.form import Experiment, described_by_form
 from flows.pipeline import (
     StageContext,
@@ -51,6 +46,7 @@ from flows.refresh.promotion import CHALLENGER, CHAMPION, RefreshSettings, decid
 from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import reused_tokenizer
 from flows.tracking.links import current_identity
+from flows.tracking.prefect_logs import report_progress_to_prefect
 from flows.tracking.runs import Tracker
 
 

@@ -1,9 +1,11 @@
-"""The flows deployments run: parameters are Hydra overrides, composed exactly as the CLI does.
+"""The flows deployments run: a typed run form that becomes Hydra overrides, composed exactly as
+the CLI does.
 
 `python -m flows experiment=smoke trainer.max_steps=5` and a deployment run with
-`experiment="smoke", overrides=["trainer.max_steps=5"]` compose the same config, because both go
-through `compose_config` with the same list. Composition happens inside the flow run, so a run
-triggered from the UI is validated (and fails with the config key named) like a shell run.
+`experiment="smoke", max_steps=5` compose the same config, because both go through
+`compose_config` with the same list (`RunForm.to_overrides`). Composition happens inside the
+flow run, so a run triggered from the UI is validated (and fails with the config key named) like
+a shell run.
 """
 
 from __future__ import annotations

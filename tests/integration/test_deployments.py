@@ -56,7 +56,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     (base / "mlflow").mkdir()
     env = {key: value for key, value in os.environ.items() if key != "PREFECT_HOME"}
     with (
-        prefect_server(base / "prefect") as api,
+        prefect_server(base / "prefect", services=True) as api,  # task runs in the graph
         mlflow_server(base / "mlflow") as uri,
         serving_deployments(api, base / "serve.log", env, DEPLOYMENTS),
     ):
@@ -158,9 +158,15 @@ def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
     parameters = {"experiment": "smoke", "overrides": overrides}
     flow_run = run_deployment(services, "cloze-pipeline/full", parameters)
     with SyncPrefectClient(services.prefect_api) as prefect:
-        task_runs = prefect.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id]))
-        )
+        # Task runs reach the database through the server's event pipeline: give it a moment.
+        deadline = time.monotonic() + 60
+        while True:
+            task_runs = prefect.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id]))
+            )
+            if {run.name for run in task_runs} >= set(STAGE_TASKS) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
         logs = prefect.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
         [summary] = [
             item
@@ -255,12 +261,17 @@ def test_domain_refresh_trains_on_new_files_only_and_records_its_decision(
     # First run: no champion yet, the whole corpus, promoted.
     assert sharded_files(first) == [str(path) for path in first_files]
     assert first.data.tags["cloze.refresh.decision"] == "promoted"
-    assert sorted(by_parent[first.info.run_id]) == ["finetune", "pretrain", "shards", "tokenizer"]
+    assert sorted(by_parent[first.info.run_id]) == [
+        "finetune-challenger",
+        "pretrain",
+        "shards",
+        "tokenizer",
+    ]
     # Second run: only the added file, continued from the champion with its tokenizer.
     assert sharded_files(second) == [str(added)]
     assert sorted(by_parent[second.info.run_id]) == [
-        "finetune-champion",
         "finetune-challenger",
+        "finetune-champion",
         "pretrain",
         "shards",
     ]

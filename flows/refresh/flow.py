@@ -123,9 +123,9 @@ def refresh_models(
         {
             "cloze.refresh.decision": label,
             "cloze.refresh.metric": refresh.metric,
-            "cloze.refresh.score": decision.challenger_score,
+            "cloze.refresh.score": f"{decision.challenger_score:.6g}",
         }
-        | ({} if champion is None else {"cloze.refresh.champion_score": champion}),
+        | ({} if champion is None else {"cloze.refresh.champion_score": f"{champion:.6g}"}),
         f"Refresh {ctx.tracker.identity.name or ''}: {label} ({decision.reason}); "
         f"{refresh.metric} {decision.challenger_score:.4g} against the champion's "
         + ("(none)" if champion is None else f"{decision.champion_score:.4g}"),

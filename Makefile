@@ -48,11 +48,18 @@ bench: $(STAMP)  ## side by side with the Hugging Face path, on ../shared/data (
 compare: $(STAMP)  ## compare MLflow runs: differing params, metrics, PNG charts (make compare ARGS="--last 3")
 	$(BIN)/python -m flows.compare $(ARGS)
 
+# Background jobs of a non-interactive shell ignore Ctrl-C (SIGINT), so the recipe traps it and
+# stops both servers with SIGTERM, then waits for them to exit. MLflow's job workers (GenAI
+# features Cloze does not use) are off: they were what made stopping slow.
 ui: $(STAMP)  ## browse local runs: Prefect UI on :4200, MLflow UI on :5000 (Ctrl-C stops both)
-	CLOZE_ROOT=$${CLOZE_HOME:-.cloze}; \
-	PREFECT_HOME=$$CLOZE_ROOT/prefect $(BIN)/prefect server start --host 127.0.0.1 --port 4200 & \
-	$(BIN)/mlflow server --host 127.0.0.1 --port 5000 --workers 1 \
-	  --backend-store-uri sqlite:///$$CLOZE_ROOT/mlflow.db; kill %1
+	@CLOZE_ROOT=$${CLOZE_HOME:-.cloze}; mkdir -p $$CLOZE_ROOT; \
+	PREFECT_HOME=$$CLOZE_ROOT/prefect PREFECT_SERVER_ANALYTICS_ENABLED=false \
+	  $(BIN)/prefect server start --host 127.0.0.1 --port 4200 & prefect=$$!; \
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow server --host 127.0.0.1 --port 5000 \
+	  --workers 1 --backend-store-uri sqlite:///$$CLOZE_ROOT/mlflow.db & mlflow=$$!; \
+	trap 'kill -TERM $$prefect $$mlflow 2>/dev/null' INT TERM; \
+	echo "Prefect UI: http://127.0.0.1:4200   MLflow UI: http://127.0.0.1:5000   (Ctrl-C stops both)"; \
+	wait $$prefect $$mlflow; kill -TERM $$prefect $$mlflow 2>/dev/null; wait; echo "both servers stopped"
 
 clean:
 	rm -rf .cloze

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import sys
 import traceback
-import warnings
 from typing import Any
 
 from flows.core.cli import SERVICE_ERROR, fail
@@ -18,6 +16,7 @@ from flows.corpora.formats import CorpusInputError
 from flows.downstream.settings import FinetuneSettings
 from flows.plan import RunConfig, load_run_config, start_services
 from flows.refresh.promotion import RefreshSettings
+from flows.tracking.links import run_label
 from flows.tracking.retry import lost_prefect_api, service_outage_message
 from flows.tracking.runs import note_stop_signal
 
@@ -115,9 +114,6 @@ def main(argv: list[str]) -> int:
         return fail_expected(error, verbose)
     start_services(validated[0])
     setup_logging()
-    # Lightning's hardware banner and tips repeat for every Trainer; our own lines say more.
-    logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
 
     from flows.pipeline import pretraining_pipeline  # after start_services: Prefect reads env
 
@@ -126,9 +122,10 @@ def main(argv: list[str]) -> int:
 
     summaries = []
     stop_on_signals()
-    for config in configs:
+    for run_overrides, config in zip(runs, configs, strict=True):
         try:
-            summaries.append(pretraining_pipeline(config))
+            name = run_label(run_overrides, config)
+            summaries.append(pretraining_pipeline(config, name=name))
         except Interrupted as stop:
             message = (
                 f"stopped by {stop}; the runs are marked KILLED. Rerun the same command to "

@@ -25,6 +25,7 @@ from flows.core.tables import markdown_table
 from flows.downstream.report import paired_interval, std
 from flows.plan import load_run_config, start_services
 from flows.stages.finetune import ARMS, RESULTS_FILE
+from flows.tracking.links import run_label
 
 TASK = "ncbi_disease"
 METRIC = "entity_f1"
@@ -32,12 +33,13 @@ METRIC = "entity_f1"
 
 def run_step(experiment: str, overrides: list[str]) -> tuple[dict[str, Any], float]:
     """One pipeline run and its wall time (small when every stage is a cache hit)."""
-    config = compose_config([f"experiment={experiment}", *overrides])
+    arguments = [f"experiment={experiment}", *overrides]
+    config = compose_config(arguments)
     start_services(load_run_config(config))
     from flows.pipeline import pretraining_pipeline  # after start_services, as in __main__
 
     started = time.perf_counter()
-    summary = pretraining_pipeline(config)
+    summary = pretraining_pipeline(config, name=run_label(arguments, config))
     return summary, time.perf_counter() - started
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import State
 
-from flows.core.artifacts import ArtifactError, ArtifactRef, ArtifactStore
+from flows.core.artifacts import MANIFEST_FILE, ArtifactError, ArtifactRef, ArtifactStore
 from flows.core.config import to_yaml
 from flows.core.paths import RunPaths
 from flows.core.redaction import redact_secrets
@@ -26,15 +27,18 @@ from flows.plan import PipelinePlan as PipelinePlan  # re-exported: tests and ca
 from flows.plan import load_run_config
 from flows.stages.finetune import finetune
 from flows.stages.lift_curve import lift_curve
-from flows.stages.pretrain import HUGGINGFACE_DIR, pretrain
+from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainOutputs, PretrainSettings, pretrain
 from flows.stages.shards.runners import prefect_unit_mapper
-from flows.stages.shards.stage import build_shards
+from flows.stages.shards.stage import ShardOutputs, build_shards
 from flows.stages.tokenizer import train_tokenizer
 from flows.summary import build_summary, render_summary
+from flows.tracking.links import corpus_label, current_identity
+from flows.tracking.prefect_logs import report_progress_to_prefect
 from flows.tracking.publish import TaskRuns, publish, publish_curve
 from flows.tracking.runs import (
     ARTIFACT_KEY_TAG,
     ARTIFACT_PATH_TAG,
+    STEP_OFFSET_TAG,
     RunHandle,
     Tracker,
     final_status,
@@ -99,19 +103,21 @@ class StageContext:
     tracker: Tracker
     parent: RunHandle
 
-    def tracked(self, stage: str, produce: Callable[[RunHandle], ArtifactRef]) -> ArtifactRef:
+    def tracked(
+        self, stage: str, produce: Callable[[RunHandle], ArtifactRef], label: str | None = None
+    ) -> ArtifactRef:
         """Runs `produce` inside a child run of the pipeline's parent run."""
-        return self.tracker.record_stage(stage, produce, self.parent)
+        return self.tracker.record_stage(stage, produce, self.parent, label=label)
 
 
-@task(name="tokenizer", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+@task(name="tokenizer", task_run_name="tokenizer", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
 def tokenizer_task(ctx: StageContext, corpus: Corpus) -> ArtifactRef:
     return ctx.tracked(
         "tokenizer", lambda run: train_tokenizer(ctx.plan.tokenizer, corpus, ctx.store)
     )
 
 
-@task(name="shards", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+@task(name="shards", task_run_name="shards", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
 def shards_task(ctx: StageContext, corpus: Corpus, tokenizer: ArtifactRef) -> ArtifactRef:
     settings = ctx.plan.shards
     return ctx.tracked(
@@ -122,7 +128,7 @@ def shards_task(ctx: StageContext, corpus: Corpus, tokenizer: ArtifactRef) -> Ar
     )
 
 
-@task(name="pretrain", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
+@task(name="pretrain", task_run_name="pretrain", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
 def pretrain_task(ctx: StageContext, shards: ArtifactRef, tokenizer: ArtifactRef) -> ArtifactRef:
     def pretrain_and_publish(run: RunHandle) -> ArtifactRef:
         settings = ctx.plan.pretrain
@@ -130,6 +136,9 @@ def pretrain_task(ctx: StageContext, shards: ArtifactRef, tokenizer: ArtifactRef
             run.set_tags({"cloze.init_from": settings.init_from})
             resolved = ctx.tracker.resolve_model_uri(settings.init_from)
             settings = replace(settings, init_from=str(resolved))
+        start = published_artifact(settings.init_from)
+        if start is not None:  # `compare` draws a continued run after the steps before it
+            run.set_tags({STEP_OFFSET_TAG: ctx.tracker.steps_before(start)})
         ref = pretrain(settings, shards, tokenizer, ctx.store, [run.lightning_logger()])
         export = ref.path / HUGGINGFACE_DIR
         if not ref.cache_hit and export.is_dir():
@@ -141,6 +150,7 @@ def pretrain_task(ctx: StageContext, shards: ArtifactRef, tokenizer: ArtifactRef
                     run,
                     HUGGINGFACE_DIR,
                     {ARTIFACT_KEY_TAG: ref.key, ARTIFACT_PATH_TAG: str(ref.path)},
+                    version_description(ctx.plan, settings, shards, ref),
                 )
                 run.set_tags({"cloze.registered_model": f"{name}/{version}"})
         return ref
@@ -148,10 +158,11 @@ def pretrain_task(ctx: StageContext, shards: ArtifactRef, tokenizer: ArtifactRef
     return ctx.tracked("pretrain", pretrain_and_publish)
 
 
-@task(name="finetune", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
+@task(name="finetune", task_run_name="{label}", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
 def finetune_task(
-    ctx: StageContext, pretrained: ArtifactRef, tokenizer: ArtifactRef
+    ctx: StageContext, pretrained: ArtifactRef, tokenizer: ArtifactRef, label: str = "finetune"
 ) -> ArtifactRef:
+    """`label` tells the runs apart where one flow fine-tunes twice (`finetune-challenger`)."""
     plan = ctx.plan
 
     def evaluate(run: RunHandle) -> ArtifactRef:
@@ -172,10 +183,10 @@ def finetune_task(
         publish(ref, run, task_runs)
         return ref
 
-    return ctx.tracked("finetune", evaluate)
+    return ctx.tracked("finetune", evaluate, label)
 
 
-@task(name="lift_curve", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
+@task(name="lift_curve", task_run_name="lift_curve", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
 def lift_curve_task(ctx: StageContext, refs: dict[str, ArtifactRef]) -> ArtifactRef:
     """The lift at each of `finetune.checkpoints` below 1.0."""
     plan = ctx.plan
@@ -203,20 +214,57 @@ def lift_curve_task(ctx: StageContext, refs: dict[str, ArtifactRef]) -> Artifact
     return ctx.tracked("lift_curve", evaluate)
 
 
+def published_artifact(path: str | None) -> ArtifactRef | None:
+    """The published artifact at `path` (`<root>/<stage>/<key>`), if it is one."""
+    directory = Path(path) if path else None
+    if directory is None or not (directory / MANIFEST_FILE).is_file():
+        return None  # a directory of weights outside any store: no steps on record
+    return ArtifactStore(directory.parents[1]).lookup(directory.parent.name, directory.name)
+
+
+def version_description(
+    plan: PipelinePlan, settings: PretrainSettings, shards: ArtifactRef, ref: ArtifactRef
+) -> str:
+    """What a registry version is: its data, its recipe and its held-out scores."""
+    data, outputs = ShardOutputs.of(shards), PretrainOutputs.of(ref)
+    start = f"continued from {settings.init_from}" if settings.init_from else "random init"
+    return "\n".join(
+        [
+            f"Data: {corpus_label(plan.corpus.model_dump())} ({plan.corpus.kind}), "
+            f"{data.train_documents:,} documents, {data.train_tokens:,} training tokens "
+            f"(shards {shards.key}).",
+            f"Recipe: model {settings.model.get('name')}, objective {settings.objective.name}, "
+            f"{outputs.steps:,} steps over {outputs.train_tokens:,} tokens, seed {settings.seed}, "
+            f"{start}.",
+            f"Scores: validation loss {outputs.initial_val_loss:.3f} -> {outputs.val_loss:.3f}"
+            + "".join(
+                f", {name} {value:.4g}"
+                for name, value in sorted(outputs.validation.items())
+                if name != "val_loss"
+            )
+            + ".",
+        ]
+    )
+
+
 # The full config of the flow run in progress in this process; Prefect only ever sees it redacted.
 _UNREDACTED: ContextVar[dict[str, Any] | None] = ContextVar("cloze_unredacted", default=None)
 
 
-def pretraining_pipeline(config: dict[str, Any], until: str = "finetune", **options: Any) -> Any:
+def pretraining_pipeline(
+    config: dict[str, Any], until: str = "finetune", name: str | None = None, **options: Any
+) -> Any:
     """Runs the `pretraining-pipeline` flow; `options` go to the flow call (`return_state`).
 
-    Prefect stores a flow's parameters in its database and shows them in the UI, so the flow is
-    given the redacted config; the secrets it masks stay in this process (a context variable)
-    and the flow takes them back from there.
+    `name` names the flow run (the CLI's `<experiment>-<corpus>-<timestamp>`); its MLflow runs
+    take the same name. Prefect stores a flow's parameters in its database and shows them in the
+    UI, so the flow is given the redacted config; the secrets it masks stay in this process (a
+    context variable) and the flow takes them back from there.
     """
+    flow_object = pipeline_flow.with_options(flow_run_name=name) if name else pipeline_flow
     token = _UNREDACTED.set(config)
     try:
-        return pipeline_flow(redact_secrets(config), until, **options)
+        return flow_object(redact_secrets(config), until, **options)
     finally:
         _UNREDACTED.reset(token)
 
@@ -234,9 +282,15 @@ def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
     `until` stops after that stage (a stage deployment): the stages before it are computed or,
     through the content-addressed store, reused.
     """
+    return run_stages(unredacted(config), until)
+
+
+def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any]:
+    """The pipeline's stages as tasks of the flow run this is called in (the CLI's flow, or a
+    deployment's own run, whose graph then shows them); its MLflow runs take that run's name."""
     if until not in STAGES:
         raise ConfigError(f"until={until!r} must be one of {STAGES}")
-    config = unredacted(config)
+    report_progress_to_prefect()
     run = load_run_config(config)
     plan = PipelinePlan.from_run_config(run)
     corpus = open_corpus(plan.corpus)  # a missing path or empty glob fails here, before tracking
@@ -245,6 +299,7 @@ def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
     paths = RunPaths.from_settings(run.paths)
     store = ArtifactStore(paths.artifacts)
     tracker = Tracker.for_run(plan.tracking, paths)
+    tracker.identity = current_identity()
     tracker.close_stale_runs()
     parent = tracker.start_run(
         "pipeline",
@@ -253,9 +308,7 @@ def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
             "cloze.corpus": plan.corpus.kind,
         },
     )
-    loggable = redact_secrets(config)
-    parent.log_params(loggable)
-    parent.log_text(to_yaml(loggable), "config.yaml")
+    log_config(parent, config)
     ctx = StageContext(plan, store, tracker, parent)
     try:
         wanted = STAGES[: STAGES.index(until) + 1]
@@ -273,6 +326,7 @@ def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
         parent.finish(final_status(error))
         raise
     summary = build_summary(refs, tracker.tracking_uri, parent.run_id, plan.tracking.experiment)
+    summary["mlflow_run_url"] = tracker.run_url(parent.run_id)
     parent.log_metrics(
         {
             f"{stage}.{name}": value
@@ -284,3 +338,24 @@ def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
     if until == STAGES[-1]:
         print(render_summary(summary))
     return summary
+
+
+def log_config(run: RunHandle, config: dict[str, Any]) -> None:
+    """The config, secrets masked: whole as `config.yaml`, and as params flattened under their
+    section's prefix (`trainer.max_steps`), so MLflow's table groups them by section.
+
+    The params list only the catalog entries of the tasks the run fine-tunes on: the other
+    tasks' files and columns (a third of all keys) would be columns of noise in the table.
+    """
+    loggable = redact_secrets(config)
+    run.log_params(params_of(loggable))
+    run.log_text(to_yaml(loggable), "config.yaml")
+
+
+def params_of(config: dict[str, Any]) -> dict[str, Any]:
+    finetune = config.get("finetune")
+    if not isinstance(finetune, dict) or not isinstance(finetune.get("catalog"), dict):
+        return config
+    tasks = set(finetune.get("tasks") or [])
+    catalog = {name: spec for name, spec in finetune["catalog"].items() if name in tasks}
+    return {**config, "finetune": {**finetune, "catalog": catalog}}

@@ -27,11 +27,21 @@ from flows.core.settings import ConfigError
 from flows.core.tables import TABLE_FORMATS, render_table
 from flows.downstream.curve import plot_curves, read_points
 from flows.stages.lift_curve import CURVE_STAGE
-from flows.tracking.runs import PARENT_TAG
+from flows.tracking.links import stage_name
+from flows.tracking.runs import PARENT_TAG, STEP_OFFSET_TAG
 
 FORMATS = TABLE_FORMATS
 MISSING = "-"
 LOCAL_UI = "http://127.0.0.1:5000"  # where `make ui` serves the local store
+
+
+# What a comparison shows unless `--metrics` says otherwise, per flow (`--run-name`).
+DEFAULT_METRICS = {
+    "pipeline": ("pretrain.*", "finetune.*"),
+    "domain-refresh": ("refresh.*", "pretrain.*", "finetune.*"),
+}
+# Tags shown above the metrics: what a run decided, not a number.
+SHOWN_TAGS = {"cloze.refresh.decision": "decision", "cloze.refresh.reason": "reason"}
 
 
 class RunSelectionError(LookupError):
@@ -49,7 +59,7 @@ class CompareSettings:
     filter: str = ""
     last: int = 5
     run_name: str = "pipeline"
-    metrics: tuple[str, ...] = ("pretrain.*", "finetune.*")
+    metrics: tuple[str, ...] = ()  # empty: the flow's own (DEFAULT_METRICS)
     ui_url: str | None = None
     table_format: str = "markdown"
 
@@ -70,6 +80,7 @@ class Comparison:
     params: list[tuple[str, list[str | None]]]
     metrics: list[tuple[str, list[float | None]]]
     link: str
+    tags: list[tuple[str, list[str | None]]] = field(default_factory=list)
     loss_chart: Path | None = None
     loss_lines: dict[str, int] = field(default_factory=dict)
     lift_chart: Path | None = None
@@ -111,7 +122,8 @@ def select_runs(client: MlflowClient, experiment: str, settings: CompareSettings
             except MlflowException as error:
                 raise RunSelectionError(f"run {run_id!r} not found: {error.message}") from error
         return runs
-    conditions = [f"attributes.run_name = '{settings.run_name}'"]
+    # Runs are named `<flow run name>/<flow>` (older stores: `<flow>` alone).
+    conditions = [f"attributes.run_name LIKE '%{settings.run_name}'"]
     if settings.filter:
         conditions.append(settings.filter)
     try:
@@ -123,7 +135,11 @@ def select_runs(client: MlflowClient, experiment: str, settings: CompareSettings
         )
     except MlflowException as error:
         raise RunSelectionError(f"bad --filter {settings.filter!r}: {error.message}") from error
-    parents = [run for run in found if PARENT_TAG not in run.data.tags][: settings.last]
+    parents = [
+        run
+        for run in found
+        if PARENT_TAG not in run.data.tags and stage_name(run.info.run_name) == settings.run_name
+    ][: settings.last]
     if not parents:
         raise RunSelectionError(
             f"no top-level runs named {settings.run_name!r} in experiment "
@@ -146,6 +162,12 @@ def final_metrics(
     keys = sorted({key for run in runs for key in run.data.metrics})
     wanted = [key for key in keys if any(fnmatch.fnmatchcase(key, p) for p in patterns)]
     return [(key, [run.data.metrics.get(key) for run in runs]) for key in wanted]
+
+
+def shown_tags(runs: Sequence[Run]) -> list[tuple[str, list[str | None]]]:
+    """The decision (and its reason) of refresh runs, where any run has one."""
+    rows = [(label, [run.data.tags.get(tag) for run in runs]) for tag, label in SHOWN_TAGS.items()]
+    return [(label, values) for label, values in rows if any(values)]
 
 
 def stage_child(client: MlflowClient, run: Run, stage: str) -> Run | None:
@@ -176,8 +198,13 @@ def loss_curves(client: MlflowClient, run: Run) -> dict[str, Curve]:
             max_results=1,
         )
     for source in sources:
+        # A continued run counts its steps from 0; drawn after the steps it continued from.
+        offset = int(source.data.tags.get(STEP_OFFSET_TAG, 0))
         curves = {
-            name: [(m.step, m.value) for m in client.get_metric_history(source.info.run_id, name)]
+            name: [
+                (offset + m.step, m.value)
+                for m in client.get_metric_history(source.info.run_id, name)
+            ]
             for name in LOSS_KEYS
         }
         if any(curves.values()):
@@ -224,7 +251,8 @@ def render(comparison: Comparison, table_format: str) -> str:
         ),
     ]
     params = [[key, *map(format_value, values)] for key, values in comparison.params]
-    metrics = [[key, *map(format_value, values)] for key, values in comparison.metrics]
+    metrics = [[key, *map(format_value, values)] for key, values in comparison.tags]
+    metrics += [[key, *map(format_value, values)] for key, values in comparison.metrics]
     if len(runs) == 1:
         params_text = "(a single run: nothing to compare)"
     else:
@@ -258,8 +286,11 @@ def compare(settings: CompareSettings) -> Comparison:
     comparison = Comparison(
         runs=runs,
         params=differing_params(runs),
-        metrics=final_metrics(runs, settings.metrics),
+        metrics=final_metrics(
+            runs, settings.metrics or DEFAULT_METRICS.get(settings.run_name, ("*",))
+        ),
         link=compare_link(ui_url, runs),
+        tags=shown_tags(runs),
     )
     settings.output_dir.mkdir(parents=True, exist_ok=True)
     labels = [run_label(run) for run in runs]
@@ -310,7 +341,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "--run-name", default="pipeline", help="top-level runs to pick: pipeline, domain-refresh"
     )
     parser.add_argument(
-        "--metrics", nargs="+", default=["pretrain.*", "finetune.*"], metavar="GLOB"
+        "--metrics",
+        nargs="+",
+        default=[],
+        metavar="GLOB",
+        help="metrics to show (default: pretrain.* finetune.*; for domain-refresh also refresh.*)",
     )
     parser.add_argument("--out", type=Path, help="where the PNGs go (default <paths.root>/compare)")
     parser.add_argument(

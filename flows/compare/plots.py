@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 Curve = list[tuple[int, float]]
 LOSS_KEYS = ("train/loss", "val/loss")
@@ -63,6 +64,8 @@ def lift_panels(run_metrics: Sequence[Mapping[str, float]]) -> list[LiftPanel]:
     for (group, metric), series in sorted(found.items()):
         if (group, metric) not in scores or not all((arm, "value") in series for arm in ARMS):
             continue
+        if not any(series[(arm, "value")][i] for arm in ARMS for i in range(len(run_metrics))):
+            continue  # every bar 0 (e.g. an F1 no run reached): an empty panel says nothing
         empty: list[float | None] = [None] * len(run_metrics)
         panels.append(
             LiftPanel(
@@ -92,16 +95,24 @@ def plot_lift(labels: Sequence[str], panels: Sequence[LiftPanel], path: Path) ->
                 if v is not None
             ]
             has_errors = any(panel.errors[arm])
-            axis.bar(xs, heights, width, yerr=errors if has_errors else None, capsize=3, label=arm)
+            color = "C0" if arm == "pretrained" else "C1"
+            axis.bar(
+                xs, heights, width, yerr=errors if has_errors else None, capsize=3, color=color
+            )
             drawn += len(heights)
         axis.set_xticks(range(len(labels)), labels, rotation=20, fontsize=8)
         axis.set_xlim(-0.8, len(labels) - 0.2)  # a lone run's bars stay bar-sized
         axis.set_title(panel.title)
-        axis.legend(fontsize=8)
     for axis in axes[len(panels) :]:
         axis.set_visible(False)
-    figure.suptitle("Pretraining lift: pretrained vs random init")
-    figure.tight_layout()
+    # One legend for all panels, in its own strip under the title: never over a bar.
+    height = figure.get_figheight()
+    figure.suptitle("Pretraining lift: pretrained vs random init", y=1 - 0.1 / height)
+    handles = [Patch(color="C0", label="pretrained"), Patch(color="C1", label="random init")]
+    figure.legend(
+        handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.4 / height), ncol=2
+    )
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.62 / height))
     figure.savefig(path, dpi=100)
     return drawn
 

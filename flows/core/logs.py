@@ -7,6 +7,7 @@ steps) at INFO, so a run's output says what it is doing without the libraries' c
 from __future__ import annotations
 
 import logging
+import warnings
 
 from flows.core.redaction import RedactingFilter
 
@@ -22,8 +23,21 @@ def setup_logging(level: int = logging.INFO) -> None:
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactingFilter())  # URI credentials never reach a log line
+    show_progress(level)
+
+
+def show_progress(level: int = logging.INFO) -> None:
+    """Our loggers at `level`, Lightning's per-Trainer banners and tips off; no handler added.
+
+    A deployment's flow run calls only this: Prefect has set up its logging, and one more
+    handler would print every line twice.
+    """
     for name in PROJECT_LOGGERS:
         logging.getLogger(name).setLevel(level)
+    # Lightning's hardware banner and tips repeat for every Trainer; our own lines say more.
+    logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
 
 
 class QuietExpectedErrors(logging.Filter):

@@ -61,7 +61,8 @@ def deployment_options(name: str, item: DeploymentSettings) -> dict[str, Any]:
         "parameters": parameters,
         "schedules": [Cron(item.cron, timezone=item.timezone)] if item.cron else None,
         "tags": [*TAGS, name],
-        "description": f"Cloze {name}: parameters are Hydra overrides plus an experiment name",
+        "description": f"Cloze {name}: a typed run form (experiment, stage, model, corpus, "
+        "steps, tasks) plus raw Hydra overrides",
     }
 
 

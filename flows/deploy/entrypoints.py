@@ -1,60 +1,63 @@
-"""The flows deployments run: parameters are Hydra overrides, composed exactly as the CLI does.
+"""The flows deployments run: a typed run form that becomes Hydra overrides, composed exactly as
+the CLI does.
 
 `python -m flows experiment=smoke trainer.max_steps=5` and a deployment run with
-`experiment="smoke", overrides=["trainer.max_steps=5"]` compose the same config, because both go
-through `compose_config` with the same list. Composition happens inside the flow run, so a run
-triggered from the UI is validated (and fails with the config key named) like a shell run.
+`experiment="smoke", max_steps=5` compose the same config, because both go through
+`compose_config` with the same list (`RunForm.to_overrides`). Composition happens inside the
+flow run, so a run triggered from the UI is validated (and fails with the config key named) like
+a shell run.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
+from pydantic import ValidationError
 
 from flows.core.config import compose_config
 from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
-from flows.deploy.settings import run_overrides
-from flows.pipeline import STAGES, pretraining_pipeline
+from flows.deploy.form import Experiment, Model, RunForm, Stage, Steps, Task, described_by_form
+from flows.pipeline import run_stages
 from flows.plan import load_run_config, start_services
+from flows.tracking.links import TIMESTAMP_FORMAT, run_label
 
 
-def compose_run_config(overrides: list[str] | None, experiment: str | None) -> dict[str, Any]:
-    config = compose_config(run_overrides(overrides, experiment))
+def compose_run_config(form: RunForm) -> dict[str, Any]:
+    config = compose_config(form.to_overrides())
     start_services(load_run_config(config))
     return config
 
 
-def corpus_label(corpus: dict[str, Any]) -> str:
-    if corpus["kind"] == "files" and corpus.get("paths"):
-        return Path(corpus["paths"][0]).name or "files"
-    if corpus["kind"] == "huggingface" and corpus.get("name"):
-        return str(corpus["name"]).rstrip("/").rsplit("/", 1)[-1]
-    return str(corpus["kind"])
+def read_form(**parameters: Any) -> RunForm:
+    """The form from a run's parameters; a bad one is a ConfigError naming the parameter."""
+    try:
+        return RunForm(**parameters)
+    except ValidationError as error:
+        first = error.errors()[0]
+        name = ".".join(str(part) for part in first["loc"])
+        raise ConfigError(
+            f"parameter {name}: {first['msg']} (got {first.get('input')!r})"
+        ) from None
 
 
 def run_name() -> str:
-    """`<experiment>-<corpus>-<UTC date>` from the run's own parameters, for the Prefect UI.
+    """`<experiment>-<corpus or domain>-<UTC timestamp>` from the run's own parameters.
 
     An invalid override must not fail here, where the error would be obscure; the flow body
     composes again and reports it with the config key named.
     """
-    parameters = flow_run.get_parameters()
-    experiment = parameters.get("experiment")
-    date = datetime.now(UTC).strftime("%Y%m%d-%H%M")
     try:
-        config = compose_config(run_overrides(parameters.get("overrides"), experiment))
+        form = read_form(**flow_run.get_parameters())
+        overrides = form.to_overrides()
+        config = compose_config(overrides)
     except ConfigError:
-        return f"invalid-config-{date}"
-    name = experiment or config["tracking"]["experiment"]
-    domain = config.get("refresh", {}).get("domain")
-    corpus = corpus_label(config["corpus"])
-    return f"{name}-{domain or corpus}-{date}"
+        return f"invalid-config-{datetime.now(UTC).strftime(TIMESTAMP_FORMAT)}"
+    return run_label(overrides, config)
 
 
 def pipeline_markdown(summary: dict[str, Any], until: str) -> str:
@@ -73,24 +76,41 @@ def pipeline_markdown(summary: dict[str, Any], until: str) -> str:
             "",
             markdown_table(["stage", "origin", "artifact key", "figures"], rows),
             "",
-            f"MLflow: experiment `{summary['experiment']}`, run `{summary['mlflow_run_id']}` at "
+            f"MLflow: experiment `{summary['experiment']}`, run "
+            f"[{summary['mlflow_run_id']}]({summary['mlflow_run_url']}) on "
             f"{summary['tracking_uri']}",
         ]
     )
 
 
 @flow(name="cloze-pipeline", flow_run_name=run_name, log_prints=True)
+@described_by_form
 def pipeline_deployment(
-    overrides: list[str] | None = None, experiment: str | None = None, until: str = "finetune"
+    experiment: Experiment | None = None,
+    until: Stage = "finetune",
+    model: Model | None = None,
+    corpus_paths: list[str] | None = None,
+    max_steps: Steps | None = None,
+    tasks: list[Task] | None = None,
+    overrides: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The pipeline through `until` (a stage deployment stops early), configured by overrides."""
-    if until not in STAGES:
-        raise ConfigError(f"until={until!r} must be one of {STAGES}")
-    config = compose_run_config(overrides, experiment)
-    summary = pretraining_pipeline(config, until)
+    """The pipeline through `until` (a stage deployment stops early), configured by the form.
+
+    The stages run as this flow run's own tasks, so its page shows them and their logs.
+    """
+    form = read_form(
+        experiment=experiment,
+        until=until,
+        model=model,
+        corpus_paths=corpus_paths,
+        max_steps=max_steps,
+        tasks=tasks,
+        overrides=overrides,
+    )
+    summary = run_stages(compose_run_config(form), form.until)
     create_markdown_artifact(
-        pipeline_markdown(summary, until),
-        key=f"cloze-{until}-summary",
+        pipeline_markdown(summary, form.until),
+        key=f"cloze-{form.until}-summary",
         description="Cloze pipeline run: stages, cache hits, figures and the MLflow run",
     )
     return summary

@@ -26,12 +26,6 @@ DEPLOYMENTS: dict[str, str | None] = {
 }
 
 
-def run_overrides(overrides: list[str] | None, experiment: str | None) -> list[str]:
-    """The CLI's argument list for a deployment run's parameters: `experiment=<name>`, then the
-    overrides, so `python -m flows <that list>` composes the same config."""
-    return ([f"experiment={experiment}"] if experiment else []) + list(overrides or [])
-
-
 class DeploymentSettings(Settings):
     """`deployments.<name>.*` of the deploy config."""
 

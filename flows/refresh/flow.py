@@ -19,17 +19,17 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
 from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore
-from flows.core.config import to_yaml
 from flows.core.paths import RunPaths
-from flows.core.redaction import redact_secrets
 from flows.core.settings import ConfigError, settings_from
 from flows.core.tables import markdown_table
 from flows.corpora import open_corpus
 from flows.corpora.file_source import resolve_paths
-from flows.deploy.entrypoints import compose_run_config, run_name
+from flows.deploy.entrypoints import compose_run_config, read_form, run_name
+from flows.deploy.form import Experiment, described_by_form
 from flows.pipeline import (
     StageContext,
     finetune_task,
+    log_config,
     pretrain_task,
     shards_task,
     tokenizer_task,
@@ -45,6 +45,8 @@ from flows.refresh.fingerprints import (
 from flows.refresh.promotion import CHALLENGER, CHAMPION, RefreshSettings, decide, metric_value
 from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import reused_tokenizer
+from flows.tracking.links import current_identity
+from flows.tracking.prefect_logs import report_progress_to_prefect
 from flows.tracking.runs import Tracker
 
 
@@ -101,15 +103,33 @@ def refresh_models(
             "registry; domain-refresh needs a model with a Hugging Face export (post-LN)"
         )
     ctx.tracker.set_alias(refresh.model_name, CHALLENGER, version.version)
-    challenger = metric_value(finetune_task(ctx, pretrained, tokenizer).outputs, refresh.metric)
+    challenger_ref = finetune_task(ctx, pretrained, tokenizer, label="finetune-challenger")
+    challenger = metric_value(challenger_ref.outputs, refresh.metric)
     champion = (
-        metric_value(finetune_task(ctx, start.pretrain, tokenizer).outputs, refresh.metric)
+        metric_value(
+            finetune_task(ctx, start.pretrain, tokenizer, label="finetune-champion").outputs,
+            refresh.metric,
+        )
         if start is not None and start.version is not None
         else None
     )
     decision = decide(challenger, champion, refresh.margin, refresh.higher_is_better)
     if decision.promote:
         ctx.tracker.set_alias(refresh.model_name, CHAMPION, version.version)
+    label = "promoted" if decision.promote else "kept-champion"
+    ctx.tracker.describe_version(
+        refresh.model_name,
+        version.version,
+        {
+            "cloze.refresh.decision": label,
+            "cloze.refresh.metric": refresh.metric,
+            "cloze.refresh.score": f"{decision.challenger_score:.6g}",
+        }
+        | ({} if champion is None else {"cloze.refresh.champion_score": f"{champion:.6g}"}),
+        f"Refresh {ctx.tracker.identity.name or ''}: {label} ({decision.reason}); "
+        f"{refresh.metric} {decision.challenger_score:.4g} against the champion's "
+        + ("(none)" if champion is None else f"{decision.champion_score:.4g}"),
+    )
     return {
         "decision": "promoted" if decision.promote else "kept-champion",
         "reason": decision.reason,
@@ -138,8 +158,9 @@ def scan(run: RunConfig, domain: str) -> tuple[Path, CorpusChanges]:
     return manifest, compare(previous, fingerprint_files(files, previous))
 
 
-def refresh_markdown(domain: str, metric: str, result: dict[str, Any]) -> str:
+def refresh_markdown(domain: str, metric: str, result: dict[str, Any], mlflow_url: str) -> str:
     lines = [f"# Domain refresh: {domain}", "", f"**{result['decision']}**: {result['reason']}", ""]
+    lines += [f"MLflow run: [{result['mlflow_run_id']}]({mlflow_url})", ""]
     figures = [(key, value) for key, value in result.items() if key != "sharded_files"]
     lines.append(markdown_table(["", ""], figures))
     lines += ["", f"Promotion metric: `{metric}` (finetune output).", "", "Sharded files:"]
@@ -163,9 +184,13 @@ def record(parent: Any, result: dict[str, Any]) -> None:
 
 
 @flow(name="domain-refresh", flow_run_name=run_name, log_prints=True)
-def domain_refresh(overrides: list[str] | None = None, experiment: str | None = None) -> dict:
+@described_by_form
+def domain_refresh(
+    experiment: Experiment | None = None, overrides: list[str] | None = None
+) -> dict:
     """One refresh of `refresh.domain`; a run without new or changed files trains nothing."""
-    config = compose_run_config(overrides, experiment)
+    report_progress_to_prefect()
+    config = compose_run_config(read_form(experiment=experiment, overrides=overrides))
     run = load_run_config(config)
     refresh = settings_from(RefreshSettings, run.refresh, "refresh")
     domain = refresh.require_domain()
@@ -176,10 +201,9 @@ def domain_refresh(overrides: list[str] | None = None, experiment: str | None = 
     plan = replace(base, tracking=tracking)
     paths = RunPaths.from_settings(run.paths)
     tracker = Tracker.for_run(plan.tracking, paths)
+    tracker.identity = current_identity()
     parent = tracker.start_run("domain-refresh", tags={"cloze.refresh.domain": domain})
-    loggable = redact_secrets(config)
-    parent.log_params(loggable)
-    parent.log_text(to_yaml(loggable), "config.yaml")
+    log_config(parent, config)
     try:
         if changes.to_train:
             ctx = StageContext(plan, ArtifactStore(paths.artifacts), tracker, parent)
@@ -203,7 +227,7 @@ def domain_refresh(overrides: list[str] | None = None, experiment: str | None = 
     save_manifest(manifest, changes.current)  # only now: a failed run sees the same files again
     parent.finish()
     create_markdown_artifact(
-        refresh_markdown(domain, refresh.metric, result),
+        refresh_markdown(domain, refresh.metric, result, tracker.run_url(parent.run_id)),
         key=f"domain-refresh-{domain.lower().replace('_', '-')}",
         description="Domain refresh: files, scores and the promotion decision",
     )

@@ -28,7 +28,9 @@ class TaskRuns:
     def get(self, task: str) -> RunHandle:
         if task not in self.runs:
             self.runs[task] = self.tracker.start_run(
-                task, self.parent, tags={"cloze.stage": "finetune", "cloze.task": task}
+                f"{self.parent.stage}/{task}",
+                self.parent,
+                tags={"cloze.stage": "finetune", "cloze.task": task},
             )
         return self.runs[task]
 

@@ -22,11 +22,18 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from prefect.exceptions import ExternalSignal
 from pydantic import field_validator
+from pytorch_lightning.loggers import MLFlowLogger
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from flows.core.artifacts import ArtifactRef, file_lock
 from flows.core.paths import RunPaths
 from flows.core.settings import ConfigError, Number, Settings, bounds
+from flows.tracking.links import (
+    CUSTOM_MODEL_DEVELOPMENT,
+    EXPERIMENT_KIND_TAG,
+    RunIdentity,
+    mlflow_run_url,
+)
 from flows.tracking.retry import RetryingClient, RetryPolicy
 
 MAX_PARAM_LENGTH = 6000
@@ -36,6 +43,8 @@ PARENT_TAG = "mlflow.parentRunId"
 ARTIFACT_KEY_TAG = "cloze.artifact_key"
 ARTIFACT_PATH_TAG = "cloze.artifact_path"
 OWNER_TAG = "cloze.owner"  # the process that started a run: host:pid:start time
+# On a continued pretraining run: the steps its starting model had already trained.
+STEP_OFFSET_TAG = "cloze.step_offset"
 MISSING_CODES = ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
 MODEL_URI = re.compile(r"models:/(?P<name>[^/@]+)(?:@(?P<alias>[\w-]+)|/(?P<version>\d+))")
 
@@ -96,11 +105,26 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, An
             yield name, value
 
 
+class RunLogger(MLFlowLogger):
+    """Lightning's MLflow logger for a run that its RunHandle ends.
+
+    Lightning ends the run at the end of every fit; a stage fits several times (a task's
+    seeds and learning rates), and MLflow prints the run's "View run" link at each end, so the
+    link appeared up to 4 times per run. The handle ends the run once, with the stage's outcome.
+    """
+
+    def finalize(self, status: str = "success") -> None:
+        return None
+
+
 class RunHandle:
-    def __init__(self, client: MlflowClient, run_id: str, tracking_uri: str) -> None:
+    def __init__(
+        self, client: MlflowClient, run_id: str, tracking_uri: str, stage: str = ""
+    ) -> None:
         self.client = client
         self.run_id = run_id
         self.tracking_uri = tracking_uri
+        self.stage = stage  # the run's name without the flow run's: `finetune-challenger`
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         entries = [Param(key, str(value)[:MAX_PARAM_LENGTH]) for key, value in flatten(params)]
@@ -145,9 +169,7 @@ class RunHandle:
         self.client.set_terminated(self.run_id, status=status)
 
     def lightning_logger(self, prefix: str = "") -> Any:
-        from pytorch_lightning.loggers import MLFlowLogger
-
-        logger = MLFlowLogger(tracking_uri=self.tracking_uri, run_id=self.run_id, prefix=prefix)
+        logger = RunLogger(tracking_uri=self.tracking_uri, run_id=self.run_id, prefix=prefix)
         # Lightning builds a bare MlflowClient; swap in ours so training-time logging follows
         # the same retry policy and fails with the same clear error.
         logger._mlflow_client = self.client
@@ -204,6 +226,7 @@ class Tracker:
         retry: RetryPolicy | None = None,
     ) -> None:
         self.tracking_uri = tracking_uri
+        self.identity = RunIdentity()  # set by the flow: run names and Prefect links
         with store_setup_lock(tracking_uri):
             client = RetryingClient(
                 MlflowClient(tracking_uri), retry or RetryPolicy(), tracking_uri
@@ -214,10 +237,18 @@ class Tracker:
     def _experiment_id(self, experiment: str, artifact_root: Path | None) -> str:
         found = self.client.get_experiment_by_name(experiment)
         if found is not None:
+            if found.tags.get(EXPERIMENT_KIND_TAG) is None:  # created before the tag existed
+                self.client.set_experiment_tag(
+                    found.experiment_id, EXPERIMENT_KIND_TAG, CUSTOM_MODEL_DEVELOPMENT
+                )
             return str(found.experiment_id)
         location = (artifact_root / experiment).as_uri() if artifact_root else None
         try:
-            return str(self.client.create_experiment(experiment, location))
+            return str(
+                self.client.create_experiment(
+                    experiment, location, tags={EXPERIMENT_KIND_TAG: CUSTOM_MODEL_DEVELOPMENT}
+                )
+            )
         except MlflowException as error:  # another process created it first
             if error.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
@@ -235,11 +266,16 @@ class Tracker:
     def start_run(
         self, name: str, parent: RunHandle | None = None, tags: Mapping[str, str] | None = None
     ) -> RunHandle:
-        all_tags = {OWNER_TAG: process_owner(), **(tags or {})}
+        """A run named `<flow run name>/<name>`, tagged with the Prefect run it belongs to."""
+        all_tags = {OWNER_TAG: process_owner(), **self.identity.tags, **(tags or {})}
         if parent is not None:
             all_tags[PARENT_TAG] = parent.run_id
-        run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
-        return RunHandle(self.client, run.info.run_id, self.tracking_uri)
+        run_name = self.identity.run_name(name)
+        run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
+        return RunHandle(self.client, run.info.run_id, self.tracking_uri, name)
+
+    def run_url(self, run_id: str) -> str:
+        return mlflow_run_url(self.tracking_uri, self.experiment_id, run_id)
 
     def close_stale_runs(self) -> list[str]:
         """Marks KILLED the runs left RUNNING by a process of this host that no longer exists.
@@ -267,13 +303,16 @@ class Tracker:
         produce: Callable[[RunHandle], ArtifactRef],
         parent: RunHandle | None = None,
         tags: Mapping[str, str] | None = None,
+        label: str | None = None,
     ) -> ArtifactRef:
         """Runs `produce` inside a run that records the artifact, computed or reused.
+
+        `label` names the run when one flow runs a stage twice (`finetune-challenger`).
 
         The run is marked FAILED (KILLED for a signal) on any exit but success, so a killed
         stage never stays RUNNING in the UI when Python gets the chance to say so.
         """
-        run = self.start_run(stage, parent, tags={"cloze.stage": stage, **(tags or {})})
+        run = self.start_run(label or stage, parent, tags={"cloze.stage": stage, **(tags or {})})
         try:
             ref = produce(run)
         except BaseException as error:
@@ -289,6 +328,7 @@ class Tracker:
         run: RunHandle,
         artifact_path: str,
         tags: Mapping[str, str] | None = None,
+        description: str | None = None,
     ) -> str:
         """Registers `artifact_path` of `run` as a new version of `name`; returns the version."""
         try:
@@ -298,9 +338,20 @@ class Tracker:
                 raise
         source = f"{self.client.get_run(run.run_id).info.artifact_uri}/{artifact_path}"
         version = self.client.create_model_version(
-            name, source, run_id=run.run_id, tags=dict(tags or {})
+            name, source, run_id=run.run_id, tags=dict(tags or {}), description=description
         )
         return str(version.version)
+
+    def describe_version(
+        self, name: str, version: str, tags: Mapping[str, Any], note: str | None = None
+    ) -> None:
+        """Tags on a registry version, and `note` appended to its description."""
+        for key, value in tags.items():
+            self.client.set_model_version_tag(name, version, key, str(value))
+        if note:
+            current = self.client.get_model_version(name, version).description or ""
+            description = f"{current}\n{note}" if current else note
+            self.client.update_model_version(name, version, description=description)
 
     def set_alias(self, name: str, alias: str, version: str) -> None:
         """Points `name@alias` at `version` (moving it from any other version)."""
@@ -325,6 +376,18 @@ class Tracker:
             raise
         matches = [v for v in versions if v.tags.get(ARTIFACT_KEY_TAG) == artifact_key]
         return max(matches, key=lambda v: int(v.version), default=None)
+
+    def steps_before(self, start: ArtifactRef) -> int:
+        """Pretraining steps behind the pretrain artifact `start`: its own, plus those of the
+        model it continued from (the offset recorded on the run that trained it)."""
+        trained = self.client.search_runs(
+            [self.experiment_id],
+            f"tags.`{ARTIFACT_KEY_TAG}` = '{start.key}' AND tags.`cloze.cache_hit` = 'false' "
+            "AND tags.`cloze.stage` = 'pretrain'",
+            max_results=1,
+        )
+        offset = int(trained[0].data.tags.get(STEP_OFFSET_TAG, 0)) if trained else 0
+        return offset + int(start.outputs.get("steps", 0))
 
     def resolve_model_uri(self, uri: str) -> Path:
         """`models:/name@alias` or `models:/name/version` -> the pretrain artifact behind it.

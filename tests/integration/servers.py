@@ -65,13 +65,16 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def prefect_server(home: Path) -> Iterator[str]:
-    with killable_prefect_server(home) as (api, _):
+def prefect_server(home: Path, services: bool = False) -> Iterator[str]:
+    """`services`: Prefect's background services too (the task-run recorder fills the graph)."""
+    with killable_prefect_server(home, services) as (api, _):
         yield api
 
 
 @contextmanager
-def killable_prefect_server(home: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def killable_prefect_server(
+    home: Path, services: bool = False
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A Prefect server and its process, for a test to kill mid-run (see killable_mlflow_server)."""
     port = free_port()
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
@@ -84,7 +87,7 @@ def killable_prefect_server(home: Path) -> Iterator[tuple[str, subprocess.Popen[
         "127.0.0.1",
         "--port",
         str(port),
-        "--no-services",
+        *([] if services else ["--no-services"]),
     ]
     api = f"http://127.0.0.1:{port}/api"
     with running(command, f"{api}/health", home.parent / "prefect-server.log", env) as process:

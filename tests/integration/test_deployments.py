@@ -24,10 +24,12 @@ from mlflow.tracking import MlflowClient
 from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.objects import FlowRun
 
+from flows.tracking.links import stage_name
 from tests.integration.servers import mlflow_server, prefect_server, serving_deployments
 
 pytestmark = pytest.mark.slow
-DEPLOYMENTS = ["cloze-pipeline/pretrain", "domain-refresh/domain-refresh"]
+DEPLOYMENTS = ["cloze-pipeline/full", "cloze-pipeline/pretrain", "domain-refresh/domain-refresh"]
+STAGE_TASKS = ("tokenizer", "shards", "pretrain", "finetune")
 TINY = [
     "trainer.max_steps=12",
     "trainer.warmup_steps=2",
@@ -54,7 +56,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     (base / "mlflow").mkdir()
     env = {key: value for key, value in os.environ.items() if key != "PREFECT_HOME"}
     with (
-        prefect_server(base / "prefect") as api,
+        prefect_server(base / "prefect", services=True) as api,  # task runs in the graph
         mlflow_server(base / "mlflow") as uri,
         serving_deployments(api, base / "serve.log", env, DEPLOYMENTS),
     ):
@@ -124,8 +126,12 @@ def test_a_stage_deployment_runs_with_the_overrides_it_was_given(services: Servi
     experiment = client.get_experiment_by_name("deployed")
     runs = client.search_runs([experiment.experiment_id])
     # The stage deployment stops after shards; the tokenizer it needs ran in the same run.
-    assert sorted(run.info.run_name for run in runs) == ["pipeline", "shards", "tokenizer"]
-    parent = next(run for run in runs if run.info.run_name == "pipeline")
+    assert sorted(stage_name(run.info.run_name) for run in runs) == [
+        "pipeline",
+        "shards",
+        "tokenizer",
+    ]
+    parent = next(run for run in runs if stage_name(run.info.run_name) == "pipeline")
     assert parent.data.params["trainer.max_steps"] == "12"  # the override
     assert parent.data.params["shards.seq_len"] == "64"  # the smoke bundle
     with SyncPrefectClient(services.prefect_api) as prefect:
@@ -133,6 +139,72 @@ def test_a_stage_deployment_runs_with_the_overrides_it_was_given(services: Servi
         [summary] = [item for item in prefect.read_artifacts() if item.flow_run_id == flow_run.id]
     assert limit.concurrency_limit == 1
     assert summary.key == "cloze-shards-summary" and "| shards | computed |" in summary.data
+
+
+def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
+    services: Services,
+) -> None:
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterId,
+        LogFilter,
+        LogFilterFlowRunId,
+    )
+
+    corpus = services.root.parent / "manuals"
+    corpus.mkdir()
+    write_part(corpus, 3)
+    overrides = [*common(services, "linked"), "corpus=files", f"corpus.paths=['{corpus}']"]
+    parameters = {"experiment": "smoke", "overrides": overrides}
+    flow_run = run_deployment(services, "cloze-pipeline/full", parameters)
+    with SyncPrefectClient(services.prefect_api) as prefect:
+        # Task runs reach the database through the server's event pipeline: give it a moment.
+        deadline = time.monotonic() + 60
+        while True:
+            task_runs = prefect.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id]))
+            )
+            if {run.name for run in task_runs} >= set(STAGE_TASKS) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        logs = prefect.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
+        [summary] = [
+            item
+            for item in prefect.read_artifacts()
+            if item.flow_run_id == flow_run.id and item.key == "cloze-finetune-summary"
+        ]
+    # One level: the deployment's own run holds the stage tasks, in order.
+    ordered = [run.name for run in sorted(task_runs, key=lambda run: run.expected_start_time)]
+    assert [name for name in ordered if name in STAGE_TASKS] == list(STAGE_TASKS)
+    # Progress: the training lines reach the run's Prefect logs, as they do for the CLI.
+    progress = [log.message for log in logs if log.name == "cloze.training"]
+    assert any(line.startswith("pretrain step 12/12") for line in progress), progress
+    assert flow_run.name.startswith("smoke-manuals-")
+
+    client = MlflowClient(services.mlflow_uri)
+    experiment = client.get_experiment_by_name("linked")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    runs = client.search_runs([experiment.experiment_id])
+    # MLflow -> Prefect: every run carries the flow run's name, id and page.
+    assert {stage_name(run.info.run_name) for run in runs} >= {"pipeline", *STAGE_TASKS}
+    for run in runs:
+        assert run.info.run_name.startswith(f"{flow_run.name}/")
+        assert run.data.tags["prefect.flow_run_id"] == str(flow_run.id)
+        assert run.data.tags["prefect.flow_run_url"].endswith(f"/runs/flow-run/{flow_run.id}")
+    # Prefect -> MLflow: the summary links to the pipeline run's page.
+    parent = next(run for run in runs if stage_name(run.info.run_name) == "pipeline")
+    page = f"{services.mlflow_uri}/#/experiments/{experiment.experiment_id}/runs/"
+    assert f"{page}{parent.info.run_id}" in summary.data
+    # The registry version says what it is.
+    pretrain = next(run for run in runs if stage_name(run.info.run_name) == "pretrain")
+    name, version = pretrain.data.tags["cloze.registered_model"].split("/")
+    description = client.get_model_version(name, version).description
+    assert description.startswith("Data: manuals (files)") and "validation loss" in description
+    # The serve terminal shows each progress line once.
+    terminal = services.serve_log.read_text()
+    assert terminal.count("pretrain step 12/12") == 1, terminal[-3000:]
+    assert terminal.count(f"View run {parent.info.run_name} at") == 1, terminal[-3000:]
+    assert "GPU available:" not in terminal  # no Lightning banners
 
 
 def write_part(corpus: Path, index: int) -> Path:
@@ -177,8 +249,10 @@ def test_domain_refresh_trains_on_new_files_only_and_records_its_decision(
     for run in runs:
         parent = run.data.tags.get("mlflow.parentRunId")
         if parent:
-            by_parent.setdefault(parent, []).append(run.info.run_name)
-    first, second, third = [run for run in runs if run.info.run_name == "domain-refresh"]
+            by_parent.setdefault(parent, []).append(stage_name(run.info.run_name))
+    first, second, third = [
+        run for run in runs if stage_name(run.info.run_name) == "domain-refresh"
+    ]
 
     def sharded_files(run: Any) -> list[str]:
         path = client.download_artifacts(run.info.run_id, "sharded_files.txt")
@@ -187,15 +261,25 @@ def test_domain_refresh_trains_on_new_files_only_and_records_its_decision(
     # First run: no champion yet, the whole corpus, promoted.
     assert sharded_files(first) == [str(path) for path in first_files]
     assert first.data.tags["cloze.refresh.decision"] == "promoted"
-    assert sorted(by_parent[first.info.run_id]) == ["finetune", "pretrain", "shards", "tokenizer"]
+    assert sorted(by_parent[first.info.run_id]) == [
+        "finetune-challenger",
+        "pretrain",
+        "shards",
+        "tokenizer",
+    ]
     # Second run: only the added file, continued from the champion with its tokenizer.
     assert sharded_files(second) == [str(added)]
-    assert sorted(by_parent[second.info.run_id]) == ["finetune", "finetune", "pretrain", "shards"]
+    assert sorted(by_parent[second.info.run_id]) == [
+        "finetune-challenger",
+        "finetune-champion",
+        "pretrain",
+        "shards",
+    ]
     shards = next(
         run
         for run in runs
         if run.data.tags.get("mlflow.parentRunId") == second.info.run_id
-        and run.info.run_name == "shards"
+        and stage_name(run.info.run_name) == "shards"
     )
     assert shards.data.metrics["units"] == 1
     tags, metrics = second.data.tags, second.data.metrics

@@ -12,6 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from flows.core.config import compose_config
+from flows.tracking.links import stage_name
 from lightning_modules.models.serialization import load_masked_lm
 from tests.fakes import logits_match
 
@@ -38,7 +39,7 @@ def child_runs(root: Path, parent_run_id: str) -> dict[str, Any]:
     runs = client.search_runs(
         [experiment.experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}'"
     )
-    return {run.info.run_name: run for run in runs}
+    return {stage_name(run.info.run_name): run for run in runs}
 
 
 @pytest.fixture(scope="module")

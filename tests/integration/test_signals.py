@@ -18,6 +18,8 @@ import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
+from flows.tracking.links import stage_name
+
 pytestmark = pytest.mark.slow
 TINY = [
     "experiment=smoke",
@@ -93,7 +95,9 @@ def test_a_signal_stops_the_run_marks_it_killed_and_leaves_no_process(
     assert left == [], [child.cmdline() for child in left]
     client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
     experiments = [experiment.experiment_id for experiment in client.search_experiments()]
-    statuses = {run.info.run_name: run.info.status for run in client.search_runs(experiments)}
+    statuses = {
+        stage_name(run.info.run_name): run.info.status for run in client.search_runs(experiments)
+    }
     assert statuses["pipeline"] == "KILLED" and statuses["pretrain"] == "KILLED", (
         statuses,
         output[-6000:],

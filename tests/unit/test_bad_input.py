@@ -560,3 +560,21 @@ def test_bad_task_input_fails_the_up_front_check(tmp_path: Path, case: TaskCase)
     settings = FinetuneSettings(tasks=["t"], catalog={"t": case.spec}, data_dir=str(tmp_path))
     with pytest.raises((TaskInputError, ConfigError), match=case.message.split(";")[0]):
         settings.check_task_files(0)
+
+
+RUN_FORM_CASES = [
+    ({"until": "evaluate"}, "parameter until: Input should be 'tokenizer', 'shards', "),
+    ({"experiment": "smok"}, "parameter experiment: Input should be 'albert', "),
+    ({"max_steps": 0}, "parameter max_steps: Input should be greater than or equal to 1 (got 0)"),
+    ({"tasks": ["sst3"]}, "parameter tasks.0: Input should be 'bc5cdr', "),
+    ({"max_step": 5}, "parameter max_step: Extra inputs are not permitted"),
+]
+
+
+@pytest.mark.parametrize(("parameters", "message"), RUN_FORM_CASES, ids=lambda c: str(c)[:20])
+def test_bad_run_form_parameters(parameters: dict[str, Any], message: str) -> None:
+    from flows.deploy.entrypoints import read_form
+
+    with pytest.raises(ConfigError) as error:
+        read_form(**parameters)
+    assert str(error.value).startswith(message), error.value

@@ -16,16 +16,19 @@ from typing import Any
 
 import pytest
 from mlflow.entities import Metric
+from mlflow.tracking import MlflowClient
 
 from flows.compare.cli import (
     CompareSettings,
     RunSelectionError,
     compare,
+    loss_curves,
     main,
 )
 from flows.compare.plots import lift_panels
 from flows.core.settings import ConfigError
-from flows.tracking.runs import Tracker
+from flows.tracking.links import RunIdentity
+from flows.tracking.runs import STEP_OFFSET_TAG, Tracker
 
 BASE_CONFIG: dict[str, Any] = {
     "model": {"name": "bert-tiny", "hidden_size": 32},
@@ -305,3 +308,46 @@ def test_cli_prints_a_plain_table_and_exits_2_on_an_unknown_experiment(
     assert "experiment 'nope' not found" in capsys.readouterr().err
     assert main([*common, "--experiment", "cmp", "--run-name", "domain-refresh"]) == 2
     assert "no top-level runs named 'domain-refresh'" in capsys.readouterr().err
+
+
+def test_panels_whose_bars_are_all_zero_are_left_out() -> None:
+    runs = [
+        {
+            "finetune.ner.pretrained_f1_mean": 0.0,
+            "finetune.ner.random_init_f1_mean": 0.0,
+            "finetune.ner.lift_f1": 0.0,
+            "finetune.ner.pretrained_accuracy_mean": 0.8,
+            "finetune.ner.random_init_accuracy_mean": 0.7,
+            "finetune.ner.lift_accuracy": 0.1,
+        }
+    ]
+    assert [panel.title for panel in lift_panels(runs)] == ["finetune.ner accuracy"]
+
+
+def test_refresh_runs_show_their_decision_scores_and_new_files_by_default(
+    tmp_path: Path,
+) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "refresh", None)
+    # Named as the refresh flow names them: `<flow run name>/domain-refresh`.
+    tracker.identity = RunIdentity("smoke-law-20261201-080447")
+    first = tracker.start_run("domain-refresh")
+    first.set_tags({"cloze.refresh.decision": "promoted"})
+    first.log_metrics({"refresh.challenger_score": 0.61, "refresh.new_files": 2})
+    first.finish()
+    pretrain = tracker.start_run("pretrain", first, tags={"cloze.stage": "pretrain"})
+    pretrain.set_tags({"cloze.cache_hit": "false", STEP_OFFSET_TAG: "60"})
+    tracker.client.log_batch(
+        pretrain.run_id, metrics=[Metric("train/loss", 5.0, int(time.time() * 1000), 9)]
+    )
+    pretrain.finish()
+    result = compare(CompareSettings(uri, "refresh", tmp_path / "out", run_name="domain-refresh"))
+    assert [run.info.run_id for run in result.runs] == [first.run_id]
+    assert dict(result.tags) == {"decision": ["promoted"]}
+    assert dict(result.metrics) == {
+        "refresh.challenger_score": [0.61],
+        "refresh.new_files": [2.0],
+    }
+    assert "| decision" in result.text
+    # A continued run is drawn after the 60 steps its starting model had.
+    assert loss_curves(MlflowClient(uri), result.runs[0])["train/loss"] == [(69, 5.0)]

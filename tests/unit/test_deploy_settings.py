@@ -9,7 +9,8 @@ import pytest
 from flows.core.config import CONF_DIR, compose_config
 from flows.core.settings import ConfigError
 from flows.deploy.cli import deployment_options
-from flows.deploy.settings import DEPLOYMENTS, DeploymentSettings, DeploySettings, run_overrides
+from flows.deploy.form import RunForm
+from flows.deploy.settings import DEPLOYMENTS, DeploymentSettings, DeploySettings
 
 
 def test_the_shipped_deploy_config_is_valid_and_lists_every_deployment() -> None:
@@ -47,12 +48,14 @@ def test_a_cron_schedule_keeps_its_time_zone_and_stage_deployments_stop_early() 
 
 def test_deployment_parameters_compose_exactly_like_the_command_line(tmp_path: Path) -> None:
     overrides = [f"paths.root={tmp_path}", "trainer.max_steps=7", "model=bert-mini"]
-    from_deployment = compose_config(run_overrides(overrides, "smoke"))
+    from_deployment = compose_config(
+        RunForm(experiment="smoke", overrides=overrides).to_overrides()
+    )
     from_cli = compose_config(["experiment=smoke", *overrides])  # python -m flows experiment=...
     assert from_deployment == from_cli
     assert from_deployment["trainer"]["max_steps"] == 7  # the run's override beats the bundle
     assert from_deployment["shards"]["seq_len"] == 64  # the smoke bundle applied
-    assert compose_config(run_overrides(None, None)) == compose_config([])
+    assert compose_config(RunForm().to_overrides()) == compose_config([])
 
 
 def test_io_stages_retry_and_training_stages_never_do_but_share_the_limited_tag() -> None:

@@ -1,0 +1,47 @@
+"""Our progress lines in Prefect's logs of the flow run they belong to."""
+
+from __future__ import annotations
+
+import logging
+
+from flows.core.logs import PROJECT_LOGGERS, show_progress
+from flows.core.redaction import RedactingFilter
+
+
+def run_log_handler() -> logging.Handler:
+    """Prefect's API log handler, silent for a line logged outside any flow or task run (a
+    prefetch thread, code run between flows), where Prefect's own would warn for each."""
+    from prefect.context import FlowRunContext, TaskRunContext
+    from prefect.logging.handlers import APILogHandler
+
+    class RunLogHandler(APILogHandler):
+        def emit(self, record: logging.LogRecord) -> None:
+            in_run = FlowRunContext.get() is not None or TaskRunContext.get() is not None
+            if in_run or getattr(record, "flow_run_id", None):
+                super().emit(record)
+
+    return RunLogHandler()
+
+
+def report_progress_to_prefect() -> None:
+    """Every stage's progress lines (`cloze.training`, ...) in this flow run's Prefect logs.
+
+    PREFECT_LOGGING_EXTRA_LOGGERS is not enough: Prefect reads its settings once, at its first
+    import, which in the CLI comes before `configure_services` sets the variable (measured: the
+    CLI's runs had no `cloze.*` records), and a worker's environment may lack it. In a
+    deployment's flow run our loggers also sat at WARNING. So the level is set and Prefect's API
+    handler attached here, once per logger. The console gets each line once, through the root
+    handler (ours in the CLI, Prefect's in a served run).
+    """
+    from prefect.logging.handlers import APILogHandler
+
+    show_progress()
+    handlers = []
+    for name in PROJECT_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(handler, APILogHandler) for handler in logger.handlers):
+            logger.addHandler(run_log_handler())
+        handlers += logger.handlers
+    for handler in [*handlers, *logging.getLogger().handlers]:
+        if not any(isinstance(item, RedactingFilter) for item in handler.filters):
+            handler.addFilter(RedactingFilter())  # URI credentials never reach a log line

@@ -1,0 +1,110 @@
+"""One name and two-way links between Prefect flow runs and MLflow runs (local SQLite store)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from flows.core.config import compose_config
+from flows.tracking.links import (
+    CUSTOM_MODEL_DEVELOPMENT,
+    EXPERIMENT_KIND_TAG,
+    FLOW_RUN_ID_TAG,
+    FLOW_RUN_URL_TAG,
+    RunIdentity,
+    experiment_override,
+    mlflow_run_url,
+    run_label,
+)
+from flows.tracking.runs import Tracker
+
+NOON = datetime(2026, 12, 1, 8, 4, 47, tzinfo=UTC)
+
+
+def test_a_run_is_named_after_its_experiment_corpus_and_second() -> None:
+    overrides = ["experiment=smoke", "trainer.max_steps=5"]
+    assert run_label(overrides, compose_config(overrides), NOON) == "smoke-pydoc-20261201-080447"
+    later = NOON.replace(second=48)
+    assert run_label(overrides, compose_config(overrides), later) != run_label(
+        overrides, compose_config(overrides), NOON
+    )  # two runs in the same minute get two names
+
+
+def test_without_an_experiment_bundle_the_tracking_experiment_names_the_run() -> None:
+    assert run_label([], compose_config([]), NOON) == "cloze-pydoc-20261201-080447"
+
+
+def test_a_refresh_names_its_domain_and_a_files_corpus_its_folder(tmp_path: Path) -> None:
+    overrides = ["corpus=files", f"corpus.paths=[{tmp_path / 'legal'}]"]
+    assert run_label(overrides, compose_config(overrides), NOON).startswith("cloze-legal-")
+    refresh = [*overrides, "refresh.domain=law"]
+    assert run_label(refresh, compose_config(refresh), NOON) == "cloze-law-20261201-080447"
+
+
+def test_the_last_experiment_override_wins() -> None:
+    assert experiment_override(["experiment=bert", "experiment=smoke"]) == "smoke"
+    assert experiment_override(["trainer.max_steps=5"]) is None
+
+
+def test_stage_runs_carry_the_flow_run_name_and_link_back_to_prefect(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "links", tmp_path / "artifacts")
+    tags = {FLOW_RUN_ID_TAG: "1234", FLOW_RUN_URL_TAG: "http://127.0.0.1:4200/runs/flow-run/1234"}
+    tracker.identity = RunIdentity("smoke-pydoc-20261201-080447", tags)
+    parent = tracker.start_run("pipeline")
+    child = tracker.start_run("finetune-challenger", parent)
+    client = MlflowClient(uri)
+    run = client.get_run(child.run_id)
+    assert run.info.run_name == "smoke-pydoc-20261201-080447/finetune-challenger"
+    assert client.get_run(parent.run_id).info.run_name == "smoke-pydoc-20261201-080447/pipeline"
+    assert {key: run.data.tags[key] for key in tags} == tags
+    assert tracker.run_url(parent.run_id) == (
+        f"http://127.0.0.1:5000/#/experiments/{tracker.experiment_id}/runs/{parent.run_id}"
+    )
+
+
+def test_the_experiment_opens_on_its_runs_table(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    client.create_experiment("older")  # created before Cloze tagged its experiments
+    for name in ("older", "fresh"):
+        Tracker(uri, name, tmp_path / "artifacts")
+        experiment = client.get_experiment_by_name(name)
+        assert experiment is not None
+        assert experiment.tags[EXPERIMENT_KIND_TAG] == CUSTOM_MODEL_DEVELOPMENT
+
+
+def test_a_registry_version_carries_its_description_and_the_refresh_decision(
+    tmp_path: Path,
+) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "registry", tmp_path / "artifacts")
+    run = tracker.start_run("pretrain")
+    run.log_text("weights", "huggingface/model.txt")
+    version = tracker.register_model(
+        "cloze-law", run, "huggingface", description="Data: law (files)."
+    )
+    tracker.describe_version(
+        "cloze-law",
+        version,
+        {"cloze.refresh.decision": "promoted", "cloze.refresh.score": 0.75},
+        "Refresh: promoted",
+    )
+    stored = MlflowClient(uri).get_model_version("cloze-law", version)
+    assert stored.description == "Data: law (files).\nRefresh: promoted"
+    assert stored.tags["cloze.refresh.decision"] == "promoted"
+    assert stored.tags["cloze.refresh.score"] == "0.75"
+
+
+@pytest.mark.parametrize(
+    ("tracking_uri", "base"),
+    [
+        ("sqlite:////tmp/mlflow.db", "http://127.0.0.1:5000"),
+        ("http://mlflow:5000/", "http://mlflow:5000"),
+    ],
+)
+def test_the_mlflow_run_page_is_on_the_server_or_the_local_ui(tracking_uri: str, base: str) -> None:
+    assert mlflow_run_url(tracking_uri, "3", "abc") == f"{base}/#/experiments/3/runs/abc"

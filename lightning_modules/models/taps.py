@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -62,7 +62,7 @@ def tapped(encoder: BertEncoder, attention: bool = False) -> Iterator[Tapped]:
     for layer in encoder.layers:
         handles.append(layer.register_forward_hook(keep_output))
         if attention:
-            block = layer.attention
+            block = cast(SelfAttention, layer.attention)
 
             def keep_input(module: nn.Module, inputs: Any, block: SelfAttention = block) -> None:
                 record.attention_inputs.append((block, inputs[0], inputs[1]))

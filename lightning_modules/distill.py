@@ -82,7 +82,7 @@ class DistillationModule(pl.LightningModule):
             if student_width == teacher_width
             else nn.Linear(student_width, teacher_width)
         )
-        self._validation_sums = torch.zeros(4, dtype=torch.float64)
+        self._validation_sums = torch.zeros(5, dtype=torch.float64)
 
     def train(self, mode: bool = True) -> DistillationModule:
         """The teacher stays in eval mode (no dropout) whatever Lightning switches."""
@@ -166,7 +166,8 @@ class DistillationModule(pl.LightningModule):
         self._validation_sums.zero_()
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        """The student's masked-LM loss and accuracy, and how often it agrees with the teacher."""
+        """The student's masked-LM loss and accuracy, its agreement with the teacher, the teacher's
+        loss (the floor the student is chasing)."""
         output = self.model(batch["input_ids"], batch["labels"], batch.get("attention_mask"))
         with torch.no_grad(), self.teacher_precision(batch):
             teacher = self.teacher(batch["input_ids"], batch["labels"], batch.get("attention_mask"))
@@ -177,6 +178,7 @@ class DistillationModule(pl.LightningModule):
                 float(output.loss) * count,
                 float((predicted == output.targets).sum()),
                 float((predicted == teacher.logits.argmax(-1)).sum()),
+                float(teacher.loss) * count,
                 float(count),
             ],
             dtype=torch.float64,
@@ -185,7 +187,9 @@ class DistillationModule(pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         if self.trainer.sanity_checking:
             return
-        loss_sum, correct, agree, count = sum_over_ranks(self._validation_sums).tolist()
+        loss_sum, correct, agree, teacher_sum, count = sum_over_ranks(
+            self._validation_sums
+        ).tolist()
         loss = loss_sum / max(count, 1.0)
         self.log_dict(
             {
@@ -193,6 +197,7 @@ class DistillationModule(pl.LightningModule):
                 "val/accuracy": correct / max(count, 1.0),
                 "val/perplexity": math.exp(min(loss, 50.0)),
                 "val/teacher_agreement": agree / max(count, 1.0),
+                "val/teacher_loss": teacher_sum / max(count, 1.0),
             },
             sync_dist=True,
         )

@@ -24,6 +24,8 @@ from flows.corpora import Corpus, open_corpus
 from flows.corpora.formats import CorpusInputError
 from flows.plan import PipelinePlan as PipelinePlan  # re-exported: tests and callers use it
 from flows.plan import load_run_config
+from flows.stages.distill import distill
+from flows.stages.distill_plan import external_teacher
 from flows.stages.finetune import finetune
 from flows.stages.lift_curve import lift_curve
 from flows.stages.pretrain import HUGGINGFACE_DIR, pretrain
@@ -41,7 +43,9 @@ from flows.tracking.runs import (
 )
 from lightning_modules.data.shard_format import CorruptShardError
 
-STAGES = ("tokenizer", "shards", "pretrain", "finetune")
+# distill runs only when configured (distill=default); with distill.teacher set, pretrain is
+# skipped and the given teacher stands in for it.
+STAGES = ("tokenizer", "shards", "pretrain", "distill", "finetune")
 # Training stages share this tag: a Prefect tag concurrency limit on it (set by
 # `python -m flows.deploy`) keeps two runs from training on one machine's accelerators at once.
 TRAINING_TAG = "cloze-training"
@@ -122,6 +126,22 @@ def shards_task(ctx: StageContext, corpus: Corpus, tokenizer: ArtifactRef) -> Ar
     )
 
 
+def publish_model(ctx: StageContext, run: RunHandle, ref: ArtifactRef, name: str | None) -> None:
+    """Logs a freshly trained model's Hugging Face export; registers it under `name` if given."""
+    export = ref.path / HUGGINGFACE_DIR
+    if ref.cache_hit or not export.is_dir():
+        return
+    run.log_artifacts(export, HUGGINGFACE_DIR)  # tokenizer.json travels in it
+    if name:
+        version = ctx.tracker.register_model(
+            name,
+            run,
+            HUGGINGFACE_DIR,
+            {ARTIFACT_KEY_TAG: ref.key, ARTIFACT_PATH_TAG: str(ref.path)},
+        )
+        run.set_tags({"cloze.registered_model": f"{name}/{version}"})
+
+
 @task(name="pretrain", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
 def pretrain_task(ctx: StageContext, shards: ArtifactRef, tokenizer: ArtifactRef) -> ArtifactRef:
     def pretrain_and_publish(run: RunHandle) -> ArtifactRef:
@@ -131,26 +151,34 @@ def pretrain_task(ctx: StageContext, shards: ArtifactRef, tokenizer: ArtifactRef
             resolved = ctx.tracker.resolve_model_uri(settings.init_from)
             settings = replace(settings, init_from=str(resolved))
         ref = pretrain(settings, shards, tokenizer, ctx.store, [run.lightning_logger()])
-        export = ref.path / HUGGINGFACE_DIR
-        if not ref.cache_hit and export.is_dir():
-            run.log_artifacts(export, HUGGINGFACE_DIR)  # tokenizer.json travels in it
-            name = ctx.plan.tracking.registered_model
-            if name:
-                version = ctx.tracker.register_model(
-                    name,
-                    run,
-                    HUGGINGFACE_DIR,
-                    {ARTIFACT_KEY_TAG: ref.key, ARTIFACT_PATH_TAG: str(ref.path)},
-                )
-                run.set_tags({"cloze.registered_model": f"{name}/{version}"})
+        publish_model(ctx, run, ref, ctx.plan.tracking.registered_model)
         return ref
 
     return ctx.tracked("pretrain", pretrain_and_publish)
 
 
+@task(name="distill", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
+def distill_task(
+    ctx: StageContext, teacher: ArtifactRef, shards: ArtifactRef, tokenizer: ArtifactRef
+) -> ArtifactRef:
+    settings = ctx.plan.distill
+    assert settings is not None
+
+    def distill_and_publish(run: RunHandle) -> ArtifactRef:
+        run.set_tags({"cloze.teacher": settings.distill.teacher or teacher.key})
+        ref = distill(settings, teacher, shards, tokenizer, ctx.store, [run.lightning_logger()])
+        publish_model(ctx, run, ref, settings.distill.registered_model)
+        return ref
+
+    return ctx.tracked("distill", distill_and_publish)
+
+
 @task(name="finetune", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
 def finetune_task(
-    ctx: StageContext, pretrained: ArtifactRef, tokenizer: ArtifactRef
+    ctx: StageContext,
+    pretrained: ArtifactRef,
+    tokenizer: ArtifactRef,
+    student: ArtifactRef | None = None,
 ) -> ArtifactRef:
     plan = ctx.plan
 
@@ -165,6 +193,7 @@ def finetune_task(
                 tokenizer,
                 ctx.store,
                 task_runs.loggers,
+                student,
             )
         except BaseException:
             task_runs.fail_open()
@@ -245,6 +274,13 @@ def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
     paths = RunPaths.from_settings(run.paths)
     store = ArtifactStore(paths.artifacts)
     tracker = Tracker.for_run(plan.tracking, paths)
+    teacher: ArtifactRef | None = None
+    if plan.distill is not None and plan.distill.distill.external_teacher:
+        # Resolved and checked now: a bad teacher fails before any stage spends time.
+        teacher, tokenizer = external_teacher(
+            plan.distill.distill, plan.tokenizer, store, tracker.resolve_model_uri
+        )
+        plan = replace(plan, tokenizer=tokenizer)
     tracker.close_stale_runs()
     parent = tracker.start_run(
         "pipeline",
@@ -263,9 +299,13 @@ def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
         if "shards" in wanted:
             refs["shards"] = shards_task(ctx, corpus, refs["tokenizer"])
         if "pretrain" in wanted:
-            refs["pretrain"] = pretrain_task(ctx, refs["shards"], refs["tokenizer"])
+            refs["pretrain"] = teacher or pretrain_task(ctx, refs["shards"], refs["tokenizer"])
+        if "distill" in wanted and plan.distill is not None:
+            refs["distill"] = distill_task(ctx, refs["pretrain"], refs["shards"], refs["tokenizer"])
         if "finetune" in wanted:
-            refs["finetune"] = finetune_task(ctx, refs["pretrain"], refs["tokenizer"])
+            refs["finetune"] = finetune_task(
+                ctx, refs["pretrain"], refs["tokenizer"], refs.get("distill")
+            )
         # Only asked-for curves become a task: each task run is a round of Prefect API calls.
         if "finetune" in wanted and plan.finetune.curve_fractions:
             refs["lift_curve"] = lift_curve_task(ctx, dict(refs))

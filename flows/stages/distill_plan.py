@@ -7,6 +7,7 @@ tokenizer, a layer mapping the shapes cannot take, a student larger than its tea
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -23,7 +24,8 @@ from flows.core.artifacts import (
     read_manifest,
 )
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of
-from flows.training.trainer import TrainerSettings
+from flows.stages.tokenizer import TokenizerSettings, reused_tokenizer
+from flows.training.trainer import TrainerSettings, encoder_config
 from lightning_modules.distill import DistillLosses
 from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
@@ -36,7 +38,7 @@ from lightning_modules.models.serialization import (
 from lightning_modules.models.student_init import copy_mismatches, uniform_layer_map
 
 INITS = ("auto", "teacher", "random")
-TEACHER_STAGES = ("pretrain", "distill")  # a distilled student can teach in turn
+TEACHER_STAGES = ("pretrain",)
 
 
 class DistillSettings(Settings):
@@ -201,6 +203,31 @@ def check_teacher_tokenizer(ref: ArtifactRef, tokenizer_key: str, given_as: str)
             f"tokenizer is {tokenizer_key}: a student must read the teacher's token ids; drop "
             f"tokenizer.from_artifact (the teacher's is then used) or set it to {ref.path}"
         )
+
+
+def external_teacher(
+    settings: DistillSettings,
+    tokenizer: TokenizerSettings,
+    store: ArtifactStore,
+    resolve_uri: Callable[[str], Path],
+) -> tuple[ArtifactRef, TokenizerSettings]:
+    """`distill.teacher` resolved and checked before any stage runs; the tokenizer to use.
+
+    Without `tokenizer.from_artifact` the teacher's own tokenizer is reused (a student must read
+    the teacher's token ids); with one, it must be the teacher's.
+    """
+    given = settings.teacher
+    assert given is not None
+    path = resolve_uri(given) if given.startswith("models:/") else Path(given)
+    ref = teacher_ref(path, given)
+    if tokenizer.from_artifact is None:
+        tokenizer = tokenizer.model_copy(update={"from_artifact": str(ref.path)})
+    assert tokenizer.from_artifact is not None
+    check_teacher_tokenizer(ref, reused_tokenizer(tokenizer.from_artifact, store).key, given)
+    config = teacher_config(ref)
+    student = encoder_config(settings.student, config.vocab_size, config.pad_token_id)
+    plan_student(settings, student, config, given)
+    return ref, tokenizer
 
 
 def teacher_identity(ref: ArtifactRef) -> str:

@@ -88,7 +88,7 @@ class DistillOutputs(StageOutputs):
 def distill_record(
     settings: DistillStageSettings,
     plan: StudentPlan,
-    teacher: ArtifactRef,
+    teacher_identity: str,
     shards_key: str,
     tokenizer_key: str,
 ) -> dict[str, Any]:
@@ -104,7 +104,7 @@ def distill_record(
             "seed": settings.seed,
         },
         "inputs": {
-            "teacher": teacher_identity(teacher),
+            "teacher": teacher_identity,
             "shards": shards_key,
             "tokenizer": tokenizer_key,
         },
@@ -124,7 +124,8 @@ def distill(
     trained = load_tokenizer(tokenizer_ref)
     student = encoder_config(settings.distill.student, trained.vocab_size, trained.special.pad)
     plan = plan_student(settings.distill, student, teacher_config(teacher), given_as)
-    record = distill_record(settings, plan, teacher, shards_ref.key, tokenizer_ref.key)
+    identity = teacher_identity(teacher)
+    record = distill_record(settings, plan, identity, shards_ref.key, tokenizer_ref.key)
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
     work_dir = store.work_dir(STAGE, key)
     job = DistillJob(

@@ -25,6 +25,8 @@ from flows.corpora import Corpus, open_corpus
 from flows.corpora.formats import CorpusInputError
 from flows.plan import PipelinePlan as PipelinePlan  # re-exported: tests and callers use it
 from flows.plan import load_run_config
+from flows.stages.distill import distill
+from flows.stages.distill_plan import external_teacher
 from flows.stages.finetune import finetune
 from flows.stages.lift_curve import lift_curve
 from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainOutputs, PretrainSettings, pretrain
@@ -45,7 +47,9 @@ from flows.tracking.runs import (
 )
 from lightning_modules.data.shard_format import CorruptShardError
 
-STAGES = ("tokenizer", "shards", "pretrain", "finetune")
+# distill runs only when configured (distill=default); with distill.teacher set, pretrain is
+# skipped and the given teacher stands in for it.
+STAGES = ("tokenizer", "shards", "pretrain", "distill", "finetune")
 # Training stages share this tag: a Prefect tag concurrency limit on it (set by
 # `python -m flows.deploy`) keeps two runs from training on one machine's accelerators at once.
 TRAINING_TAG = "cloze-training"
@@ -128,6 +132,25 @@ def shards_task(ctx: StageContext, corpus: Corpus, tokenizer: ArtifactRef) -> Ar
     )
 
 
+def publish_model(
+    ctx: StageContext, run: RunHandle, ref: ArtifactRef, name: str | None, description: str
+) -> None:
+    """Logs a freshly trained model's Hugging Face export; registers it under `name` if given."""
+    export = ref.path / HUGGINGFACE_DIR
+    if ref.cache_hit or not export.is_dir():
+        return
+    run.log_artifacts(export, HUGGINGFACE_DIR)  # tokenizer.json travels in it
+    if name:
+        version = ctx.tracker.register_model(
+            name,
+            run,
+            HUGGINGFACE_DIR,
+            {ARTIFACT_KEY_TAG: ref.key, ARTIFACT_PATH_TAG: str(ref.path)},
+            description,
+        )
+        run.set_tags({"cloze.registered_model": f"{name}/{version}"})
+
+
 @task(name="pretrain", task_run_name="pretrain", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
 def pretrain_task(ctx: StageContext, shards: ArtifactRef, tokenizer: ArtifactRef) -> ArtifactRef:
     def pretrain_and_publish(run: RunHandle) -> ArtifactRef:
@@ -140,27 +163,45 @@ def pretrain_task(ctx: StageContext, shards: ArtifactRef, tokenizer: ArtifactRef
         if start is not None:  # `compare` draws a continued run after the steps before it
             run.set_tags({STEP_OFFSET_TAG: ctx.tracker.steps_before(start)})
         ref = pretrain(settings, shards, tokenizer, ctx.store, [run.lightning_logger()])
-        export = ref.path / HUGGINGFACE_DIR
-        if not ref.cache_hit and export.is_dir():
-            run.log_artifacts(export, HUGGINGFACE_DIR)  # tokenizer.json travels in it
-            name = ctx.plan.tracking.registered_model
-            if name:
-                version = ctx.tracker.register_model(
-                    name,
-                    run,
-                    HUGGINGFACE_DIR,
-                    {ARTIFACT_KEY_TAG: ref.key, ARTIFACT_PATH_TAG: str(ref.path)},
-                    version_description(ctx.plan, settings, shards, ref),
-                )
-                run.set_tags({"cloze.registered_model": f"{name}/{version}"})
+        publish_model(
+            ctx,
+            run,
+            ref,
+            ctx.plan.tracking.registered_model,
+            version_description(ctx.plan, settings, shards, ref),
+        )
         return ref
 
     return ctx.tracked("pretrain", pretrain_and_publish)
 
 
+@task(name="distill", task_run_name="distill", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
+def distill_task(
+    ctx: StageContext, teacher: ArtifactRef, shards: ArtifactRef, tokenizer: ArtifactRef
+) -> ArtifactRef:
+    settings = ctx.plan.distill
+    assert settings is not None
+
+    def distill_and_publish(run: RunHandle) -> ArtifactRef:
+        run.set_tags({"cloze.teacher": settings.distill.teacher or teacher.key})
+        ref = distill(settings, teacher, shards, tokenizer, ctx.store, [run.lightning_logger()])
+        description = (
+            f"Student distilled from teacher {settings.distill.teacher or teacher.key} "
+            f"(distill artifact {ref.key}); see the run's distill metrics for its scores."
+        )
+        publish_model(ctx, run, ref, settings.distill.registered_model, description)
+        return ref
+
+    return ctx.tracked("distill", distill_and_publish)
+
+
 @task(name="finetune", task_run_name="{label}", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
 def finetune_task(
-    ctx: StageContext, pretrained: ArtifactRef, tokenizer: ArtifactRef, label: str = "finetune"
+    ctx: StageContext,
+    pretrained: ArtifactRef,
+    tokenizer: ArtifactRef,
+    student: ArtifactRef | None = None,
+    label: str = "finetune",
 ) -> ArtifactRef:
     """`label` tells the runs apart where one flow fine-tunes twice (`finetune-challenger`)."""
     plan = ctx.plan
@@ -176,6 +217,7 @@ def finetune_task(
                 tokenizer,
                 ctx.store,
                 task_runs.loggers,
+                student,
             )
         except BaseException:
             task_runs.fail_open()
@@ -300,6 +342,13 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     store = ArtifactStore(paths.artifacts)
     tracker = Tracker.for_run(plan.tracking, paths)
     tracker.identity = current_identity()
+    teacher: ArtifactRef | None = None
+    if plan.distill is not None and plan.distill.distill.external_teacher:
+        # Resolved and checked now: a bad teacher fails before any stage spends time.
+        teacher, tokenizer = external_teacher(
+            plan.distill.distill, plan.tokenizer, store, tracker.resolve_model_uri
+        )
+        plan = replace(plan, tokenizer=tokenizer)
     tracker.close_stale_runs()
     parent = tracker.start_run(
         "pipeline",
@@ -316,9 +365,13 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
         if "shards" in wanted:
             refs["shards"] = shards_task(ctx, corpus, refs["tokenizer"])
         if "pretrain" in wanted:
-            refs["pretrain"] = pretrain_task(ctx, refs["shards"], refs["tokenizer"])
+            refs["pretrain"] = teacher or pretrain_task(ctx, refs["shards"], refs["tokenizer"])
+        if "distill" in wanted and plan.distill is not None:
+            refs["distill"] = distill_task(ctx, refs["pretrain"], refs["shards"], refs["tokenizer"])
         if "finetune" in wanted:
-            refs["finetune"] = finetune_task(ctx, refs["pretrain"], refs["tokenizer"])
+            refs["finetune"] = finetune_task(
+                ctx, refs["pretrain"], refs["tokenizer"], refs.get("distill")
+            )
         # Only asked-for curves become a task: each task run is a round of Prefect API calls.
         if "finetune" in wanted and plan.finetune.curve_fractions:
             refs["lift_curve"] = lift_curve_task(ctx, dict(refs))

@@ -17,12 +17,15 @@ from flows.core.paths import PathSettings, RunPaths, configure_services
 from flows.core.settings import ConfigError, Settings, bounds, settings_from
 from flows.corpora import CorpusSettings
 from flows.downstream.settings import FinetuneSettings
+from flows.stages.distill import DistillStageSettings
+from flows.stages.distill_plan import DistillSettings, plan_student
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings
 from flows.stages.shards.stage import ShardSettings
 from flows.stages.tokenizer import TokenizerSettings
 from flows.tracking.runs import TrackingSettings
 from flows.training.trainer import TrainerSettings, encoder_config
+from lightning_modules.models.encoder import EncoderConfig
 
 
 class InitSettings(Settings):
@@ -49,13 +52,29 @@ class RunConfig(Settings):
     seed: Annotated[int, bounds(ge=0, lt=1 << 32)]
     pretrain: InitSettings = InitSettings()
     shards: ShardSettings
+    distill: DistillSettings | None = None
 
     @model_validator(mode="after")
     def _model_fits_the_vocabulary(self) -> RunConfig:
         # The shape is checked now, with the configured vocabulary as a stand-in, so a bad
         # `model.*` value fails before the tokenizer and shards stages spend any time.
-        encoder_config(self.model, self.tokenizer.vocab_size, 0)
+        teacher = encoder_config(self.model, self.tokenizer.vocab_size, 0)
+        if self.distill is not None:
+            self._distill_fits(self.distill, teacher)
         return self
+
+    def _distill_fits(self, distill: DistillSettings, teacher: EncoderConfig) -> None:
+        """The student's shape, and against this run's own model when that is the teacher (an
+        external teacher is checked by the pipeline once it is resolved, still before work)."""
+        student = encoder_config(distill.student, self.tokenizer.vocab_size, 0)
+        if distill.external_teacher:
+            return
+        if self.objective.kind == "electra":
+            raise ConfigError(
+                f"distill=... needs a masked-LM teacher, but objective={self.objective.name} "
+                "pretrains ELECTRA; use objective=mlm or give distill.teacher"
+            )
+        plan_student(distill, student, teacher, f"(this run's model={self.model.get('name')})")
 
 
 @dataclass(frozen=True)
@@ -68,6 +87,7 @@ class PipelinePlan:
     pretrain: PretrainSettings
     finetune: FinetuneSettings
     tracking: TrackingSettings
+    distill: DistillStageSettings | None = None
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> PipelinePlan:
@@ -90,7 +110,14 @@ class PipelinePlan:
                 "finetune.checkpoints below 1.0 need whole weights mid-run; trainer.strategy=fsdp "
                 "shards them: use ddp, or finetune.checkpoints=[1.0]"
             )
-        return cls(run.corpus, run.tokenizer, run.shards, pretrain, run.finetune, run.tracking)
+        distill = (
+            None
+            if run.distill is None
+            else DistillStageSettings(run.distill, run.objective, run.trainer, run.seed)
+        )
+        return cls(
+            run.corpus, run.tokenizer, run.shards, pretrain, run.finetune, run.tracking, distill
+        )
 
 
 def load_run_config(config: dict[str, Any]) -> RunConfig:

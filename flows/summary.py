@@ -8,6 +8,7 @@ from flows.core.artifacts import ArtifactRef
 from flows.core.tables import markdown_table
 from flows.downstream.curve import read_points
 from flows.downstream.report import baselines_text, headline, interval_text, warnings
+from flows.stages.distill import DistillOutputs
 from flows.stages.pretrain import PretrainOutputs
 from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import TokenizerOutputs
@@ -62,6 +63,36 @@ def downstream_result(fine: dict[str, Any], task: str) -> list[str]:
     return [*lines, *(f"  {warning}" for warning in warnings(fine, task))]
 
 
+def distill_result(stages: dict[str, Any]) -> list[str]:
+    """The distill stage's line, when the run distilled a student."""
+    if "distill" not in stages:
+        return []
+    out = DistillOutputs.from_manifest(stages["distill"])
+    origin = "reused (cache hit)" if stages["distill"]["cache_hit"] else "computed"
+    return [
+        f"  distill    [{origin}] {out.steps} steps, student {out.parameters:,} parameters "
+        f"({out.parameters / out.teacher_parameters:.0%} of the teacher), init {out.student_init}, "
+        f"val loss {out.initial_val_loss:.3f} -> {out.val_loss:.3f} (teacher "
+        f"{out.val_teacher_loss:.3f}), agrees with the teacher on {out.val_teacher_agreement:.1%}"
+    ]
+
+
+def student_result(fine: dict[str, Any], task: str) -> list[str]:
+    """The student's score and share of the teacher's lift, with the measured sizes and speed."""
+    metric = fine[f"{task}.metric"]
+    if f"{task}.student_{metric}_mean" not in fine:
+        return []
+    share = fine.get(f"{task}.student_share_of_lift_{metric}")
+    return [
+        f"  student {fine[f'{task}.student_{metric}_mean']:.3f} ± "
+        f"{fine[f'{task}.student_{metric}_std']:.3f}, lift "
+        f"{fine[f'{task}.student_lift_{metric}']:+.3f}: "
+        f"{'no teacher lift to share' if share is None else f'{share:.0%} of the teacher lift'}; "
+        f"{fine['distill.parameter_ratio']:.0%} of the parameters, "
+        f"{fine['distill.speedup']:.2f}x the teacher's inference tokens/s (measured in this run)"
+    ]
+
+
 def curve_result(curve: dict[str, Any] | None) -> list[str]:
     """One line per task: the lift at each kept fraction of pretraining, with its t-interval."""
     if curve is None:
@@ -95,10 +126,15 @@ def render_summary(summary: dict[str, Any]) -> str:
         f"  shards     [{origin('shards')}] train {shards.train_sequences} x {shards.seq_len} "
         f"tokens in {shards.train_shards} shard(s), validation {shards.validation_sequences}",
         f"  pretrain   [{origin('pretrain')}] {pre.steps} steps, {pretraining_result(pre)}",
+        *distill_result(stages),
         f"  finetune   [{origin('finetune')}] {len(fine['tasks'])} task(s), pretrained vs random "
         "init, "
         "each arm at its own validation-chosen learning rate:",
-        *(f"    {text}" for task in fine["tasks"] for text in downstream_result(fine, task)),
+        *(
+            f"    {text}"
+            for task in fine["tasks"]
+            for text in [*downstream_result(fine, task), *student_result(fine, task)]
+        ),
         *curve_result(stages.get("lift_curve")),
         "",
         f"MLflow: experiment '{summary['experiment']}', run {summary['mlflow_run_id']} "

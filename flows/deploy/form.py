@@ -21,7 +21,7 @@ from flows.core.config import CONF_DIR
 
 P = ParamSpec("P")
 R = TypeVar("R")
-STAGE_NAMES = ("tokenizer", "shards", "pretrain", "finetune")  # flows.pipeline.STAGES
+STAGE_NAMES = ("tokenizer", "shards", "pretrain", "distill", "finetune")  # flows.pipeline.STAGES
 
 
 def presets(group: str, exclude: tuple[str, ...] = ()) -> dict[str, str]:

@@ -22,6 +22,8 @@ DEPLOYMENTS: dict[str, str | None] = {
     "shards": "shards",
     "pretrain": "pretrain",
     "finetune": "finetune",
+    # Distillation from a registry alias (conf/deploy/default.yaml), then its three-arm finetune.
+    "distill": "finetune",
     "domain-refresh": None,
 }
 

@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader
 from flows.downstream.encoding import EncodedSplit, pad_batch, score
 from flows.downstream.load import train_sample
 from flows.downstream.settings import Recipe
-from flows.downstream.spec import ARMS, TaskSpec
+from flows.downstream.spec import ARMS, STUDENT_ARM, TaskSpec
 from flows.training.trainer import TrainerSettings, make_trainer
 from lightning_modules.callbacks import ProgressLog
 from lightning_modules.classifier import BestEpoch, FinetuneModule, predict
@@ -83,6 +83,13 @@ class TaskRun:
     pad_id: int
     work_dir: Path
     loggers_for: LoggerFactory
+    # A third arm: a distilled student (its own shape), evaluated with the same recipe and seeds.
+    student_dir: Path | None = None
+    student_encoder: EncoderConfig | None = None
+
+    @property
+    def arms(self) -> tuple[str, ...]:
+        return ARMS if self.student_dir is None else (*ARMS, STUDENT_ARM)
 
     def split(self, name: str, seed: int) -> EncodedSplit:
         """A split; for train, the seed's labelled sample of the pool (load.train_sample)."""
@@ -111,6 +118,11 @@ def build_model(run: TaskRun, arm: str) -> nn.Module:
         if run.spec.kind == "token_classification"
         else BertForSequenceClassification
     )
+    if arm == STUDENT_ARM:
+        assert run.student_encoder is not None and run.student_dir is not None
+        model = head(run.student_encoder, len(run.labels), run.settings.classifier_dropout)
+        load_encoder_weights(model.encoder, run.student_dir)
+        return model
     model = head(run.encoder, len(run.labels), run.settings.classifier_dropout)
     if arm == "pretrained":
         load_encoder_weights(model.encoder, run.pretrained_dir)
@@ -176,4 +188,4 @@ def evaluate_arm(run: TaskRun, arm: str, seeds: list[int]) -> ArmResult:
 
 
 def evaluate_task(run: TaskRun, seeds: list[int]) -> dict[str, ArmResult]:
-    return {arm: evaluate_arm(run, arm, seeds) for arm in ARMS}
+    return {arm: evaluate_arm(run, arm, seeds) for arm in run.arms}

@@ -30,6 +30,7 @@ CLASSIFICATION_METRICS = ("accuracy", "macro_f1", "mcc", "f1")
 TOKEN_METRICS = ("entity_f1", "entity_precision", "entity_recall")
 SPLITS = ("train", "validation", "test")
 ARMS = ("pretrained", "random_init")
+STUDENT_ARM = "student"  # a third arm when the run distilled a student (flows/stages/distill.py)
 # What a task of each kind is compared against besides random init (flows/downstream/baselines.py).
 BASELINES = {
     "classification": ("majority", "tfidf_logreg"),

@@ -20,6 +20,7 @@ from flows.core.settings import output_settings
 from flows.downstream.baselines import BaselineResult, evaluate_baselines
 from flows.downstream.bootstrap import bootstrap_lift, example_statistics
 from flows.downstream.caps import caps_outputs, caps_record
+from flows.downstream.distill_report import distillation_table, size_outputs, student_outputs
 from flows.downstream.encoding import encode
 from flows.downstream.load import TaskData, load_task, source_fingerprint, train_sample
 from flows.downstream.per_class import mean_report, per_class
@@ -27,9 +28,15 @@ from flows.downstream.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_
 from flows.downstream.report import bar_chart, baseline_outputs, markdown_table, task_outputs
 from flows.downstream.settings import RECIPE_FIELDS, FinetuneSettings
 from flows.downstream.spec import ARMS, TaskSpec
+from flows.downstream.speed import inference_tokens_per_second
 from flows.stages.tokenizer import load_tokenizer
 from flows.training.trainer import TrainerSettings
-from lightning_modules.models.serialization import load_encoder_config
+from lightning_modules.models.encoder import BertEncoder
+from lightning_modules.models.serialization import (
+    count_parameters,
+    load_encoder_config,
+    load_encoder_weights,
+)
 
 STAGE = "finetune"
 # 3: per-seed labelled samples, bootstrap interval, baselines, capped flags; 4: a recipe per task
@@ -76,6 +83,7 @@ def prepare_task(
     trainer: TrainerSettings,
     work_dir: Path,
     loggers_for: LoggerFactory,
+    student_dir: Path | None = None,
 ) -> tuple[TaskData, TaskRun, dict[str, Any]]:
     """Reads, samples and encodes a task's splits; returns the examples (for the baselines, with
     the caps that bit), the task's run and size outputs (`train_examples` is one seed's labelled
@@ -109,6 +117,8 @@ def prepare_task(
         pad_id=trained.special.pad,
         work_dir=work_dir,
         loggers_for=loggers_for,
+        student_dir=student_dir,
+        student_encoder=None if student_dir is None else load_encoder_config(student_dir),
     )
     return data, run, sizes
 
@@ -176,6 +186,26 @@ def task_record(
     return record
 
 
+def measure_sizes(
+    teacher_dir: Path, student_dir: Path, settings: FinetuneSettings
+) -> dict[str, Any]:
+    """Encoder parameters and inference tokens/s of teacher and student, side by side, now."""
+    encoders = {}
+    for name, directory in (("teacher", teacher_dir), ("student", student_dir)):
+        encoders[name] = BertEncoder(load_encoder_config(directory))
+        load_encoder_weights(encoders[name], directory)
+    seq_len = min(
+        settings.max_length, *(e.config.max_position_embeddings for e in encoders.values())
+    )
+    speed = inference_tokens_per_second(encoders, settings.batch_size, seq_len)
+    parameters = {name: count_parameters(encoder) for name, encoder in encoders.items()}
+    return {
+        **size_outputs(parameters, speed),
+        "distill.speed_batch_size": settings.batch_size,
+        "distill.speed_seq_len": seq_len,
+    }
+
+
 def finetune(
     settings: FinetuneSettings,
     seed: int,
@@ -184,12 +214,18 @@ def finetune(
     tokenizer_ref: ArtifactRef,
     store: ArtifactStore,
     loggers_for: LoggerFactory = lambda task, label: (),
+    student_ref: ArtifactRef | None = None,
 ) -> ArtifactRef:
+    """Both arms per task; with `student_ref` (a distill artifact) the student as a third arm,
+    its share of the teacher's lift, and teacher and student sizes and speed, in one table."""
     record: dict[str, Any] = {
         "settings": stage_settings(settings, seed, trainer_settings),
         "inputs": {"pretrain": pretrain_ref.key, "tokenizer": tokenizer_ref.key},
     }
+    if student_ref is not None:  # absent otherwise, so earlier artifacts keep their keys
+        record["inputs"]["student"] = student_ref.key
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
+    student_dir = None if student_ref is None else student_ref.path
 
     def build(directory: Path) -> dict[str, Any]:
         outputs: dict[str, Any] = {"tasks": list(settings.tasks), "confidence": settings.confidence}
@@ -207,6 +243,7 @@ def finetune(
                 trainer_settings,
                 store.work_dir(STAGE, key),
                 loggers_for,
+                student_dir,
             )
             baselines = run_baselines(data, settings, seeds)
             arms = evaluate_task(task_run, seeds)
@@ -218,6 +255,8 @@ def finetune(
             )
             outputs.update(bootstrap_outputs(task_run, arms, settings, seed))
             outputs.update(baseline_outputs(spec.name, spec.metric, baselines))
+            if student_dir is not None:
+                outputs.update(student_outputs(spec.name, arms, settings.confidence))
             record = task_record(task_run, arms, baselines)
             runs[spec.name] = {
                 **record,
@@ -226,13 +265,15 @@ def finetune(
                 "recipe": {**recipe.model_dump(), "set_by_task": sorted(spec.recipe)},
             }
             predictions[spec.name] = {
-                arm: [run.test_predictions for run in arms[arm].runs] for arm in ARMS
+                arm: [run.test_predictions for run in result.runs] for arm, result in arms.items()
             }
+        summary = markdown_table(outputs, settings.tasks, settings.confidence)
+        if student_dir is not None:
+            outputs.update(measure_sizes(pretrain_ref.path, student_dir, settings))
+            summary += "\n\n" + distillation_table(outputs, settings.tasks, settings.confidence)
         (directory / RESULTS_FILE).write_text(json.dumps(runs, indent=2))
         (directory / PREDICTIONS_FILE).write_text(json.dumps(predictions))
-        (directory / SUMMARY_FILE).write_text(
-            markdown_table(outputs, settings.tasks, settings.confidence) + "\n"
-        )
+        (directory / SUMMARY_FILE).write_text(summary + "\n")
         bar_chart(outputs, settings.tasks, directory / CHART_FILE)
         return outputs
 

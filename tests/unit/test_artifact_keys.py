@@ -22,8 +22,10 @@ import pytest
 from flows.core.artifacts import stage_key
 from flows.core.config import compose_config
 from flows.pipeline import PipelinePlan
-from flows.stages import finetune, pretrain, tokenizer
+from flows.stages import distill, finetune, pretrain, tokenizer
+from flows.stages.distill_plan import plan_student
 from flows.stages.shards import stage as shards
+from flows.training.trainer import encoder_config
 
 CORPUS: dict[str, Any] = {"kind": "pinned-corpus"}
 
@@ -41,6 +43,8 @@ PINNED = {
         "finetune": "8c50292ae24915c56569",
     },
 }
+# experiment=distilbert_smoke (its other stages are the smoke pins above: distillation moves none).
+PINNED_DISTILL = "d7656c111f064e44c725"
 
 
 def stage_keys(overrides: list[str]) -> dict[str, str]:
@@ -63,3 +67,22 @@ def stage_keys(overrides: list[str]) -> dict[str, str]:
 def test_artifact_keys_of_the_shipped_configs_do_not_move(experiment: str) -> None:
     overrides = [] if experiment == "default" else [f"experiment={experiment}"]
     assert stage_keys(overrides) == PINNED[experiment]
+
+
+def test_the_distill_key_of_the_shipped_smoke_experiment_does_not_move() -> None:
+    """experiment=distilbert_smoke, with a stand-in for the teacher's weights hash."""
+    overrides = ["experiment=distilbert_smoke"]
+    keys = stage_keys(overrides)
+    plan = PipelinePlan.from_config(compose_config(overrides))
+    assert plan.distill is not None
+    settings, vocab = plan.distill, plan.tokenizer.vocab_size
+    student = plan_student(
+        settings.distill,
+        encoder_config(settings.distill.student, vocab, 0),
+        encoder_config(plan.pretrain.model, vocab, 0),
+        "pinned",
+    )
+    record = distill.distill_record(
+        settings, student, "weights:pinned", keys["shards"], keys["tokenizer"]
+    )
+    assert stage_key(distill.STAGE, distill.VERSION, **record) == PINNED_DISTILL

@@ -26,12 +26,14 @@ from flows.corpora import CorpusSettings, open_corpus
 from flows.corpora.formats import CorpusInputError
 from flows.downstream.spec import TaskInputError
 from flows.pipeline import PipelinePlan
+from flows.stages.distill_plan import DistillSettings, external_teacher
 from flows.stages.finetune import FinetuneSettings, finetune
 from flows.stages.lift_curve import lift_curve
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+from flows.tracking.runs import Tracker
 from flows.training.trainer import TrainerSettings
 from lightning_modules.data.shard_format import CorruptShardError
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
@@ -250,6 +252,26 @@ CONFIG_CASES = [
         r"finetune\.baselines: 'majority' cannot be computed for task ncbi_disease, a "
         r"token_classification task; a token_classification task has seen_entities",
     ),
+    (
+        ["distill.layer_map=[0,7]", "distill=default"],
+        r"distill\.layer_map=\[0, 7\] names teacher layer\(s\) \[7\], but the teacher \(this "
+        r"run's model=bert-tiny\) has 2 layers \(0\.\.1\)",
+    ),
+    (
+        ["model@distill.student=bert-mini", "distill=default"],
+        r"distill\.student \(4 layers x 256, [\d,]+ parameters\) is larger than its teacher "
+        r"\(this run's model=bert-tiny\) \([\d,]+\): distillation compresses; set "
+        r"distill\.allow_larger_student=true",
+    ),
+    (
+        [
+            "distill.kl_weight=0",
+            "distill=default",
+            "distill.mlm_weight=0",
+            "distill.cosine_weight=0",
+        ],
+        r"distill\.\*_weight are all 0: the student would learn nothing",
+    ),
 ]
 
 
@@ -332,6 +354,51 @@ def test_a_curve_from_a_pretrain_artifact_without_its_checkpoints(
     ):
         lift_curve(settings, 0, ONE_STEP, refs, ArtifactStore(tmp_path / "store"))
     assert published(tmp_path / "store") == []
+
+
+def test_a_teacher_trained_with_another_tokenizer_is_refused_before_any_stage(
+    built: Any, pretrained: ArtifactRef, tmp_path: Path
+) -> None:
+    store, _, _ = built
+    (tmp_path / "other.txt").write_text(greek_text(200, words=GREEK_LETTERS[8:16], length=(20, 21)))
+    corpus = open_corpus(CorpusSettings(kind="files", paths=[str(tmp_path / "other.txt")]))
+    other = train_tokenizer(TokenizerSettings(vocab_size=120), corpus, store)
+    settings = DistillSettings(teacher=str(pretrained.path), student=TINY)
+    with pytest.raises(
+        ConfigError,
+        match=rf"distill\.teacher='.*' was trained with tokenizer \w+, this run's tokenizer is "
+        rf"{other.key}: a student must read the teacher's token ids; drop tokenizer\.from_artifact",
+    ):
+        external_teacher(
+            settings, TokenizerSettings(from_artifact=str(other.path)), store, no_registry
+        )
+    ref, tokenizer = external_teacher(settings, TokenizerSettings(), store, no_registry)
+    assert ref.path == pretrained.path and tokenizer.from_artifact == str(pretrained.path)
+
+
+def no_registry(uri: str) -> Path:
+    raise AssertionError(f"{uri} is a path, not a registry URI")
+
+
+def test_a_registry_uri_that_does_not_resolve_is_refused_naming_it(
+    built: Any, tmp_path: Path
+) -> None:
+    store, _, _ = built
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "cloze", tmp_path / "mlartifacts")
+    settings = DistillSettings(teacher="models:/cloze-encoder@champion", student=TINY)
+    with pytest.raises(
+        ConfigError,
+        match=r"models:/cloze-encoder@champion: the registered model 'cloze-encoder' has no "
+        r"alias 'champion'",
+    ):
+        external_teacher(settings, TokenizerSettings(), store, tracker.resolve_model_uri)
+    with pytest.raises(ConfigError, match=r"'models:/cloze-encoder' is not models:/<name>@<alias>"):
+        external_teacher(
+            DistillSettings(teacher="models:/cloze-encoder", student=TINY),
+            TokenizerSettings(),
+            store,
+            tracker.resolve_model_uri,
+        )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,241 @@
+"""Stage: distill a teacher (a pretrain artifact) into a smaller student on the run's shards.
+
+The student reads the same masked batches as pretraining (dynamic masking, the objective's
+collator); the losses are those of lightning_modules/distill.py, weighted by `distill.*`. The
+artifact is laid out like a pretrain artifact (weights, config, Hugging Face export), so the
+finetune stage, the exporter and `distill.teacher` of a later run all read it as they read one.
+Its key holds the teacher's weights hash, the student's shape and init, and the recipe.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.loggers import Logger
+
+from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
+from flows.core.outputs import StageOutputs
+from flows.core.settings import output_settings
+from flows.stages.distill_plan import (
+    DistillSettings,
+    StudentPlan,
+    check_teacher_tokenizer,
+    plan_student,
+    teacher_config,
+    teacher_identity,
+)
+from flows.stages.objectives import ObjectiveSettings, make_collator
+from flows.stages.pretrain import check_shards_match, save_and_export
+from flows.stages.tokenizer import TOKENIZER_FILE, load_tokenizer
+from flows.training.checkpoints import resumable_checkpoint
+from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
+from flows.training.trainer import TrainerSettings, encoder_config, make_trainer
+from lightning_modules.callbacks import ProgressLog
+from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
+from lightning_modules.distill import DistillationModule
+from lightning_modules.models.heads import BertForMaskedLM
+from lightning_modules.models.serialization import count_parameters, load_masked_lm
+from lightning_modules.models.student_init import init_from_teacher
+
+# The frozen teacher is in eval mode on purpose (no dropout in its targets).
+warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode at the start of training")
+
+STAGE = "distill"
+VERSION = 1
+LAST_CHECKPOINT = "last.ckpt"
+
+
+@dataclass(frozen=True)
+class DistillStageSettings:
+    """`distill.*` with what it shares with pretraining: the masking, the trainer, the seed."""
+
+    distill: DistillSettings
+    objective: ObjectiveSettings
+    trainer: TrainerSettings  # the run's; `distill.max_steps` / `learning_rate` applied here
+    seed: int
+
+    @property
+    def student_trainer(self) -> TrainerSettings:
+        return self.distill.trainer(self.trainer)
+
+
+@dataclass(frozen=True)
+class DistillOutputs(StageOutputs):
+    STAGE = STAGE
+    initial_val_loss: float
+    steps: int
+    train_tokens: int
+    fit_seconds: float
+    parameters: int
+    teacher_parameters: int
+    student_init: str
+    layer_map: list[int]
+    huggingface_export: bool
+    val_loss: float
+    val_accuracy: float
+    val_perplexity: float
+    val_teacher_agreement: float
+    val_teacher_loss: float
+
+
+def distill_record(
+    settings: DistillStageSettings,
+    plan: StudentPlan,
+    teacher_identity: str,
+    shards_key: str,
+    tokenizer_key: str,
+) -> dict[str, Any]:
+    """The key: teacher weights, student shape, init and mapping, recipe; never where it runs."""
+    distill = output_settings(
+        settings.distill, exclude=("teacher", "registered_model", "allow_larger_student")
+    )
+    return {
+        "settings": {
+            "distill": {**distill, "layer_map": list(plan.layer_map), "student_init": plan.init},
+            "objective": output_settings(settings.objective, exclude=("name",)),
+            "trainer": output_settings(settings.student_trainer, TrainerSettings.NOT_IN_KEY),
+            "seed": settings.seed,
+        },
+        "inputs": {
+            "teacher": teacher_identity,
+            "shards": shards_key,
+            "tokenizer": tokenizer_key,
+        },
+    }
+
+
+def distill(
+    settings: DistillStageSettings,
+    teacher: ArtifactRef,
+    shards_ref: ArtifactRef,
+    tokenizer_ref: ArtifactRef,
+    store: ArtifactStore,
+    loggers: Sequence[Logger] = (),
+) -> ArtifactRef:
+    given_as = settings.distill.teacher or str(teacher.path)
+    check_teacher_tokenizer(teacher, tokenizer_ref.key, given_as)
+    trained = load_tokenizer(tokenizer_ref)
+    student = encoder_config(settings.distill.student, trained.vocab_size, trained.special.pad)
+    plan = plan_student(settings.distill, student, teacher_config(teacher), given_as)
+    identity = teacher_identity(teacher)
+    record = distill_record(settings, plan, identity, shards_ref.key, tokenizer_ref.key)
+    key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
+    work_dir = store.work_dir(STAGE, key)
+    job = DistillJob(
+        settings, plan, teacher.path, shards_ref, tokenizer_ref, work_dir, tuple(loggers)
+    )
+    trainer = settings.student_trainer
+    return build_on_ranks(store, STAGE, key, record, trainer, distill_on_rank, job)
+
+
+@dataclass(frozen=True)
+class DistillJob:
+    """What every training rank needs; picklable, so spawned ranks rebuild everything else."""
+
+    settings: DistillStageSettings
+    plan: StudentPlan
+    teacher_dir: Path
+    shards_ref: ArtifactRef
+    tokenizer_ref: ArtifactRef
+    work_dir: Path
+    loggers: tuple[Logger, ...]
+
+
+def build_student(
+    job: DistillJob, vocab_size: int, pad: int, teacher: BertForMaskedLM
+) -> BertForMaskedLM:
+    """The student at its preset's shape; from the mapped teacher layers when the plan says so."""
+    config = encoder_config(job.settings.distill.student, vocab_size, pad)
+    student = BertForMaskedLM(config)
+    if job.plan.init == "teacher":
+        init_from_teacher(student, teacher, job.plan.layer_map)
+    return student
+
+
+def distill_on_rank(job: DistillJob, directory: Path) -> dict[str, Any]:
+    """Trains the student on this rank; rank zero saves it (and its export) into `directory`."""
+    settings = job.settings
+    trainer_settings = settings.student_trainer
+    pl.seed_everything(settings.seed, workers=True, verbose=False)
+    trained = load_tokenizer(job.tokenizer_ref)
+    check_shards_match(job.shards_ref, job.tokenizer_ref)
+    data = MaskedLMDataModule(
+        job.shards_ref.path,
+        make_collator(settings.objective, trained, settings.seed),
+        trainer_settings.batch_size,
+        settings.seed,
+        trainer_settings.num_workers,
+        trainer_settings.max_validation_sequences,
+        settings.objective.static_copies if settings.objective.masking == "static" else None,
+    )
+    total_steps = trainer_settings.total_steps(data.index.seq_len)
+    teacher = load_masked_lm(job.teacher_dir)
+    student = build_student(job, trained.vocab_size, trained.special.pad, teacher)
+    module = DistillationModule(
+        student,
+        teacher,
+        settings.distill.losses(),
+        job.plan.layer_map,
+        trainer_settings.optimizer(total_steps),
+    )
+    trainer = distill_trainer(job, trainer_settings, data, total_steps)
+    initial = trainer.validate(module, datamodule=data, verbose=False)[0]["val/loss"]
+    last = job.work_dir / "checkpoints" / LAST_CHECKPOINT
+    resume_from = broadcast_from_rank_zero(
+        str(resumable_checkpoint(last) or "") if is_rank_zero() else None
+    )
+    started = time.perf_counter()
+    trainer.fit(module, datamodule=data, ckpt_path=resume_from or None, weights_only=True)
+    fit_seconds = time.perf_counter() - started
+    final = trainer.validate(module, datamodule=data, verbose=False)[0]
+    if not trainer.is_global_zero:
+        return {}
+    tokenizer_file = job.tokenizer_ref.path / TOKENIZER_FILE
+    exported = save_and_export(student, trained, tokenizer_file, directory)
+    tokens_per_step = (
+        trainer_settings.batch_size * trainer_settings.accumulate_grad_batches * data.index.seq_len
+    )
+    return DistillOutputs(
+        initial_val_loss=float(initial),
+        steps=trainer.global_step,
+        train_tokens=trainer.global_step * tokens_per_step,
+        fit_seconds=fit_seconds,
+        parameters=count_parameters(student),
+        teacher_parameters=count_parameters(teacher),
+        student_init=job.plan.init,
+        layer_map=list(job.plan.layer_map),
+        huggingface_export=exported,
+        **{name.replace("/", "_"): float(value) for name, value in final.items()},
+    ).to_manifest()
+
+
+def distill_trainer(
+    job: DistillJob, settings: TrainerSettings, data: MaskedLMDataModule, total_steps: int
+) -> pl.Trainer:
+    """Checkpoints in the stage's work dir (a rerun resumes), the data stream's exact state."""
+    checkpoints = ModelCheckpoint(
+        dirpath=job.work_dir / "checkpoints",
+        save_last=True,
+        save_top_k=0,
+        every_n_train_steps=settings.checkpoint_every_steps,
+    )
+    callbacks: list[pl.Callback] = [data.stream_state, checkpoints]
+    if is_rank_zero():
+        callbacks.append(ProgressLog(settings.log_every_steps, STAGE))
+    return make_trainer(
+        settings,
+        job.work_dir,
+        job.loggers,
+        callbacks,
+        distributed=settings.world_size > 1,
+        max_steps=total_steps,
+        val_check_interval=settings.val_every_steps,
+        check_val_every_n_epoch=None,
+    )

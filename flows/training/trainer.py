@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import pytorch_lightning as pl
 import torch
@@ -15,27 +13,42 @@ from pydantic import create_model, model_validator
 from pytorch_lightning.loggers import Logger
 from pytorch_lightning.strategies import Strategy
 
-from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
+from flows.core.settings import (
+    ConfigError,
+    Number,
+    Settings,
+    bounds,
+    dataclass_fields,
+    one_of,
+    settings_from,
+)
 from flows.training.checkpoints import AtomicCheckpointIO
 from lightning_modules.models.encoder import EncoderConfig
-from lightning_modules.optim import SCHEDULES, OptimizerSettings
+from lightning_modules.optim import OptimizerSettings
 
 PRECISIONS = ("32-true", "bf16-mixed")
 STRATEGIES = ("auto", "ddp", "fsdp")
 
 
-class TrainerSettings(Settings):
+# The AdamW keys of `trainer.*`, declared (type, default, range) once in `OptimizerSettings`.
+OPTIMIZER_KEYS = ("learning_rate", "weight_decay", "warmup_steps", "schedule", "beta2")
+if TYPE_CHECKING:
+    OptimizerKeys = Settings
+else:
+    OptimizerKeys = create_model(
+        "OptimizerKeys",
+        __base__=Settings,
+        **dataclass_fields(OptimizerSettings, OPTIMIZER_KEYS),
+    )
+
+
+class TrainerSettings(OptimizerKeys):
     """`trainer.*`: the pretraining recipe and where it runs."""
 
     section = "trainer"
     max_steps: Annotated[int, bounds(ge=1)] = 1000
     max_tokens: Annotated[int, bounds(ge=1)] | None = None
     batch_size: Annotated[int, bounds(ge=1)] = 32  # the global batch, over devices x num_nodes
-    learning_rate: Annotated[Number, bounds(gt=0)] = 5e-4
-    weight_decay: Annotated[Number, bounds(ge=0)] = 0.01
-    warmup_steps: Annotated[int, bounds(ge=0)] = 100
-    schedule: Annotated[str, one_of(SCHEDULES)] = "linear"
-    beta2: Annotated[Number, bounds(ge=0, lt=1)] = 0.98
     grad_clip: Annotated[Number, bounds(ge=0)] = 1.0
     accumulate_grad_batches: Annotated[int, bounds(ge=1)] = 1
     precision: Annotated[Literal["32-true", "bf16-mixed"], one_of(PRECISIONS)] = "32-true"
@@ -68,9 +81,10 @@ class TrainerSettings(Settings):
 
     @model_validator(mode="after")
     def _fits_together(self) -> TrainerSettings:
-        if self.max_tokens is None and self.warmup_steps >= self.max_steps:
+        warmup_steps = self.optimizer(self.max_steps).warmup_steps
+        if self.max_tokens is None and warmup_steps >= self.max_steps:
             raise ConfigError(
-                f"trainer.warmup_steps={self.warmup_steps} must be in "
+                f"trainer.warmup_steps={warmup_steps} must be in "
                 f"[0, trainer.max_steps={self.max_steps})"
             )
         self._check_scale_out()
@@ -79,12 +93,7 @@ class TrainerSettings(Settings):
     def optimizer(self, total_steps: int) -> OptimizerSettings:
         """The AdamW recipe of these settings for a run of `total_steps` steps."""
         return OptimizerSettings(
-            learning_rate=self.learning_rate,
-            weight_decay=self.weight_decay,
-            warmup_steps=self.warmup_steps,
-            total_steps=total_steps,
-            schedule=self.schedule,
-            beta2=self.beta2,
+            **self.model_dump(include=set(OPTIMIZER_KEYS)), total_steps=total_steps
         )
 
     @property
@@ -119,10 +128,11 @@ class TrainerSettings(Settings):
             return self.max_steps
         tokens_per_step = self.batch_size * self.accumulate_grad_batches * seq_len
         steps = -(-self.max_tokens // tokens_per_step)
-        if self.warmup_steps >= steps:
+        warmup_steps = self.optimizer(steps).warmup_steps
+        if warmup_steps >= steps:
             raise ConfigError(
                 f"trainer.max_tokens={self.max_tokens} gives {steps} steps of {tokens_per_step} "
-                f"tokens, not more than trainer.warmup_steps={self.warmup_steps}"
+                f"tokens, not more than trainer.warmup_steps={warmup_steps}"
             )
         return steps
 
@@ -140,22 +150,9 @@ class ModelShape(Settings):
         return self
 
 
-def _shape_fields() -> dict[str, Any]:
-    """`EncoderConfig`'s fields as settings fields, so the shape is declared once (there)."""
-    hints = typing.get_type_hints(EncoderConfig)
-    numbers = {float: Number, float | None: Number | None}
-    return {
-        field.name: (
-            numbers.get(hints[field.name], hints[field.name]),
-            ... if field.default is dataclasses.MISSING else field.default,
-        )
-        for field in dataclasses.fields(EncoderConfig)
-    }
-
-
 # `model.*` plus what only the tokenizer knows (vocab_size, pad_token_id).
 ModelSettings: type[ModelShape] = create_model(  # type: ignore[call-overload]
-    "ModelSettings", __base__=ModelShape, **_shape_fields()
+    "ModelSettings", __base__=ModelShape, **dataclass_fields(EncoderConfig)
 )
 
 

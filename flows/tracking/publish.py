@@ -38,19 +38,14 @@ class TaskRuns:
             run.finish("FAILED")
 
 
-def task_metrics(outputs: dict[str, Any], task: str) -> dict[str, Any]:
-    prefix = f"{task}."
-    return {key.removeprefix(prefix): v for key, v in outputs.items() if key.startswith(prefix)}
-
-
 def publish(ref: ArtifactRef, stage_run: RunHandle, task_runs: TaskRuns) -> None:
     """Task child runs with their figures; table and chart on the stage run and in Prefect."""
-    from flows.stages.finetune import CHART_FILE, SUMMARY_FILE
+    from flows.stages.finetune import CHART_FILE, SUMMARY_FILE, FinetuneOutputs
 
-    for task in ref.outputs["tasks"]:
+    for task, figures in FinetuneOutputs.of(ref).figures.items():
         run = task_runs.get(task)
         run.set_tags({"cloze.cache_hit": str(ref.cache_hit).lower(), "cloze.artifact_key": ref.key})
-        run.log_metrics(task_metrics(ref.outputs, task))
+        run.log_metrics(figures.metrics)
         run.finish()
     for name in (SUMMARY_FILE, CHART_FILE):
         stage_run.client.log_artifact(stage_run.run_id, str(ref.path / name))

@@ -12,7 +12,7 @@ import pytest
 
 from flows.core.artifacts import ArtifactStore
 from flows.corpora import CorpusSettings, open_corpus
-from flows.stages.finetune import FinetuneSettings, finetune, stage_settings
+from flows.stages.finetune import FinetuneOutputs, FinetuneSettings, finetune, stage_settings
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
@@ -98,6 +98,17 @@ def evaluated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
     )
     ref = finetune(settings, 5, TRAINER, pretrained, tokenizer, store)
     return settings, ref, (pretrained, tokenizer, store)
+
+
+def test_typed_outputs_read_each_task_and_round_trip_the_manifest(evaluated: Any) -> None:
+    _, ref, _ = evaluated
+    typed = FinetuneOutputs.of(ref)
+    tags = typed.figures["tags"]
+    assert (tags.metric, tags.seeds, tags.train_examples) == ("entity_f1", 2, 200)
+    assert tags.lift == pytest.approx(tags.pretrained.mean - tags.random_init.mean)
+    assert set(tags.baselines) == {"seen_entities"}
+    assert typed.to_manifest().items() <= ref.outputs.items()
+    assert FinetuneOutputs.from_manifest(typed.to_manifest()) == typed
 
 
 def test_every_task_reports_both_arms_the_lift_and_its_interval(evaluated: Any) -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import torch
 from annotated_types import Ge, Gt, Lt
 from pydantic.dataclasses import dataclass
-from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 from torch import nn
+
+if TYPE_CHECKING:  # importing Lightning costs seconds; the CLI reads OptimizerSettings first
+    from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 
 Schedule = Literal["linear", "cosine", "constant"]
 

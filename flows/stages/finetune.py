@@ -30,7 +30,7 @@ from flows.downstream.report import bar_chart, baseline_outputs, markdown_table,
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.spec import ARMS, TaskSpec
 from flows.stages.tokenizer import load_tokenizer
-from flows.training.trainer import TrainerSettings
+from flows.training.settings import TrainerSettings
 from lightning_modules.models.serialization import load_encoder_config
 
 STAGE = "finetune"

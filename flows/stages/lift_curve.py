@@ -31,7 +31,7 @@ from flows.stages.finetune import (
     stage_settings,
 )
 from flows.stages.pretrain import KEPT_DIR, PretrainOutputs
-from flows.training.trainer import TrainerSettings
+from flows.training.settings import TrainerSettings
 
 CHECKPOINT_STAGE = "finetune_checkpoint"
 VERSION = 1

@@ -30,7 +30,7 @@ import torch.multiprocessing as mp
 from flows.core.artifacts import ArtifactRef, ArtifactStore, replace_json
 from flows.core.logs import setup_logging
 from flows.core.settings import ConfigError
-from flows.training.trainer import TrainerSettings
+from flows.training.settings import TrainerSettings
 
 
 def launched_per_rank() -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,17 +72,28 @@ def flops_per_token(model: str) -> float:
     return mlm_training_flops_per_token(config, SEQ_LEN, MASK_RATE)
 
 
+@dataclass(frozen=True)
+class Measurement:
+    """What every measured path gets alike (picklable: each path runs in its own process)."""
+
+    model: str
+    steps: int
+    warmup: int
+    profile_steps: int
+    threads: int
+    shard_dir: str
+    tokenizer_dir: str
+    precision: str = "32-true"
+
+    def start(self) -> StepTimer:
+        """Threads and seed set for this process; the timer of its steps."""
+        torch.set_num_threads(self.threads)
+        pl.seed_everything(SEED, verbose=False)
+        return StepTimer(self.warmup, self.steps, self.profile_steps)
+
+
 def run_cloze(
-    model: str,
-    steps: int,
-    warmup: int,
-    profile_steps: int,
-    threads: int,
-    shard_dir: str,
-    tokenizer_dir: str,
-    precision: str,
-    compile_encoder: bool = False,
-    lightning: bool = True,
+    job: Measurement, compile_encoder: bool = False, lightning: bool = True
 ) -> dict[str, Any]:
     """Cloze's module through a Lightning Trainer, as in a real run; or, with `lightning=False`,
     the same network, optimizer and loader in a bare torch loop (Lightning's overhead)."""
@@ -94,12 +106,10 @@ def run_cloze(
     from lightning_modules.models.heads import BertForMaskedLM
     from lightning_modules.optim import OptimizerSettings
 
-    torch.set_num_threads(threads)
-    pl.seed_everything(SEED, verbose=False)
-    timer = StepTimer(warmup, steps, profile_steps)
-    trained = load_tokenizer(ArtifactRef("tokenizer", "", Path(tokenizer_dir), {}, True))
+    timer = job.start()
+    trained = load_tokenizer(ArtifactRef("tokenizer", "", Path(job.tokenizer_dir), {}, True))
     network = BertForMaskedLM(
-        EncoderConfig(vocab_size=VOCAB_SIZE, pad_token_id=trained.special.pad, **MODELS[model])
+        EncoderConfig(vocab_size=VOCAB_SIZE, pad_token_id=trained.special.pad, **MODELS[job.model])
     )
     if compile_encoder:
         network.encoder.compile()  # as trainer.compile=true does; compiles in the warm-up steps
@@ -107,23 +117,33 @@ def run_cloze(
         MaskingRule(), trained.vocab_size, trained.special.mask, trained.special.all(), SEED
     )
     data = MaskedLMDataModule(
-        Path(shard_dir), collator, BATCH_SIZE, SEED, max_validation_sequences=0
+        Path(job.shard_dir), collator, BATCH_SIZE, SEED, max_validation_sequences=0
     )
     optimizer = OptimizerSettings(
         learning_rate=LEARNING_RATE, total_steps=timer.total_steps, schedule="constant"
     )
     module = MaskedLanguageModelingModule(
-        network, optimizer, ThroughputSettings(timer.total_steps, flops_per_token(model))
+        network, optimizer, ThroughputSettings(timer.total_steps, flops_per_token(job.model))
     )
     if not lightning:
         data.setup("fit")
-        bare_loop(module, data.train_dataloader(), precision, timer)
+        configured: Any = module.configure_optimizers()
+        module.train()
+        timed_loop(
+            lambda batch: module.model(batch["input_ids"], batch["labels"]).loss,
+            module,
+            configured["optimizer"],
+            configured["lr_scheduler"]["scheduler"],
+            data.train_dataloader(),
+            job.precision,
+            timer,
+        )
         return timer.result(BATCH_SIZE * SEQ_LEN)
     settings = TrainerSettings(
         max_steps=timer.total_steps,
         batch_size=BATCH_SIZE,
         warmup_steps=0,
-        precision=precision,
+        precision=job.precision,
         log_every_steps=timer.total_steps,
     )  # type: ignore[arg-type]
     trainer = make_trainer(
@@ -139,36 +159,32 @@ def run_cloze(
     return timer.result(BATCH_SIZE * SEQ_LEN)
 
 
-def bare_loop(module: Any, loader: Any, precision: str, timer: StepTimer) -> None:
+def timed_loop(
+    loss_of: Callable[[dict[str, torch.Tensor]], torch.Tensor],
+    network: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None,
+    loader: Any,
+    precision: str,
+    timer: StepTimer,
+) -> None:
     """What the Trainer does per step, minus Lightning: autocast, backward, clip, step."""
-    configured = module.configure_optimizers()
-    optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
-    module.train()
     batches = iter(loader)
     for step in range(timer.total_steps):
         timer.before(step)
         batch = next(batches)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
-            loss = module.model(batch["input_ids"], batch["labels"]).loss
+            loss = loss_of(batch)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(network.parameters(), 1.0)
         optimizer.step()
-        scheduler.step()
+        if scheduler is not None:
+            scheduler.step()
         timer.after(step, loss)
 
 
-def run_transformers(
-    model: str,
-    steps: int,
-    warmup: int,
-    profile_steps: int,
-    threads: int,
-    shard_dir: str,
-    tokenizer_dir: str,
-    precision: str,
-    masked_only: bool,
-) -> dict[str, Any]:
+def run_transformers(job: Measurement, masked_only: bool) -> dict[str, Any]:
     """`BertForMaskedLM` in a plain torch loop; `masked_only` applies the MLM head only where
     labels are set (the ten-line change a user can make to the peer)."""
     from torch.utils.data import DataLoader, RandomSampler
@@ -181,10 +197,8 @@ def run_transformers(
 
     from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex
 
-    torch.set_num_threads(threads)
-    torch.manual_seed(SEED)
-    timer = StepTimer(warmup, steps, profile_steps)
-    shape = MODELS[model]
+    timer = job.start()
+    shape = MODELS[job.model]
     config = BertConfig(
         vocab_size=VOCAB_SIZE,
         hidden_size=shape["hidden_size"],
@@ -195,7 +209,7 @@ def run_transformers(
     )
     network = BertForMaskedLM(config)
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_file=str(Path(tokenizer_dir) / "tokenizer.json"),
+        tokenizer_file=str(Path(job.tokenizer_dir) / "tokenizer.json"),
         pad_token="[PAD]",
         unk_token="[UNK]",
         cls_token="[CLS]",
@@ -203,7 +217,8 @@ def run_transformers(
         mask_token="[MASK]",
     )
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
-    dataset = PackedSequenceDataset(Path(shard_dir), ShardIndex.load(Path(shard_dir)), "train")
+    shard_dir = Path(job.shard_dir)
+    dataset = PackedSequenceDataset(shard_dir, ShardIndex.load(shard_dir), "train")
     loader = DataLoader(
         dataset,
         batch_size=BATCH_SIZE,
@@ -215,20 +230,17 @@ def run_transformers(
         network.parameters(), lr=LEARNING_RATE, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.01
     )
     network.train()
-    batches = iter(loader)
-    for step in range(timer.total_steps):
-        timer.before(step)
-        batch = next(batches)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
-            if masked_only:
-                loss = masked_only_loss(network, batch["input_ids"], batch["labels"])
-            else:
-                loss = network(input_ids=batch["input_ids"], labels=batch["labels"]).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(network.parameters(), 1.0)
-        optimizer.step()
-        timer.after(step, loss)
+    timed_loop(
+        (lambda batch: masked_only_loss(network, batch["input_ids"], batch["labels"]))
+        if masked_only
+        else (lambda batch: network(input_ids=batch["input_ids"], labels=batch["labels"]).loss),
+        network,
+        optimizer,
+        None,
+        loader,
+        job.precision,
+        timer,
+    )
     return timer.result(BATCH_SIZE * SEQ_LEN)
 
 
@@ -253,12 +265,14 @@ PATHS: dict[str, tuple[Callable[..., dict[str, Any]], str, dict[str, bool]]] = {
 DEFAULT_PATHS = [name for name in PATHS if "compile" not in name]
 
 
-def measure(model: str, names: list[str], peaks: dict[str, float], **common: Any) -> list[dict]:
+def measure(common: Measurement, names: list[str], peaks: dict[str, float]) -> list[dict]:
     """Each path in its own process; ratios per CPU-second against the two peers' best."""
+    model = common.model
     rows = []
     for name in names:
         runner, precision, options = PATHS[name]
-        result = in_child_process(runner, model=model, precision=precision, **common, **options)
+        job = replace(common, precision=precision)
+        result = in_child_process(runner, job=job, **options)
         print(f"\n{model} / {name}: top operators by self CPU time\n{result.pop('top_operators')}")
         peak = "bf16" if precision == "bf16-mixed" else "fp32"
         rows.append(
@@ -299,17 +313,16 @@ def main() -> None:
     peaks = matmul_peaks()
     rows = []
     for model in args.models.split(","):
-        rows += measure(
+        common = Measurement(
             model,
-            names,
-            peaks,
-            steps=args.steps,
-            warmup=args.warmup,
-            profile_steps=args.profile_steps,
-            threads=args.threads,
-            shard_dir=str(shard_dir),
-            tokenizer_dir=str(tokenizer_dir),
+            args.steps,
+            args.warmup,
+            args.profile_steps,
+            args.threads,
+            str(shard_dir),
+            str(tokenizer_dir),
         )
+        rows += measure(common, names, peaks)
     columns = ["model", "path", "tokens_per_s", "tokens_per_cpu_s", "vs dense", "vs masked-only"]
     columns += ["peak_rss_mb", "loss_first", "loss_last", "mfu", "mfu_cpu"]
     print(

@@ -18,7 +18,6 @@ from flows.plan import RunConfig, load_run_config, start_services
 from flows.refresh.promotion import RefreshSettings
 from flows.tracking.links import run_label
 from flows.tracking.retry import lost_prefect_api, service_outage_message
-from flows.tracking.runs import note_stop_signal
 
 USAGE = """usage: python -m flows [--cfg] [-m] [--verbose] [OVERRIDE ...]
 
@@ -69,6 +68,7 @@ class Interrupted(KeyboardInterrupt):
 
 def stop_on_signals() -> None:
     """Turns the first SIGTERM or SIGINT into `Interrupted`; a second one acts as the default."""
+    from flows.tracking.runs import note_stop_signal  # MLflow and Lightning: after validation
 
     def interrupt(signum: int, frame: object) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)

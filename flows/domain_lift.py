@@ -24,7 +24,7 @@ from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
 from flows.downstream.report import paired_interval, std
 from flows.plan import load_run_config, start_services
-from flows.stages.finetune import ARMS, RESULTS_FILE
+from flows.stages.finetune import ARMS, RESULTS_FILE, FinetuneOutputs
 from flows.tracking.links import run_label
 
 TASK = "ncbi_disease"
@@ -62,24 +62,25 @@ def lift(better: list[float], base: list[float], confidence: float) -> str:
 
 
 def row(
-    name: str, tokens: str, scores: list[float], lifts: str, stage: dict[str, Any]
+    name: str, tokens: str, scores: list[float], lifts: str, stage: FinetuneOutputs
 ) -> tuple[str, ...]:
-    arm = "random_init" if name == "random init" else "pretrained"
+    arm = stage.figures[TASK].arms["random_init" if name == "random init" else "pretrained"]
     return (
         name,
         tokens,
         f"{statistics.fmean(scores):.3f} ± {std(scores):.3f}",
         lifts,
-        f"{stage[f'{TASK}.{arm}_learning_rate']:g}",
-        f"{stage[f'{TASK}.{arm}_epochs_mean']:.1f}",
+        f"{arm.learning_rate:g}",
+        f"{arm.epochs_mean:.1f}",
     )
 
 
 def render(general: dict[str, Any], domain: dict[str, Any]) -> str:
     """The table of docs/results/: F1 per model, each lift as a paired t-interval over seeds."""
     first, second = seed_scores(general), seed_scores(domain)
-    fine, fine_domain = general["stages"]["finetune"], domain["stages"]["finetune"]
-    confidence = fine["confidence"]
+    fine = FinetuneOutputs.from_manifest(general["stages"]["finetune"])
+    fine_domain = FinetuneOutputs.from_manifest(domain["stages"]["finetune"])
+    confidence = fine.confidence
     general_tokens = general["stages"]["pretrain"]["train_tokens"]
     domain_tokens = domain["stages"]["pretrain"]["train_tokens"]
     pct = f"{confidence:.0%}"

@@ -9,7 +9,7 @@ points Prefect at the run's home (`configure_services`), then imports the flow.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, model_validator
 
@@ -20,12 +20,14 @@ from flows.downstream.settings import FinetuneSettings
 from flows.stages.distill import DistillStageSettings
 from flows.stages.distill_plan import DistillSettings, plan_student
 from flows.stages.objectives import ObjectiveSettings
-from flows.stages.pretrain import PretrainSettings
 from flows.stages.shards.stage import ShardSettings
 from flows.stages.tokenizer import TokenizerSettings
-from flows.tracking.runs import TrackingSettings
-from flows.training.trainer import TrainerSettings, encoder_config
+from flows.tracking.settings import TrackingSettings
+from flows.training.settings import TrainerSettings, encoder_config
 from lightning_modules.models.encoder import EncoderConfig
+
+if TYPE_CHECKING:
+    from flows.stages.pretrain import PretrainSettings
 
 
 class InitSettings(Settings):
@@ -97,6 +99,8 @@ class PipelinePlan:
     def from_run_config(cls, run: RunConfig) -> PipelinePlan:
         # `model` stays the section as given: its keys (not the library's defaults) are what
         # enters the pretrain artifact key.
+        from flows.stages.pretrain import PretrainSettings  # Lightning: only once a plan is made
+
         pretrain = PretrainSettings(
             run.model,
             run.objective,

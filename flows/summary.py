@@ -7,8 +7,10 @@ from typing import Any
 from flows.core.artifacts import ArtifactRef
 from flows.core.tables import markdown_table
 from flows.downstream.curve import read_points
-from flows.downstream.report import baselines_text, headline, interval_text, warnings
+from flows.downstream.figures import TaskFigures
+from flows.downstream.report import baselines_text, interval_text, warnings
 from flows.stages.distill import DistillOutputs
+from flows.stages.finetune import FinetuneOutputs
 from flows.stages.pretrain import PretrainOutputs
 from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import TokenizerOutputs
@@ -44,23 +46,21 @@ def pretraining_result(pre: PretrainOutputs) -> str:
     return f"MLM {loss}, accuracy {val['val_accuracy']:.3f}, perplexity {val['val_perplexity']:.1f}"
 
 
-def downstream_result(fine: dict[str, Any], task: str) -> list[str]:
+def downstream_result(line: TaskFigures, confidence: float) -> list[str]:
     """`sst2 accuracy over 5 seed(s): pretrained 0.800 ± 0.010, ...; lift +0.100`, then its two
     intervals, the baselines, the recipe, and a warning when a run was capped by its epochs or
     an arm chose an end of its learning-rate grid."""
-    line = headline(fine, task)
-    level = f"{fine['confidence']:.0%}"
+    pre, rand = line.pretrained, line.random_init
     lines = [
-        f"{task} {line['metric']} over {fine[f'{task}.seeds']} seed(s): pretrained "
-        f"{line['pretrained_mean']:.3f} ± {line['pretrained_std']:.3f}, random init "
-        f"{line['random_init_mean']:.3f} ± {line['random_init_std']:.3f}; pretraining lift "
-        f"{line['lift']:+.3f}",
-        f"  {level} CI of the lift: paired t over seeds {interval_text(line['ci'])}, "
-        f"bootstrap over test examples {interval_text(line['bootstrap'])}",
-        f"  baselines (no encoder): {baselines_text(line['baselines'])}",
-        f"  recipe: {fine[f'{task}.recipe']}",
+        f"{line.task} {line.metric} over {line.seeds} seed(s): pretrained "
+        f"{pre.mean:.3f} ± {pre.std:.3f}, random init {rand.mean:.3f} ± {rand.std:.3f}; "
+        f"pretraining lift {line.lift:+.3f}",
+        f"  {confidence:.0%} CI of the lift: paired t over seeds {interval_text(line.ci)}, "
+        f"bootstrap over test examples {interval_text(line.bootstrap)}",
+        f"  baselines (no encoder): {baselines_text(line.baselines)}",
+        f"  recipe: {line.recipe}",
     ]
-    return [*lines, *(f"  {warning}" for warning in warnings(fine, task))]
+    return [*lines, *(f"  {warning}" for warning in warnings(line))]
 
 
 def distill_result(stages: dict[str, Any]) -> list[str]:
@@ -110,7 +110,7 @@ def curve_result(curve: dict[str, Any] | None) -> list[str]:
 
 def render_summary(summary: dict[str, Any]) -> str:
     stages = summary["stages"]
-    fine = stages["finetune"]
+    fine = FinetuneOutputs.from_manifest(stages["finetune"])
     tok = TokenizerOutputs.from_manifest(stages["tokenizer"])
     shards = ShardOutputs.from_manifest(stages["shards"])
     pre = PretrainOutputs.from_manifest(stages["pretrain"])
@@ -127,13 +127,15 @@ def render_summary(summary: dict[str, Any]) -> str:
         f"tokens in {shards.train_shards} shard(s), validation {shards.validation_sequences}",
         f"  pretrain   [{origin('pretrain')}] {pre.steps} steps, {pretraining_result(pre)}",
         *distill_result(stages),
-        f"  finetune   [{origin('finetune')}] {len(fine['tasks'])} task(s), pretrained vs random "
-        "init, "
-        "each arm at its own validation-chosen learning rate:",
+        f"  finetune   [{origin('finetune')}] {len(fine.tasks)} task(s), pretrained vs random "
+        "init, each arm at its own validation-chosen learning rate:",
         *(
             f"    {text}"
-            for task in fine["tasks"]
-            for text in [*downstream_result(fine, task), *student_result(fine, task)]
+            for line in fine.figures.values()
+            for text in [
+                *downstream_result(line, fine.confidence),
+                *student_result(stages["finetune"], line.task),
+            ]
         ),
         *curve_result(stages.get("lift_curve")),
         "",
@@ -150,11 +152,10 @@ def render_comparison(runs: list[list[str]], summaries: list[dict[str, Any]]) ->
     """One row per run of a multirun: same token budget, what each recipe bought."""
     rows = []
     for overrides, summary in zip(runs, summaries, strict=True):
-        fine = summary["stages"]["finetune"]
+        fine = FinetuneOutputs.from_manifest(summary["stages"]["finetune"])
         pre = PretrainOutputs.from_manifest(summary["stages"]["pretrain"])
         lifts = ", ".join(
-            f"{task} {headline(fine, task)['metric']} {headline(fine, task)['lift']:+.3f}"
-            for task in fine["tasks"]
+            f"{line.task} {line.metric} {line.lift:+.3f}" for line in fine.figures.values()
         )
         rows.append(
             (

@@ -7,21 +7,20 @@ validation numbers are comparable between evaluations, as the fixed validation m
 
 from __future__ import annotations
 
-import pytorch_lightning as pl
 import torch
-from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 
-from lightning_modules.data.distributed import sum_over_ranks
-from lightning_modules.mlm import ThroughputMeter, ThroughputSettings
+from lightning_modules.mlm import PretrainingModule, ThroughputSettings
 from lightning_modules.models.electra import (
     ElectraForPreTraining,
     ElectraOutput,
     restore_original_ids,
 )
-from lightning_modules.optim import OptimizerSettings, optimizer_config
+from lightning_modules.optim import OptimizerSettings
 
 
-class ReplacedTokenDetectionModule(pl.LightningModule):
+class ReplacedTokenDetectionModule(PretrainingModule):
+    model: ElectraForPreTraining
+
     def __init__(
         self,
         model: ElectraForPreTraining,
@@ -29,13 +28,9 @@ class ReplacedTokenDetectionModule(pl.LightningModule):
         throughput: ThroughputSettings,
         validation_seed: int = 0,
     ) -> None:
-        super().__init__()
-        self.model = model
-        self.optimizer_settings = optimizer
-        self.throughput = ThroughputMeter(throughput)
-        self.validation_seed = validation_seed
         # Token-weighted sums: total loss, discriminator correct, baseline correct, tokens.
-        self._validation_sums = torch.zeros(4, dtype=torch.float64)
+        super().__init__(model, optimizer, throughput, validation_sums=4)
+        self.validation_seed = validation_seed
         self._validation_sampler: torch.Generator | None = None
 
     def _run(
@@ -65,13 +60,8 @@ class ReplacedTokenDetectionModule(pl.LightningModule):
         self.throughput.count(batch["input_ids"].numel() * self.trainer.world_size)  # all ranks
         return output.loss
 
-    def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
-        if figures := self.throughput.report(self.global_step):
-            self.log_dict(figures)
-
     def on_validation_epoch_start(self) -> None:
-        self._validation_sums.zero_()
-        self.throughput.pause()
+        super().on_validation_epoch_start()
         self._validation_sampler = torch.Generator(self.device).manual_seed(self.validation_seed)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
@@ -87,20 +77,11 @@ class ReplacedTokenDetectionModule(pl.LightningModule):
         )
         self._validation_sums += sums.detach().double().cpu()
 
-    def on_validation_epoch_end(self) -> None:
-        self.throughput.resume()
-        if self.trainer.sanity_checking:
-            return
-        loss_sum, correct, baseline, count = sum_over_ranks(self._validation_sums).tolist()
+    def validation_figures(self, sums: list[float]) -> dict[str, float]:
+        loss_sum, correct, baseline, count = sums
         count = max(count, 1.0)
-        self.log_dict(
-            {
-                "val/loss": loss_sum / count,
-                "val/discriminator_accuracy": correct / count,
-                "val/baseline_accuracy": baseline / count,
-            },
-            sync_dist=True,  # already summed over ranks: keeps Lightning from warning
-        )
-
-    def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
-        return optimizer_config(self.model, self.optimizer_settings)
+        return {
+            "val/loss": loss_sum / count,
+            "val/discriminator_accuracy": correct / count,
+            "val/baseline_accuracy": baseline / count,
+        }

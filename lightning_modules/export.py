@@ -143,38 +143,41 @@ def hf_config(config: EncoderConfig, architecture: str, **extra: Any) -> dict[st
     }
 
 
-def masked_lm_export(model: BertForMaskedLM) -> tuple[Tensors, dict[str, Any]]:
-    """Tensors and config.json of the `transformers` masked LM that computes what `model` does."""
-    config, encoder, head = model.config, model.encoder, model.head
-    width = config.embedding_width
-    if config.share_layers:
-        hf = hf_config(
-            config,
-            "AlbertForMaskedLM",
-            model_type="albert",
-            embedding_size=width,
-            num_hidden_groups=1,
-            inner_group_num=1,
-        )
-        mlm = head_tensors(head, "predictions.dense", "predictions.LayerNorm", "predictions.bias")
-        return {**albert_body_tensors(encoder), **mlm}, hf
-    if config.factorised_embeddings:
-        hf = hf_config(config, "ElectraForMaskedLM", model_type="electra", embedding_size=width)
-        mlm = head_tensors(
-            head,
-            "generator_predictions.dense",
-            "generator_predictions.LayerNorm",
-            "generator_lm_head.bias",
-        )
-        return {**bert_body_tensors(encoder, "electra."), **mlm}, hf
-    hf = hf_config(config, "BertForMaskedLM", model_type="bert")
-    mlm = head_tensors(
-        head,
+# The MLM head's transform, LayerNorm and bias in each `transformers` masked LM.
+HEAD_NAMES = {
+    "albert": ("predictions.dense", "predictions.LayerNorm", "predictions.bias"),
+    "electra": (
+        "generator_predictions.dense",
+        "generator_predictions.LayerNorm",
+        "generator_lm_head.bias",
+    ),
+    "bert": (
         "cls.predictions.transform.dense",
         "cls.predictions.transform.LayerNorm",
         "cls.predictions.bias",
+    ),
+}
+
+
+def masked_lm_export(model: BertForMaskedLM) -> tuple[Tensors, dict[str, Any]]:
+    """Tensors and config.json of the `transformers` masked LM that computes what `model` does:
+    ALBERT for shared layers, ELECTRA's generator for factorised embeddings, else BERT."""
+    config, encoder, head = model.config, model.encoder, model.head
+    extra: dict[str, Any] = {"embedding_size": config.embedding_width}
+    if config.share_layers:
+        model_type = "albert"
+        extra |= {"num_hidden_groups": 1, "inner_group_num": 1}
+    elif config.factorised_embeddings:
+        model_type = "electra"
+    else:
+        model_type, extra = "bert", {}
+    hf = hf_config(config, f"{model_type.capitalize()}ForMaskedLM", model_type=model_type, **extra)
+    body = (
+        albert_body_tensors(encoder)
+        if model_type == "albert"
+        else bert_body_tensors(encoder, f"{model_type}.")
     )
-    return {**bert_body_tensors(encoder, "bert."), **mlm}, hf
+    return {**body, **head_tensors(head, *HEAD_NAMES[model_type])}, hf
 
 
 def electra_export(model: ElectraForPreTraining) -> tuple[Tensors, dict[str, Any]]:
@@ -209,20 +212,6 @@ def export_huggingface(
         if isinstance(model, ElectraForPreTraining)
         else masked_lm_export(model)
     )
-    write_folder(
-        tensors, config, tokenizer_file, special_tokens, tokenizer_kind, lowercase, directory
-    )
-
-
-def write_folder(
-    tensors: Tensors,
-    config: dict[str, Any],
-    tokenizer_file: Path,
-    special_tokens: dict[str, str],
-    tokenizer_kind: str,
-    lowercase: bool,
-    directory: Path,
-) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
     (directory / "config.json").write_text(json.dumps(config, indent=2))

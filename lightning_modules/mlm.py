@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
+from torch import nn
 
 from lightning_modules.data.distributed import LOSS_WEIGHT, sum_over_ranks
 from lightning_modules.models.heads import BertForMaskedLM
@@ -61,15 +62,59 @@ class ThroughputMeter:
         return figures
 
 
-class MaskedLanguageModelingModule(pl.LightningModule):
+class PretrainingModule(pl.LightningModule):
+    """What every pretraining objective's module shares: the injected network and optimizer, the
+    throughput meter (paused while validating), and validation sums added up over ranks.
+
+    A subclass adds its batch's token-weighted figures to `_validation_sums` in `validation_step`
+    and turns the ranks' totals into logged figures in `validation_figures`.
+    """
+
     def __init__(
-        self, model: BertForMaskedLM, optimizer: OptimizerSettings, throughput: ThroughputSettings
+        self,
+        model: nn.Module,
+        optimizer: OptimizerSettings,
+        throughput: ThroughputSettings,
+        validation_sums: int,
     ) -> None:
         super().__init__()
         self.model = model
         self.optimizer_settings = optimizer
         self.throughput = ThroughputMeter(throughput)
-        self._validation_sums = torch.zeros(3, dtype=torch.float64)
+        self._validation_sums = torch.zeros(validation_sums, dtype=torch.float64)
+
+    def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
+        if figures := self.throughput.report(self.global_step):
+            self.log_dict(figures)
+
+    def on_validation_epoch_start(self) -> None:
+        self._validation_sums.zero_()
+        self.throughput.pause()
+
+    def on_validation_epoch_end(self) -> None:
+        self.throughput.resume()
+        if self.trainer.sanity_checking:
+            return
+        self.log_dict(
+            self.validation_figures(sum_over_ranks(self._validation_sums).tolist()),
+            sync_dist=True,  # already summed over ranks: keeps Lightning from warning
+        )
+
+    def validation_figures(self, sums: list[float]) -> dict[str, float]:
+        raise NotImplementedError
+
+    def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
+        return optimizer_config(self.model, self.optimizer_settings)
+
+
+class MaskedLanguageModelingModule(PretrainingModule):
+    model: BertForMaskedLM
+
+    def __init__(
+        self, model: BertForMaskedLM, optimizer: OptimizerSettings, throughput: ThroughputSettings
+    ) -> None:
+        # Token-weighted sums: total loss, correct predictions, tokens.
+        super().__init__(model, optimizer, throughput, validation_sums=3)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         attention_mask = batch.get("attention_mask")
@@ -90,14 +135,6 @@ class MaskedLanguageModelingModule(pl.LightningModule):
         self.throughput.count(int(tokens) * self.trainer.world_size)
         return loss
 
-    def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
-        if figures := self.throughput.report(self.global_step):
-            self.log_dict(figures)
-
-    def on_validation_epoch_start(self) -> None:
-        self._validation_sums.zero_()
-        self.throughput.pause()
-
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         output = self.model(batch["input_ids"], batch["labels"], batch.get("attention_mask"))
         count = output.targets.numel()
@@ -106,20 +143,11 @@ class MaskedLanguageModelingModule(pl.LightningModule):
             [float(output.loss) * count, float(correct), float(count)], dtype=torch.float64
         )
 
-    def on_validation_epoch_end(self) -> None:
-        self.throughput.resume()
-        if self.trainer.sanity_checking:
-            return
-        loss_sum, correct, count = sum_over_ranks(self._validation_sums).tolist()
+    def validation_figures(self, sums: list[float]) -> dict[str, float]:
+        loss_sum, correct, count = sums
         loss = loss_sum / max(count, 1.0)
-        self.log_dict(
-            {
-                "val/loss": loss,
-                "val/accuracy": correct / max(count, 1.0),
-                "val/perplexity": math.exp(min(loss, 50.0)),
-            },
-            sync_dist=True,  # already summed over ranks: keeps Lightning from warning
-        )
-
-    def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
-        return optimizer_config(self.model, self.optimizer_settings)
+        return {
+            "val/loss": loss,
+            "val/accuracy": correct / max(count, 1.0),
+            "val/perplexity": math.exp(min(loss, 50.0)),
+        }

@@ -3,35 +3,36 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import torch
-from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
+from annotated_types import Ge, Gt, Lt
+from pydantic.dataclasses import dataclass
 from torch import nn
 
-SCHEDULES = ("linear", "cosine", "constant")
+if TYPE_CHECKING:  # importing Lightning costs seconds; the CLI reads OptimizerSettings first
+    from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
+
+Schedule = Literal["linear", "cosine", "constant"]
 
 
 @dataclass(frozen=True)
 class OptimizerSettings:
-    learning_rate: float
-    weight_decay: float = 0.01
-    warmup_steps: int = 0
-    total_steps: int = 1
-    schedule: str = "linear"
-    beta1: float = 0.9
-    beta2: float = 0.98
-    eps: float = 1e-6
+    """AdamW and its schedule, validated by pydantic on construction.
 
-    def __post_init__(self) -> None:
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate={self.learning_rate} must be positive")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay={self.weight_decay} must not be negative")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule={self.schedule!r} must be one of {SCHEDULES}")
-        if self.total_steps < 1 or self.warmup_steps < 0:
-            raise ValueError("total_steps must be >= 1 and warmup_steps >= 0")
+    Each field's type, default and range is declared here once: the `trainer.*` config keys of the
+    same names are generated from these annotations (flows/training/trainer.py), so a range such
+    as `beta2` in [0, 1) is not restated there.
+    """
+
+    learning_rate: Annotated[float, Gt(0)] = 5e-4
+    weight_decay: Annotated[float, Ge(0)] = 0.01
+    warmup_steps: Annotated[int, Ge(0)] = 0
+    total_steps: Annotated[int, Ge(1)] = 1
+    schedule: Schedule = "linear"
+    beta1: Annotated[float, Ge(0), Lt(1)] = 0.9
+    beta2: Annotated[float, Ge(0), Lt(1)] = 0.98
+    eps: Annotated[float, Gt(0)] = 1e-6
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:

@@ -26,7 +26,13 @@ logging.raiseExceptions = False
 
 import pytest  # noqa: E402  (after the environment above: nothing may import Prefect first)
 
-from tests.fakes import FakeClock, greek_text  # noqa: E402
+from tests.fakes import (  # noqa: E402
+    FakeClock,
+    WordShards,
+    greek_text,
+    word_paragraphs,
+    write_word_tasks,
+)
 
 
 @pytest.fixture(scope="session")
@@ -40,3 +46,21 @@ def greek_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+@pytest.fixture(scope="session")
+def word_shards(tmp_path_factory: pytest.TempPathFactory) -> WordShards:
+    """Tokenizer and shards of 300 paragraphs over the downstream tests' words, and their two
+    task files: the finetune and lift-curve tests pretrain their tiny encoders on these."""
+    from flows.core.artifacts import ArtifactStore
+    from flows.corpora import CorpusSettings, open_corpus
+    from flows.stages.shards.stage import ShardSettings, build_shards
+    from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+
+    root = tmp_path_factory.mktemp("words")
+    (root / "corpus.txt").write_text(word_paragraphs(300))
+    corpus = open_corpus(CorpusSettings(kind="files", paths=[str(root / "corpus.txt")]))
+    store = ArtifactStore(root / "store")
+    tokenizer = train_tokenizer(TokenizerSettings(vocab_size=100), corpus, store)
+    shards = build_shards(ShardSettings(seq_len=32), corpus, tokenizer, store)
+    return WordShards(root, store, tokenizer, shards, write_word_tasks(root))

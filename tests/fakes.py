@@ -1,15 +1,22 @@
 """Helpers shared by the tests (conftest.py hands them out as fixtures or re-exports them).
 
-Synthetic text built from Greek letter names, a clock that moves only when slept on, and the
-comparison of an exported model's logits against `transformers`.
+Synthetic text built from Greek letter names, two small downstream tasks written as files with
+the tiny encoder and trainer that pretrain for them, a clock that moves only when slept on, and
+the comparison of an exported model's logits against `transformers`.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from flows.core.artifacts import ArtifactRef, ArtifactStore
+from flows.training.trainer import TrainerSettings
 
 GREEK_LETTERS = (
     "alpha",
@@ -50,6 +57,78 @@ def greek_text(
     rng = np.random.default_rng(seed)
     chosen = [rng.choice(list(words), size=int(rng.integers(*length))) for _ in range(paragraphs)]
     return "\n\n".join(" ".join(paragraph) for paragraph in chosen)
+
+
+# A one-layer encoder and four optimizer steps: the downstream tests' pretraining budget. One
+# thread: a tiny model on a loaded 2-core machine runs many times faster than with two.
+TINY_ENCODER = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
+TINY_TRAINER = TrainerSettings(
+    max_steps=4, warmup_steps=1, batch_size=8, val_every_steps=4, log_every_steps=2, threads=1
+)
+
+
+@dataclass(frozen=True)
+class WordShards:
+    """The downstream tests' starting point (conftest's `word_shards`): tokenizer and shards
+    (seq_len 32) of `word_paragraphs(300)`, and the tasks of `write_word_tasks` in `root`."""
+
+    root: Path
+    store: ArtifactStore
+    tokenizer: ArtifactRef
+    shards: ArtifactRef
+    catalog: dict[str, Any]
+
+
+# The downstream tests' vocabulary: Greek letters plus the two words their tasks turn on.
+TASK_WORDS = [*GREEK_LETTERS[:8], "fever", "cough"]
+
+
+def word_paragraphs(count: int, seed: int = 1) -> str:
+    """`count` paragraphs of 20 words from TASK_WORDS: the downstream tests' pretraining text."""
+    rng = random.Random(seed)
+    return "\n\n".join(" ".join(rng.choice(TASK_WORDS) for _ in range(20)) for _ in range(count))
+
+
+def write_word_tasks(directory: Path) -> dict[str, Any]:
+    """A pair task (label: does the second sentence say `fever`?) and a tagging task."""
+    rng = random.Random(0)
+
+    def words(count: int) -> str:
+        return " ".join(rng.choice(TASK_WORDS[:8]) for _ in range(count))
+
+    for split, size in (("train", 400), ("test", 60)):
+        rows = ["index\tfirst\tsecond\tlabel"]
+        for index in range(size):
+            label = rng.random() < 0.5
+            second = f"{words(3)} {'fever' if label else 'cough'} {words(2)}"
+            rows.append(f"{index}\t{words(6)}\t{second}\t{'yes' if label else 'no'}")
+        (directory / f"pairs-{split}.tsv").write_text("\n".join(rows) + "\n")
+        sentences = []
+        for _ in range(size):
+            tokens = [(word, "O") for word in words(5).split()]
+            at = rng.randrange(len(tokens))
+            tokens[at:at] = [("fever", "B-Disease"), ("cough", "I-Disease")]
+            sentences.append("\n".join(f"{token}\t{tag}" for token, tag in tokens))
+        (directory / f"ner-{split}.tsv").write_text("\n\n".join(sentences) + "\n")
+    return {
+        "pairs": {
+            "format": "glue",
+            "labels": ["no", "yes"],
+            "metric": "accuracy",
+            "train": "pairs-train.tsv",
+            "test": "pairs-test.tsv",
+            "text_column": "first",
+            "pair_column": "second",
+        },
+        "tags": {
+            "format": "conll",
+            "kind": "token_classification",
+            "metric": "entity_f1",
+            "labels": ["O", "B-Disease", "I-Disease"],
+            "train": "ner-train.tsv",
+            "test": "ner-test.tsv",
+        },
+    }
 
 
 class FakeClock:

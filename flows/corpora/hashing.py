@@ -13,6 +13,7 @@ it to `<paths.root>/cache/file-hashes.json`), on disk across runs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -23,7 +24,6 @@ import xxhash
 from flows.core.artifacts import file_lock, replace_json
 
 HASH_CACHE_ENV = "CLOZE_HASH_CACHE"
-CHUNK_BYTES = 1 << 22
 log = logging.getLogger(__name__)
 _MEMO: dict[str, tuple[str, str]] = {}  # path -> (identity, hash)
 
@@ -37,11 +37,8 @@ def identity(path: Path) -> str:
 
 
 def content_hash(path: Path) -> str:
-    digest = xxhash.xxh3_128()
     with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, xxhash.xxh3_128).hexdigest()
 
 
 def content_hashes(paths: list[Path]) -> list[str]:

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from flows.downstream.figures import TaskFigures
+
 CURVE_STAGE = "lift_curve"  # the stage, and the prefix of its points among a run's metrics
 FIELDS = (
     "tokens",
@@ -24,18 +26,16 @@ FIELDS = (
 )
 
 
-def point(outputs: Mapping[str, Any], task: str, tokens: int) -> dict[str, float | None]:
-    """One task's curve point from a finetune (or checkpoint) evaluation's outputs."""
-    metric = outputs[f"{task}.metric"]
-    lift = f"{task}.lift_{metric}"
+def point(figures: TaskFigures, tokens: int) -> dict[str, float | None]:
+    """One task's curve point from a finetune (or checkpoint) evaluation's figures."""
     return {
         "tokens": tokens,
-        "lift": outputs[lift],
-        "ci_low": outputs.get(f"{lift}_ci_low"),
-        "ci_high": outputs.get(f"{lift}_ci_high"),
-        "bootstrap_low": outputs[f"{lift}_bootstrap_low"],
-        "bootstrap_high": outputs[f"{lift}_bootstrap_high"],
-        "pretrained_mean": outputs[f"{task}.pretrained_{metric}_mean"],
+        "lift": figures.lift,
+        "ci_low": figures.ci[0],
+        "ci_high": figures.ci[1],
+        "bootstrap_low": figures.bootstrap[0],
+        "bootstrap_high": figures.bootstrap[1],
+        "pretrained_mean": figures.pretrained.mean,
     }
 
 

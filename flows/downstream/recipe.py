@@ -26,7 +26,8 @@ from flows.downstream.encoding import EncodedSplit, pad_batch, score
 from flows.downstream.load import train_sample
 from flows.downstream.settings import Recipe
 from flows.downstream.spec import ARMS, STUDENT_ARM, TaskSpec
-from flows.training.trainer import TrainerSettings, make_trainer
+from flows.training.settings import TrainerSettings
+from flows.training.trainer import make_trainer
 from lightning_modules.callbacks import ProgressLog
 from lightning_modules.classifier import BestEpoch, FinetuneModule, predict
 from lightning_modules.models.encoder import EncoderConfig

@@ -17,6 +17,7 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from flows.downstream.figures import TaskFigures
 from flows.downstream.settings import recipe_key
 from flows.downstream.spec import ARMS
 
@@ -93,34 +94,6 @@ def task_outputs(
     return outputs
 
 
-def headline(outputs: dict[str, Any], task: str) -> dict[str, Any]:
-    """The task's configured metric, for tables and charts."""
-    metric = outputs[f"{task}.metric"]
-    return {
-        "metric": metric,
-        **{
-            f"{arm}_{stat}": outputs[f"{task}.{arm}_{metric}_{stat}"]
-            for arm in ARMS
-            for stat in ("mean", "std")
-        },
-        "lift": outputs[f"{task}.lift_{metric}"],
-        "ci": (
-            outputs.get(f"{task}.lift_{metric}_ci_low"),
-            outputs.get(f"{task}.lift_{metric}_ci_high"),
-        ),
-        "bootstrap": (
-            outputs[f"{task}.lift_{metric}_bootstrap_low"],
-            outputs[f"{task}.lift_{metric}_bootstrap_high"],
-        ),
-        "baselines": {
-            name: outputs[f"{task}.baseline_{name}_{metric}_mean"]
-            for name in filter(None, outputs[f"{task}.baselines"].split(","))
-        },
-        "capped": {arm: outputs[f"{task}.{arm}_capped_runs"] for arm in ARMS},
-        "grid_edge": {arm: outputs[f"{task}.{arm}_grid_edge"] for arm in ARMS},
-    }
-
-
 def interval_text(interval: tuple[float | None, float | None]) -> str:
     low, high = interval
     return "none (one seed)" if low is None or high is None else f"[{low:+.3f}, {high:+.3f}]"
@@ -130,55 +103,54 @@ def baselines_text(baselines: dict[str, float]) -> str:
     return ", ".join(f"{name} {value:.3f}" for name, value in baselines.items()) or "none"
 
 
-def task_key(outputs: dict[str, Any], task: str, field: str) -> str:
-    """The config key that sets a recipe field for `task` (settings.recipe_key)."""
-    return recipe_key(task, field, outputs[f"{task}.recipe_set_by_task"].split(","))
+def task_key(figures: TaskFigures, field: str) -> str:
+    """The config key that sets a recipe field for the task (settings.recipe_key)."""
+    return recipe_key(figures.task, field, figures.recipe_set_by_task)
 
 
-def capped_warning(outputs: dict[str, Any], task: str) -> str | None:
+def capped_warning(figures: TaskFigures) -> str | None:
     """A line for a task where some run's best epoch was the last allowed; None when none was."""
-    capped = headline(outputs, task)["capped"]
+    capped = {arm: figures.arms[arm].capped_runs for arm in ARMS}
     if not any(capped.values()):
         return None
     runs = ", ".join(
-        f"{ARM_NAMES[arm]} {count} of {outputs[f'{task}.seeds']}" for arm, count in capped.items()
+        f"{ARM_NAMES[arm]} {count} of {figures.seeds}" for arm, count in capped.items()
     )
     return (
-        f"CAPPED {task}: the best validation epoch was the last allowed "
-        f"({task_key(outputs, task, 'epochs')}={outputs[f'{task}.max_epochs']}) in {runs} runs; "
-        f"those runs may still have been improving: raise {task_key(outputs, task, 'epochs')}"
+        f"CAPPED {figures.task}: the best validation epoch was the last allowed "
+        f"({task_key(figures, 'epochs')}={figures.max_epochs}) in {runs} runs; those runs may "
+        f"still have been improving: raise {task_key(figures, 'epochs')}"
     )
 
 
-def grid_edge_warning(outputs: dict[str, Any], task: str) -> str | None:
+def grid_edge_warning(figures: TaskFigures) -> str | None:
     """A line for a task where an arm chose the lowest or highest rate of its grid."""
-    edges = {arm: edge for arm, edge in headline(outputs, task)["grid_edge"].items() if edge}
+    edges = {arm: figures.arms[arm] for arm in ARMS if figures.arms[arm].grid_edge}
     if not edges:
         return None
-    key = task_key(outputs, task, "learning_rates")
+    key = task_key(figures, "learning_rates")
     chosen = ", ".join(
-        f"{ARM_NAMES[arm]} chose {outputs[f'{task}.{arm}_learning_rate']:g}, the {edge} rate"
-        for arm, edge in edges.items()
+        f"{ARM_NAMES[arm]} chose {arm_figures.learning_rate:g}, the {arm_figures.grid_edge} rate"
+        for arm, arm_figures in edges.items()
     )
     return (
-        f"GRID EDGE {task}: {chosen} of {key}; the best rate may lie outside the grid: extend "
-        f"{key} past that end"
+        f"GRID EDGE {figures.task}: {chosen} of {key}; the best rate may lie outside the grid: "
+        f"extend {key} past that end"
     )
 
 
-def warnings(outputs: dict[str, Any], task: str) -> list[str]:
+def warnings(figures: TaskFigures) -> list[str]:
     """The task's flags, in the summary and summary.md: caps that bit, and results that call for
     a change of recipe."""
-    caps = outputs[f"{task}.caps"]
     found = (
-        f"CAPS {task}: {caps}" if caps else None,
-        capped_warning(outputs, task),
-        grid_edge_warning(outputs, task),
+        f"CAPS {figures.task}: {figures.caps}" if figures.caps else None,
+        capped_warning(figures),
+        grid_edge_warning(figures),
     )
     return [warning for warning in found if warning is not None]
 
 
-def markdown_table(outputs: dict[str, Any], tasks: list[str], confidence: float) -> str:
+def markdown_table(tasks: list[TaskFigures], confidence: float) -> str:
     level = f"{confidence:.0%}"
     rows = [
         f"| task | metric | pretrained | random init | lift | {level} CI, paired t (seeds) | "
@@ -186,20 +158,15 @@ def markdown_table(outputs: dict[str, Any], tasks: list[str], confidence: float)
         "capped runs (pre / rand) | seeds | train examples |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for task in tasks:
-        line = headline(outputs, task)
+    for line in tasks:
+        pre, rand = line.pretrained, line.random_init
         rows.append(
-            f"| {task} | {line['metric']} | "
-            f"{line['pretrained_mean']:.3f} ± {line['pretrained_std']:.3f} | "
-            f"{line['random_init_mean']:.3f} ± {line['random_init_std']:.3f} | "
-            f"{line['lift']:+.3f} | {interval_text(line['ci'])} | "
-            f"{interval_text(line['bootstrap'])} | {baselines_text(line['baselines'])} | "
-            f"{outputs[f'{task}.pretrained_learning_rate']:g} / "
-            f"{outputs[f'{task}.random_init_learning_rate']:g} | "
-            f"{outputs[f'{task}.pretrained_epochs_mean']:.1f} / "
-            f"{outputs[f'{task}.random_init_epochs_mean']:.1f} | "
-            f"{line['capped']['pretrained']} / {line['capped']['random_init']} | "
-            f"{outputs[f'{task}.seeds']} | {outputs[f'{task}.train_examples']} |"
+            f"| {line.task} | {line.metric} | {pre.mean:.3f} ± {pre.std:.3f} | "
+            f"{rand.mean:.3f} ± {rand.std:.3f} | {line.lift:+.3f} | {interval_text(line.ci)} | "
+            f"{interval_text(line.bootstrap)} | {baselines_text(line.baselines)} | "
+            f"{pre.learning_rate:g} / {rand.learning_rate:g} | "
+            f"{pre.epochs_mean:.1f} / {rand.epochs_mean:.1f} | "
+            f"{pre.capped_runs} / {rand.capped_runs} | {line.seeds} | {line.train_examples} |"
         )
     rows.append("")
     rows.append(
@@ -208,12 +175,12 @@ def markdown_table(outputs: dict[str, Any], tasks: list[str], confidence: float)
         "were fitted on the same labelled examples, their choices made on validation too."
     )
     rows.append("\nRecipes (a task's catalog entry may set fields over `finetune.*`):\n")
-    rows.extend(f"- {task}: {outputs[f'{task}.recipe']}" for task in tasks)
-    rows.extend(f"\n**{warning}**" for task in tasks for warning in warnings(outputs, task))
+    rows.extend(f"- {line.task}: {line.recipe}" for line in tasks)
+    rows.extend(f"\n**{warning}**" for line in tasks for warning in warnings(line))
     return "\n".join(rows)
 
 
-def bar_chart(outputs: dict[str, Any], tasks: list[str], path: Path) -> None:
+def bar_chart(lines: list[TaskFigures], path: Path) -> None:
     """Pretrained against random init per task, error bars = std over seeds; each baseline is a
     black reference line across its task's bars."""
     import matplotlib
@@ -221,24 +188,23 @@ def bar_chart(outputs: dict[str, Any], tasks: list[str], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    lines = [headline(outputs, task) for task in tasks]
-    figure, axes = plt.subplots(figsize=(max(5.5, 1.6 * len(tasks) + 2), 3.8))
+    figure, axes = plt.subplots(figsize=(max(5.5, 1.6 * len(lines) + 2), 3.8))
     width = 0.38
     for offset, arm in enumerate(ARMS):
-        positions = [index + (offset - 0.5) * width for index in range(len(tasks))]
+        positions = [index + (offset - 0.5) * width for index in range(len(lines))]
         axes.bar(
             positions,
-            [line[f"{arm}_mean"] for line in lines],
+            [line.arms[arm].mean for line in lines],
             width,
-            yerr=[line[f"{arm}_std"] for line in lines],
+            yerr=[line.arms[arm].std for line in lines],
             capsize=4,
             label=ARM_NAMES[arm],
         )
     styles: list[Literal["--", ":", "-."]] = ["--", ":", "-."]
-    names = list(dict.fromkeys(name for line in lines for name in line["baselines"]))
+    names = list(dict.fromkeys(name for line in lines for name in line.baselines))
     for index, line in enumerate(lines):
-        for name, value in line["baselines"].items():
-            first = all(name not in other["baselines"] for other in lines[:index])
+        for name, value in line.baselines.items():
+            first = all(name not in other.baselines for other in lines[:index])
             axes.hlines(
                 value,
                 index - 1.2 * width,
@@ -247,10 +213,8 @@ def bar_chart(outputs: dict[str, Any], tasks: list[str], path: Path) -> None:
                 linestyles=styles[names.index(name) % len(styles)],
                 label=f"baseline: {name}" if first else "_nolegend_",
             )
-    axes.set_xticks(range(len(tasks)))
-    axes.set_xticklabels(
-        [f"{task}\n({line['metric']})" for task, line in zip(tasks, lines, strict=True)]
-    )
+    axes.set_xticks(range(len(lines)))
+    axes.set_xticklabels([f"{line.task}\n({line.metric})" for line in lines])
     axes.set_ylabel("test score (mean ± std over seeds)")
     axes.set_title("Pretrained vs random init")
     axes.legend()

@@ -8,16 +8,14 @@ only after a run succeeds, so a failed run leaves the next one to see the same n
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flows.core.artifacts import replace_json
+from flows.core.artifacts import file_sha256, replace_json
 
 MANIFEST_VERSION = 1
-HASH_CHUNK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -78,14 +76,6 @@ class CorpusChanges:
             f"{len(self.new)} new, {len(self.changed)} changed, {len(self.unchanged)} unchanged, "
             f"{len(self.removed)} removed"
         )
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(HASH_CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def fingerprint_files(files: list[Path], previous: Manifest) -> Manifest:

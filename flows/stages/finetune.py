@@ -11,17 +11,20 @@ the artifact.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
+from flows.core.outputs import StageOutputs
 from flows.core.settings import output_settings
 from flows.downstream.baselines import BaselineResult, evaluate_baselines
 from flows.downstream.bootstrap import bootstrap_lift, example_statistics
 from flows.downstream.caps import caps_outputs, caps_record
 from flows.downstream.distill_report import distillation_table, size_outputs, student_outputs
 from flows.downstream.encoding import encode
+from flows.downstream.figures import TaskFigures
 from flows.downstream.load import TaskData, load_task, source_fingerprint, train_sample
 from flows.downstream.per_class import mean_report, per_class
 from flows.downstream.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_task
@@ -30,7 +33,7 @@ from flows.downstream.settings import RECIPE_FIELDS, FinetuneSettings
 from flows.downstream.spec import ARMS, TaskSpec
 from flows.downstream.speed import inference_tokens_per_second
 from flows.stages.tokenizer import load_tokenizer
-from flows.training.trainer import TrainerSettings
+from flows.training.settings import TrainerSettings
 from lightning_modules.models.encoder import BertEncoder
 from lightning_modules.models.serialization import (
     count_parameters,
@@ -46,7 +49,34 @@ CHART_FILE = "lift.png"
 RESULTS_FILE = "results.json"
 PREDICTIONS_FILE = "predictions.json"  # test predictions per task, arm and seed: bootstrap input
 
-__all__ = ["ARMS", "STAGE", "FinetuneSettings", "finetune"]
+__all__ = ["ARMS", "STAGE", "FinetuneOutputs", "FinetuneSettings", "finetune"]
+
+
+@dataclass(frozen=True)
+class FinetuneOutputs(StageOutputs):
+    """The tasks and their figures. The manifest keeps them flat (`<task>.<key>`, as MLflow logs
+    them); `figures` reads each task's through attributes."""
+
+    STAGE: ClassVar[str] = STAGE
+    tasks: list[str]
+    confidence: float
+    figures: dict[str, TaskFigures] = field(default_factory=dict)
+
+    @classmethod
+    def from_manifest(cls, outputs: Mapping[str, Any]) -> Self:
+        read = super().from_manifest(outputs)
+        return replace(read, figures={task: TaskFigures.read(outputs, task) for task in read.tasks})
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {
+            "tasks": list(self.tasks),
+            "confidence": self.confidence,
+            **{
+                f"{task}.{key}": value
+                for task, figures in self.figures.items()
+                for key, value in figures.metrics.items()
+            },
+        }
 
 
 def stage_settings(
@@ -267,14 +297,15 @@ def finetune(
             predictions[spec.name] = {
                 arm: [run.test_predictions for run in result.runs] for arm, result in arms.items()
             }
-        summary = markdown_table(outputs, settings.tasks, settings.confidence)
+        figures = list(FinetuneOutputs.from_manifest(outputs).figures.values())
+        summary = markdown_table(figures, settings.confidence)
         if student_dir is not None:
             outputs.update(measure_sizes(pretrain_ref.path, student_dir, settings))
             summary += "\n\n" + distillation_table(outputs, settings.tasks, settings.confidence)
         (directory / RESULTS_FILE).write_text(json.dumps(runs, indent=2))
         (directory / PREDICTIONS_FILE).write_text(json.dumps(predictions))
         (directory / SUMMARY_FILE).write_text(summary + "\n")
-        bar_chart(outputs, settings.tasks, directory / CHART_FILE)
+        bar_chart(figures, directory / CHART_FILE)
         return outputs
 
     return store.get_or_build(STAGE, key, build, record)

@@ -18,18 +18,20 @@ from typing import Any
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.settings import ConfigError
 from flows.downstream.curve import CURVE_STAGE, flat_points, plot_curves, point
+from flows.downstream.figures import TaskFigures
 from flows.downstream.recipe import ArmResult, LoggerFactory, RunResult, evaluate_arm
 from flows.downstream.report import task_outputs
 from flows.downstream.settings import FinetuneSettings
 from flows.stages.finetune import (
     PREDICTIONS_FILE,
     RESULTS_FILE,
+    FinetuneOutputs,
     bootstrap_outputs,
     prepare_task,
     stage_settings,
 )
-from flows.stages.pretrain import KEPT_DIR
-from flows.training.trainer import TrainerSettings
+from flows.stages.pretrain import KEPT_DIR, PretrainOutputs
+from flows.training.settings import TrainerSettings
 
 CHECKPOINT_STAGE = "finetune_checkpoint"
 VERSION = 1
@@ -39,7 +41,7 @@ CURVE_FILE = "curve.json"
 
 def kept_weights(settings: FinetuneSettings, pretrain_ref: ArtifactRef) -> dict[float, Path]:
     """Each asked fraction's weights; a pretrain artifact without them is a config error."""
-    kept = pretrain_ref.outputs.get("kept_checkpoints", {})
+    kept = PretrainOutputs.of(pretrain_ref).kept_checkpoints
     paths = {f: pretrain_ref.path / KEPT_DIR / f"{f:g}" for f in settings.curve_fractions}
     missing = [f"{f:g}" for f, path in paths.items() if f"{f:g}" not in kept or not path.is_dir()]
     if missing:
@@ -138,19 +140,20 @@ def lift_curve(
         "inputs": {f"{fraction:g}": ref.key for fraction, ref in points.items()},
     }
     key = stage_key(CURVE_STAGE, VERSION, record["settings"], record["inputs"])
-    kept = refs["pretrain"].outputs["kept_checkpoints"]
+    kept = PretrainOutputs.of(refs["pretrain"]).kept_checkpoints
+    tokens = {fraction: kept[f"{fraction:g}"]["tokens"] for fraction in points}
+    final = FinetuneOutputs.of(refs["finetune"]).figures
 
     def build(directory: Path) -> dict[str, Any]:
         outputs: dict[str, Any] = {"tasks": list(settings.tasks), "fractions": sorted(points)}
         series = {}
         for task in settings.tasks:
             task_points = {
-                fraction: point(ref.outputs, task, kept[f"{fraction:g}"]["tokens"])
+                fraction: point(TaskFigures.read(ref.outputs, task), tokens[fraction])
                 for fraction, ref in sorted(points.items())
             }
             outputs.update(flat_points(task, task_points))
-            metric = refs["finetune"].outputs[f"{task}.metric"]
-            series[f"{task} ({metric})"] = list(task_points.values())
+            series[f"{task} ({final[task].metric})"] = list(task_points.values())
         plot_curves(series, directory / CURVE_CHART)
         (directory / CURVE_FILE).write_text(json.dumps(outputs, indent=2))
         return outputs

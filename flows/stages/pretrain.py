@@ -30,7 +30,8 @@ from flows.stages.objectives import ObjectiveSettings, make_collator
 from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokenizer
 from flows.training.checkpoints import resumable_checkpoint
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
-from flows.training.trainer import TrainerSettings, encoder_config, make_trainer
+from flows.training.settings import TrainerSettings, encoder_config
+from flows.training.trainer import make_trainer
 from lightning_modules.callbacks import ProgressLog
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
 from lightning_modules.data.shard_format import ShardIndex

@@ -43,23 +43,18 @@ class TaskRuns:
             run.finish("FAILED")
 
 
-def task_metrics(outputs: dict[str, Any], task: str) -> dict[str, Any]:
-    prefix = f"{task}."
-    return {key.removeprefix(prefix): v for key, v in outputs.items() if key.startswith(prefix)}
-
-
 def publish(ref: ArtifactRef, stage_run: RunHandle, task_runs: TaskRuns) -> None:
     """Task child runs with their figures and per-class table; summary table and chart on the
     stage run and in Prefect."""
     from flows.downstream.per_class import per_class_table
     from flows.downstream.spec import ARMS
-    from flows.stages.finetune import CHART_FILE, RESULTS_FILE, SUMMARY_FILE
+    from flows.stages.finetune import CHART_FILE, RESULTS_FILE, SUMMARY_FILE, FinetuneOutputs
 
     results = json.loads((ref.path / RESULTS_FILE).read_text())
-    for task in ref.outputs["tasks"]:
+    for task, figures in FinetuneOutputs.of(ref).figures.items():
         run = task_runs.get(task)
         run.set_tags({"cloze.cache_hit": str(ref.cache_hit).lower(), "cloze.artifact_key": ref.key})
-        run.log_metrics(task_metrics(ref.outputs, task))
+        run.log_metrics(figures.metrics)
         run.log_table(per_class_table(results[task], ARMS), PER_CLASS_FILE)
         run.finish()
     for name in (SUMMARY_FILE, CHART_FILE):

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import requests
-from mlflow.exceptions import MlflowException
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -33,6 +32,8 @@ class TrackingUnavailableError(RuntimeError):
 
 def is_transient(error: BaseException) -> bool:
     """Connection refused or reset, a timeout, or a server-side status that may clear."""
+    from mlflow.exceptions import MlflowException  # here: the CLI reads this module before MLflow
+
     if isinstance(error, ConnectionError | TimeoutError | requests.RequestException):
         return True
     if isinstance(error, MlflowException):

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Any, cast
 
 import psutil
 from mlflow.entities import Metric, Param, RunTag
@@ -21,13 +21,12 @@ from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from prefect.exceptions import ExternalSignal
-from pydantic import field_validator
 from pytorch_lightning.loggers import MLFlowLogger
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from flows.core.artifacts import ArtifactRef, file_lock
 from flows.core.paths import RunPaths
-from flows.core.settings import ConfigError, Number, Settings, bounds
+from flows.core.settings import ConfigError
 from flows.tracking.links import (
     CUSTOM_MODEL_DEVELOPMENT,
     EXPERIMENT_KIND_TAG,
@@ -35,6 +34,7 @@ from flows.tracking.links import (
     mlflow_run_url,
 )
 from flows.tracking.retry import RetryingClient, RetryPolicy
+from flows.tracking.settings import TrackingSettings
 
 MAX_PARAM_LENGTH = 6000
 log = logging.getLogger(__name__)
@@ -174,31 +174,6 @@ class RunHandle:
         # the same retry policy and fails with the same clear error.
         logger._mlflow_client = self.client
         return logger
-
-
-class TrackingSettings(Settings):
-    """`tracking.*`."""
-
-    section = "tracking"
-    uri: str | None = None
-    experiment: str = "cloze"
-    registered_model: str | None = "cloze-encoder"
-    retry_attempts: Annotated[int, bounds(ge=1)] = 5  # 1 means no retries
-    retry_backoff_seconds: Annotated[Number, bounds(ge=0)] = 1.0
-    retry_deadline_seconds: Annotated[Number, bounds(gt=0)] = 60.0
-    request_timeout_seconds: Annotated[int, bounds(ge=1)] = 30
-
-    @field_validator("experiment")
-    @classmethod
-    def _named(cls, experiment: str) -> str:
-        if not experiment:
-            raise ConfigError("tracking.experiment must be a non-empty name")
-        return experiment
-
-    def retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(
-            self.retry_attempts, self.retry_backoff_seconds, self.retry_deadline_seconds
-        )
 
 
 @contextmanager

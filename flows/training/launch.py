@@ -30,7 +30,7 @@ import torch.multiprocessing as mp
 from flows.core.artifacts import ArtifactRef, ArtifactStore, replace_json
 from flows.core.logs import setup_logging
 from flows.core.settings import ConfigError
-from flows.training.trainer import TrainerSettings
+from flows.training.settings import TrainerSettings
 
 
 def launched_per_rank() -> bool:
@@ -58,9 +58,13 @@ def build_on_ranks(
 
     `train` must be a module-level function and `job` picklable (spawned ranks import them).
     """
+
+    def publish(build: Callable[[Path], dict[str, Any]]) -> ArtifactRef:
+        return store.get_or_build(stage, key, build, record)
+
     world = settings.world_size
     if launched_per_rank():
-        return build_as_launched_rank(store, stage, key, record, settings, train, job)
+        return build_as_launched_rank(settings, train, job, publish)
     if settings.num_nodes > 1:
         raise ConfigError(
             f"trainer.num_nodes={settings.num_nodes} needs one process per rank on every node: "
@@ -75,19 +79,17 @@ def build_on_ranks(
         result_file.parent.mkdir(parents=True, exist_ok=True)
         return run_on_local_ranks(world, settings.accelerator, train, (job, directory), result_file)
 
-    return store.get_or_build(stage, key, build, record)
+    return publish(build)
 
 
 def build_as_launched_rank(
-    store: ArtifactStore,
-    stage: str,
-    key: str,
-    record: Mapping[str, Any],
     settings: TrainerSettings,
     train: Callable[[Any, Path], dict[str, Any]],
     job: Any,
+    publish: Callable[[Callable[[Path], dict[str, Any]]], ArtifactRef],
 ) -> ArtifactRef:
-    """Under torchrun: rank zero takes the store's lock and decides; the rest follow it.
+    """Under torchrun: rank zero takes the store's lock and decides (`publish`, which builds or
+    reuses the artifact); the rest follow it.
 
     Rank zero broadcasts whether it trains (False on a cache hit), then the published ref. The
     other ranks never touch the lock or the store, so a cache hit cannot leave one rank training
@@ -110,7 +112,7 @@ def build_as_launched_rank(
         broadcast_from_rank_zero(True)
         return train(job, directory)
 
-    ref = store.get_or_build(stage, key, build, record)
+    ref = publish(build)
     if ref.cache_hit:
         broadcast_from_rank_zero(False)
     return broadcast_from_rank_zero(ref)  # type: ignore[no-any-return]

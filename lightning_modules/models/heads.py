@@ -78,50 +78,51 @@ class BertForMaskedLM(nn.Module):
         return MaskedLMOutput(vocab_cross_entropy(logits, targets), logits, targets)
 
 
-class BertForSequenceClassification(nn.Module):
+class EncoderClassifier(nn.Module):
+    """Encoder + dropout + a linear classifier: what BERT's two fine-tuning heads share.
+
+    `pooled` classifies the sequence from BERT's pooler ([CLS], dense, tanh); otherwise every
+    position gets its own label (tagging).
+    """
+
+    def __init__(
+        self, config: EncoderConfig, num_labels: int, classifier_dropout: float, pooled: bool
+    ) -> None:
+        super().__init__()
+        if num_labels < 2:
+            task = "classification" if pooled else "tagging"
+            raise ValueError(f"a {task} task needs at least 2 labels, got {num_labels}")
+        self.encoder = BertEncoder(config)
+        self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if pooled else None
+        self.dropout = nn.Dropout(classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        if self.pooler is not None:
+            init_bert_weights(self.pooler, config.initializer_range)
+        init_bert_weights(self.classifier, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits `(batch, num_labels)` with the pooler, else `(batch, seq_len, num_labels)`;
+        `token_type_ids` mark the second sentence of a pair."""
+        hidden = self.encoder(input_ids, attention_mask, token_type_ids)
+        if self.pooler is not None:
+            hidden = torch.tanh(self.pooler(self.dropout(hidden[:, 0])))
+        return self.classifier(self.dropout(hidden))
+
+
+class BertForSequenceClassification(EncoderClassifier):
     """Encoder + BERT pooler ([CLS], dense, tanh) + linear classifier."""
 
     def __init__(self, config: EncoderConfig, num_labels: int, classifier_dropout: float) -> None:
-        super().__init__()
-        if num_labels < 2:
-            raise ValueError(f"a classification task needs at least 2 labels, got {num_labels}")
-        self.encoder = BertEncoder(config)
-        self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
-        self.dropout = nn.Dropout(classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        init_bert_weights(self.pooler, config.initializer_range)
-        init_bert_weights(self.classifier, config.initializer_range)
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Logits `(batch, num_labels)`; `token_type_ids` mark the second sentence of a pair."""
-        hidden = self.encoder(input_ids, attention_mask, token_type_ids)
-        pooled = torch.tanh(self.pooler(self.dropout(hidden[:, 0])))
-        return self.classifier(self.dropout(pooled))
+        super().__init__(config, num_labels, classifier_dropout, pooled=True)
 
 
-class BertForTokenClassification(nn.Module):
+class BertForTokenClassification(EncoderClassifier):
     """Encoder + a linear tagger on every position (BERT's NER head)."""
 
     def __init__(self, config: EncoderConfig, num_labels: int, classifier_dropout: float) -> None:
-        super().__init__()
-        if num_labels < 2:
-            raise ValueError(f"a tagging task needs at least 2 labels, got {num_labels}")
-        self.encoder = BertEncoder(config)
-        self.dropout = nn.Dropout(classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        init_bert_weights(self.classifier, config.initializer_range)
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Logits `(batch, seq_len, num_labels)`."""
-        hidden = self.encoder(input_ids, attention_mask, token_type_ids)
-        return self.classifier(self.dropout(hidden))
+        super().__init__(config, num_labels, classifier_dropout, pooled=False)

@@ -17,14 +17,34 @@ def summary(directory: Path, pretrained: list[float], random: list[float]) -> di
     }
     (directory / "results.json").write_text(json.dumps({"ncbi_disease": runs}))
     figures = {
-        f"ncbi_disease.{arm}_{name}": value
-        for arm in ("pretrained", "random_init")
-        for name, value in (("learning_rate", 1e-3), ("epochs_mean", 4.0))
+        f"ncbi_disease.{name}": value
+        for name, value in (
+            ("metric", "entity_f1"),
+            ("seeds", 3),
+            ("max_epochs", 10),
+            ("lift_entity_f1", 0.3),
+            ("lift_entity_f1_bootstrap_low", 0.2),
+            ("lift_entity_f1_bootstrap_high", 0.4),
+        )
     }
+    for arm in ("pretrained", "random_init"):
+        for name, value in (
+            ("learning_rate", 1e-3),
+            ("epochs_mean", 4.0),
+            ("capped_runs", 0),
+            ("entity_f1_mean", 0.5),
+            ("entity_f1_std", 0.1),
+        ):
+            figures[f"ncbi_disease.{arm}_{name}"] = value
     return {
         "stages": {
             "pretrain": {"train_tokens": 3_276_800},
-            "finetune": {"path": str(directory), "confidence": 0.95, **figures},
+            "finetune": {
+                "path": str(directory),
+                "tasks": ["ncbi_disease"],
+                "confidence": 0.95,
+                **figures,
+            },
         }
     }
 

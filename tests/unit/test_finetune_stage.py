@@ -10,84 +10,30 @@ from typing import Any
 
 import pytest
 
-from flows.core.artifacts import ArtifactStore
-from flows.corpora import CorpusSettings, open_corpus
-from flows.stages.finetune import FinetuneSettings, finetune, stage_settings
+from flows.stages.finetune import FinetuneOutputs, FinetuneSettings, finetune, stage_settings
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
-from flows.stages.shards.stage import ShardSettings, build_shards
-from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
-from flows.training.trainer import TrainerSettings
-
-WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "fever", "cough"]
-TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
-# One thread: a tiny model on a loaded 2-core machine runs many times faster than with two.
-TRAINER = TrainerSettings(
-    max_steps=4, warmup_steps=1, batch_size=8, val_every_steps=4, log_every_steps=2, threads=1
-)
-
-
-def write_tasks(directory: Path) -> dict[str, Any]:
-    """A pair task (label: does the second sentence say `fever`?) and a tagging task."""
-    rng = random.Random(0)
-
-    def words(count: int) -> str:
-        return " ".join(rng.choice(WORDS[:8]) for _ in range(count))
-
-    for split, size in (("train", 400), ("test", 60)):
-        rows = ["index\tfirst\tsecond\tlabel"]
-        for index in range(size):
-            label = rng.random() < 0.5
-            second = f"{words(3)} {'fever' if label else 'cough'} {words(2)}"
-            rows.append(f"{index}\t{words(6)}\t{second}\t{'yes' if label else 'no'}")
-        (directory / f"pairs-{split}.tsv").write_text("\n".join(rows) + "\n")
-        sentences = []
-        for _ in range(size):
-            tokens = [(word, "O") for word in words(5).split()]
-            at = rng.randrange(len(tokens))
-            tokens[at:at] = [("fever", "B-Disease"), ("cough", "I-Disease")]
-            sentences.append("\n".join(f"{token}\t{tag}" for token, tag in tokens))
-        (directory / f"ner-{split}.tsv").write_text("\n\n".join(sentences) + "\n")
-    return {
-        "pairs": {
-            "format": "glue",
-            "labels": ["no", "yes"],
-            "metric": "accuracy",
-            "train": "pairs-train.tsv",
-            "test": "pairs-test.tsv",
-            "text_column": "first",
-            "pair_column": "second",
-        },
-        "tags": {
-            "format": "conll",
-            "kind": "token_classification",
-            "metric": "entity_f1",
-            "labels": ["O", "B-Disease", "I-Disease"],
-            "train": "ner-train.tsv",
-            "test": "ner-test.tsv",
-            "recipe": {"epochs": 4},  # this task alone: the pair task keeps finetune.epochs=5
-        },
-    }
+from tests.fakes import TASK_WORDS, TINY_ENCODER, WordShards
+from tests.fakes import TINY_TRAINER as TRAINER
 
 
 @pytest.fixture(scope="module")
-def evaluated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
-    root = tmp_path_factory.mktemp("finetune")
-    rng = random.Random(1)
-    (root / "corpus.txt").write_text(
-        "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(20)) for _ in range(300))
-    )
-    corpus = open_corpus(CorpusSettings(kind="files", paths=[str(root / "corpus.txt")]))
-    store = ArtifactStore(root / "store")
-    tokenizer = train_tokenizer(TokenizerSettings(vocab_size=100), corpus, store)
-    shards = build_shards(ShardSettings(seq_len=32), corpus, tokenizer, store)
+def evaluated(word_shards: WordShards) -> tuple[Any, ...]:
+    store, tokenizer = word_shards.store, word_shards.tokenizer
     pretrained = pretrain(
-        PretrainSettings(TINY, ObjectiveSettings(), TRAINER, 0), shards, tokenizer, store
+        PretrainSettings(TINY_ENCODER, ObjectiveSettings(), TRAINER, 0),
+        word_shards.shards,
+        tokenizer,
+        store,
     )
     settings = FinetuneSettings(
         tasks=["pairs", "tags"],
-        catalog=write_tasks(root),
-        data_dir=str(root),
+        # The tagging task alone sets its epochs: the pair task keeps finetune.epochs=5.
+        catalog={
+            **word_shards.catalog,
+            "tags": {**word_shards.catalog["tags"], "recipe": {"epochs": 4}},
+        },
+        data_dir=str(word_shards.root),
         seeds=2,
         learning_rates=[3e-3, 1e-2],
         epochs=5,
@@ -99,6 +45,17 @@ def evaluated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
     )
     ref = finetune(settings, 5, TRAINER, pretrained, tokenizer, store)
     return settings, ref, (pretrained, tokenizer, store)
+
+
+def test_typed_outputs_read_each_task_and_round_trip_the_manifest(evaluated: Any) -> None:
+    _, ref, _ = evaluated
+    typed = FinetuneOutputs.of(ref)
+    tags = typed.figures["tags"]
+    assert (tags.metric, tags.seeds, tags.train_examples) == ("entity_f1", 2, 200)
+    assert tags.lift == pytest.approx(tags.pretrained.mean - tags.random_init.mean)
+    assert set(tags.baselines) == {"seen_entities"}
+    assert typed.to_manifest().items() <= ref.outputs.items()
+    assert FinetuneOutputs.from_manifest(typed.to_manifest()) == typed
 
 
 def test_every_task_reports_both_arms_the_lift_and_its_interval(evaluated: Any) -> None:
@@ -231,7 +188,7 @@ def test_relations_marked_in_the_text_run_as_plain_classification(
         for _ in range(size):
             relation = rng.choice(["CAUSES", "TREATS"])
             verb = "fever" if relation == "CAUSES" else "cough"
-            text = f"{rng.choice(WORDS[:8])} << alpha >> {verb} [[ beta ]] {rng.choice(WORDS[:8])}"
+            text = f"{rng.choice(TASK_WORDS[:8])} << alpha >> {verb} [[ beta ]] {rng.choice(TASK_WORDS[:8])}"
             rows.append(json.dumps({"text": text, "label": relation}) + "\n")
         (tmp_path / f"relations-{split}.jsonl").write_text("".join(rows))
     task = {

@@ -4,43 +4,33 @@ against the same random-init runs, each point cached on its own, one chart over 
 from __future__ import annotations
 
 import json
-import random
 from typing import Any
 
 import pytest
 
-from flows.core.artifacts import ArtifactStore
-from flows.corpora import CorpusSettings, open_corpus
 from flows.downstream.curve import read_points
 from flows.stages.finetune import FinetuneSettings, finetune, stage_settings
 from flows.stages.lift_curve import lift_curve
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import KEPT_DIR, PretrainSettings, pretrain
-from flows.stages.shards.stage import ShardSettings, build_shards
-from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from lightning_modules.models.serialization import WEIGHTS_FILE
-from tests.unit.test_finetune_stage import TINY, TRAINER, WORDS, write_tasks
+from tests.fakes import TINY_ENCODER, WordShards
+from tests.fakes import TINY_TRAINER as TRAINER
 
 TOKENS_PER_STEP = TRAINER.batch_size * 32  # batch x seq_len
 
 
 @pytest.fixture(scope="module")
-def curve(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("curve")
-    rng = random.Random(1)
-    (root / "corpus.txt").write_text(
-        "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(20)) for _ in range(300))
+def curve(word_shards: WordShards) -> dict[str, Any]:
+    store, tokenizer = word_shards.store, word_shards.tokenizer
+    settings = PretrainSettings(
+        TINY_ENCODER, ObjectiveSettings(), TRAINER, 0, keep_fractions=(0.5,)
     )
-    corpus = open_corpus(CorpusSettings(kind="files", paths=[str(root / "corpus.txt")]))
-    store = ArtifactStore(root / "store")
-    tokenizer = train_tokenizer(TokenizerSettings(vocab_size=100), corpus, store)
-    shards = build_shards(ShardSettings(seq_len=32), corpus, tokenizer, store)
-    settings = PretrainSettings(TINY, ObjectiveSettings(), TRAINER, 0, keep_fractions=(0.5,))
-    pretrained = pretrain(settings, shards, tokenizer, store)
+    pretrained = pretrain(settings, word_shards.shards, tokenizer, store)
     finetune_settings = FinetuneSettings(
         tasks=["pairs"],
-        catalog={"pairs": write_tasks(root)["pairs"]},
-        data_dir=str(root),
+        catalog={"pairs": word_shards.catalog["pairs"]},
+        data_dir=str(word_shards.root),
         seeds=2,
         learning_rates=[1e-2],
         epochs=2,

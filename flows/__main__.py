@@ -17,7 +17,8 @@ from flows.corpora.formats import CorpusInputError
 from flows.plan import RunConfig, load_run_config, start_services
 from flows.refresh.promotion import RefreshSettings
 from flows.tracking.retry import lost_prefect_api, service_outage_message
-from flows.tracking.runs import note_stop_signal
+from flows.tracking.runs import note_stop_signal, received_stop_signal
+from flows.tracking.temporary_server import keep_temporary_server_through_ctrl_c
 
 USAGE = """usage: python -m flows [--cfg] [-m] [OVERRIDE ...]
 
@@ -48,7 +49,6 @@ class Interrupted(KeyboardInterrupt):
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 def stop_on_signals() -> None:
@@ -58,19 +58,10 @@ def stop_on_signals() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         note_stop_signal(signum)
-        fail_fast_on_prefect_api()
         raise Interrupted(signum)
 
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGINT, interrupt)
-
-
-def fail_fast_on_prefect_api() -> None:
-    """Ctrl-C reaches the temporary Prefect server too, which exits at once; without this, every
-    call that reports the run's final state retries the dead server (about 45 s in all)."""
-    from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
-
-    temporary_settings(updates={PREFECT_CLIENT_MAX_RETRIES: 0}).__enter__()
 
 
 def main(argv: list[str]) -> int:
@@ -89,6 +80,7 @@ def main(argv: list[str]) -> int:
     except (ConfigError, CorpusInputError) as error:
         return fail(error)
     start_services(validated[0])
+    keep_temporary_server_through_ctrl_c()
     setup_logging()
     # Lightning's hardware banner and tips repeat for every Trainer; our own lines say more.
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
@@ -101,13 +93,17 @@ def main(argv: list[str]) -> int:
     for config in configs:
         try:
             summaries.append(pretraining_pipeline(config))
-        except Interrupted as stop:
+        except (Interrupted, SystemExit):
+            # Lightning turns Ctrl-C (a KeyboardInterrupt) into `exit(1)` after its own cleanup.
+            signum = received_stop_signal()
+            if signum is None:
+                raise
             message = (
-                f"stopped by {stop}; the runs are marked KILLED. Rerun the same command to "
-                "resume: finished stages are reused and pretraining resumes from its last "
-                "checkpoint"
+                f"stopped by {signal.Signals(signum).name}; the runs are marked KILLED. Rerun "
+                "the same command to resume: finished stages are reused and pretraining resumes "
+                "from its last checkpoint"
             )
-            return fail(message, 128 + stop.signum)
+            return fail(message, 128 + signum)
         except (ConfigError, CorpusInputError) as error:
             return fail(error)
         except Exception as error:

@@ -68,6 +68,11 @@ def note_stop_signal(signum: int) -> None:
     _STOP_SIGNALS.append(signum)
 
 
+def received_stop_signal() -> int | None:
+    """The first signal the CLI was stopped by, if any."""
+    return _STOP_SIGNALS[0] if _STOP_SIGNALS else None
+
+
 def final_status(error: BaseException) -> str:
     """KILLED for a signal or Ctrl-C, else FAILED.
 

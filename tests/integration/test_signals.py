@@ -39,15 +39,7 @@ def started_pretraining(root: Path) -> bool:
     ("signum", "to_group"),
     [
         (signal.SIGTERM, False),
-        pytest.param(
-            signal.SIGINT,
-            True,
-            marks=pytest.mark.xfail(
-                reason="Ctrl-C reaches the temporary Prefect server too; the run then waits on "
-                "it for over 120 s (not solved yet, see docs/guides/reliability.md)",
-                strict=False,
-            ),
-        ),
+        (signal.SIGINT, True),
     ],
     ids=["term", "ctrl-c"],
 )

@@ -20,7 +20,6 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
-from prefect.exceptions import ExternalSignal
 from pydantic import field_validator
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
@@ -57,9 +56,6 @@ def owner_is_gone(owner: str) -> bool:
         return True
 
 
-# Prefect raises TerminationSignal on SIGTERM during a flow run (and re-sends the signal to the
-# CLI's handler afterwards); Lightning raises SIGTERMException, and exits on Ctrl-C.
-STOPPED_BY_SIGNAL = (KeyboardInterrupt, ExternalSignal, SIGTERMException)
 _STOP_SIGNALS: list[int] = []  # signals the CLI received (flows/__main__.py)
 
 
@@ -81,11 +77,18 @@ def final_status(error: BaseException) -> str:
     """
     if _STOP_SIGNALS:
         return "KILLED"
+    # Imported here: importing Prefect freezes its settings, and the CLI imports this module
+    # before `configure_services` sets them (PREFECT_CLIENT_MAX_RETRIES, PREFECT_HOME, ...).
+    from prefect.exceptions import ExternalSignal
+
+    # Prefect raises TerminationSignal on SIGTERM during a flow run (and re-sends the signal to
+    # the CLI's handler afterwards); Lightning raises SIGTERMException, and exits on Ctrl-C.
+    stopped_by_signal = (KeyboardInterrupt, ExternalSignal, SIGTERMException)
     current: BaseException | None = error
     for _ in range(20):
         if current is None:
             break
-        if isinstance(current, STOPPED_BY_SIGNAL):
+        if isinstance(current, stopped_by_signal):
             return "KILLED"
         current = current.__cause__ or current.__context__
     return "FAILED"

@@ -79,7 +79,10 @@ def main(argv: list[str]) -> int:
         validated = [validate(config) for config in configs]  # every combination, up front
     except (ConfigError, CorpusInputError) as error:
         return fail(error)
-    start_services(validated[0])
+    try:
+        start_services(validated[0])
+    except ConfigError as error:  # the run root cannot be written
+        return fail(error)
     keep_temporary_server_through_ctrl_c()
     setup_logging()
     # Lightning's hardware banner and tips repeat for every Trainer; our own lines say more.

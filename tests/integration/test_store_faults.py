@@ -1,0 +1,103 @@
+"""Faults of the run's home: it cannot be written.
+
+Each runs the real CLI and checks the error names the place and the fix, and that no process
+of the run (the temporary Prefect server included) outlives it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.slow
+SMOKE = ["experiment=smoke", "corpus.max_documents=300", "trainer.max_steps=20"]
+
+
+def run_cli(
+    args: list[str],
+    env: dict[str, str],
+    timeout: float = 600,
+    meanwhile: Callable[[], object] = lambda: None,
+) -> tuple[int, str]:
+    """Runs `python -m flows`, calling `meanwhile` while it runs; asserts that none of its child
+    processes is left once it ends."""
+    run = subprocess.Popen(
+        [sys.executable, "-m", "flows", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    family: dict[int, psutil.Process] = {}
+    deadline = time.monotonic() + timeout
+    while run.poll() is None and time.monotonic() < deadline:
+        try:
+            family.update({child.pid: child for child in psutil.Process(run.pid).children(True)})
+        except psutil.NoSuchProcess:
+            break
+        meanwhile()
+        time.sleep(0.2)
+    try:
+        output = run.communicate(timeout=max(1.0, deadline - time.monotonic()))[0]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, 9)
+    left = [child for child in family.values() if child.is_running()]
+    left = [child for child in left if child.status() != psutil.STATUS_ZOMBIE]
+    for child in left:
+        child.kill()
+    assert left == [], [child.cmdline() for child in left]
+    return run.returncode, output
+
+
+def local_env(home: Path) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return {**env, "CLOZE_HOME": str(home)}
+
+
+@contextmanager
+def mounted_tmpfs(folder: Path, options: str) -> Iterator[Path]:
+    """A tmpfs on `folder`; the test is skipped where mounting is not permitted."""
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)]).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)
+
+
+@pytest.fixture
+def read_only_home(tmp_path: Path) -> Iterator[Path]:
+    """A folder no process can write: a read-only tmpfs for root (whom permissions do not
+    stop), else a folder without write permission."""
+    if os.geteuid() == 0:
+        with mounted_tmpfs(tmp_path / "home", "ro,size=1m") as home:
+            yield home
+        return
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o555)
+    yield home
+    home.chmod(0o755)
+
+
+def test_a_read_only_home_fails_at_once_naming_cloze_home_and_the_path(
+    read_only_home: Path,
+) -> None:
+    code, output = run_cli(SMOKE, local_env(read_only_home))
+    assert code == 2, output[-3000:]
+    assert f"error: paths.root={read_only_home} is not writable: {read_only_home} " in output
+    assert "set CLOZE_HOME (or paths.root=...) to a writable folder" in output
+    assert "Starting temporary server" not in output  # it fails before any service starts
+    assert "Traceback" not in output

@@ -209,9 +209,7 @@ class Tracker:
     ) -> None:
         self.tracking_uri = tracking_uri
         with store_setup_lock(tracking_uri):
-            client = RetryingClient(
-                MlflowClient(tracking_uri), retry or RetryPolicy(), tracking_uri
-            )
+            client = RetryingClient.connect(tracking_uri, retry or RetryPolicy())
             self.client = cast(MlflowClient, client)  # a proxy with MlflowClient's interface
             self.experiment_id = self._experiment_id(experiment, artifact_root)
 

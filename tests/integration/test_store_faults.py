@@ -1,4 +1,4 @@
-"""Faults of the run's home: it cannot be written.
+"""Faults of the run's home: it cannot be written, or another process holds its MLflow store.
 
 Each runs the real CLI and checks the error names the place and the fix, and that no process
 of the run (the temporary Prefect server included) outlives it.
@@ -7,6 +7,7 @@ of the run (the temporary Prefect server included) outlives it.
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -101,3 +102,22 @@ def test_a_read_only_home_fails_at_once_naming_cloze_home_and_the_path(
     assert "set CLOZE_HOME (or paths.root=...) to a writable folder" in output
     assert "Starting temporary server" not in output  # it fails before any service starts
     assert "Traceback" not in output
+
+
+def test_a_store_locked_by_another_process_is_retried_then_named(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    database = home / "mlflow.db"
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process would hold it the same way
+    try:
+        code, output = run_cli(
+            [*SMOKE, "tracking.retry_attempts=2", "tracking.retry_backoff_seconds=0.5"],
+            local_env(home),
+        )
+    finally:
+        holder.close()
+    assert code == 3, output[-3000:]
+    assert f"error: the MLflow store {database} is locked: another process holds it" in output
+    assert "2 attempt(s)" in output  # under the retry policy, not at the first failure
+    assert "Traceback" not in output.split("error: the MLflow store")[-1]

@@ -11,6 +11,7 @@ from typing import Any
 
 from flows.core.cli import SERVICE_ERROR, fail
 from flows.core.config import compose_config, expand_sweeps, to_yaml
+from flows.core.disk import disk_full_message
 from flows.core.logs import setup_logging
 from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
@@ -80,7 +81,7 @@ def main(argv: list[str]) -> int:
     except (ConfigError, CorpusInputError) as error:
         return fail(error)
     try:
-        start_services(validated[0])
+        paths = start_services(validated[0])
     except ConfigError as error:  # the run root cannot be written
         return fail(error)
     keep_temporary_server_through_ctrl_c()
@@ -110,6 +111,9 @@ def main(argv: list[str]) -> int:
         except (ConfigError, CorpusInputError) as error:
             return fail(error)
         except Exception as error:
+            full = disk_full_message(error, paths.root)
+            if full is not None:
+                return fail(full, SERVICE_ERROR)
             outage = service_outage_message(error)
             if outage is None:
                 raise

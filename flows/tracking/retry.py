@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 import requests
 from mlflow.exceptions import MlflowException
 
+from flows.core.disk import is_disk_full
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 # 5xx and rate limiting come and go; a 4xx (bad request, missing run) never heals by waiting.
@@ -34,7 +36,9 @@ class TrackingUnavailableError(RuntimeError):
 
 def is_transient(error: BaseException) -> bool:
     """Connection refused or reset, a timeout, a server-side status that may clear, or a local
-    SQLite store another process holds locked."""
+    SQLite store another process holds locked. Not a full disk: waiting rarely frees one."""
+    if is_disk_full(error):
+        return False
     if isinstance(error, ConnectionError | TimeoutError | requests.RequestException):
         return True
     if is_locked_store(error):

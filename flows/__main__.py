@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 from flows.core.cli import SERVICE_ERROR, fail
@@ -65,6 +66,26 @@ def stop_on_signals() -> None:
     signal.signal(signal.SIGINT, interrupt)
 
 
+def environment_failure(error: Exception, root: Path) -> int | None:
+    """A full disk or a lost server: prints what to do and gives the exit code; None for
+    anything else (a bug keeps its traceback)."""
+    full = disk_full_message(error, root)
+    if full is not None:
+        return fail(full, SERVICE_ERROR)
+    outage = service_outage_message(error)
+    if outage is None:
+        return None
+    code = fail(outage, SERVICE_ERROR)
+    if lost_prefect_api(error):
+        # At exit Prefect drains its queued log lines to the API, retrying the dead server for
+        # minutes (measured: the run hung > 5 min after its error line). Nothing of ours is left
+        # to flush, and no temporary server needs stopping: PREFECT_API_URL named an external one.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
 def main(argv: list[str]) -> int:
     if {"-h", "--help"} & set(argv):
         print(USAGE)
@@ -111,21 +132,9 @@ def main(argv: list[str]) -> int:
         except (ConfigError, CorpusInputError) as error:
             return fail(error)
         except Exception as error:
-            full = disk_full_message(error, paths.root)
-            if full is not None:
-                return fail(full, SERVICE_ERROR)
-            outage = service_outage_message(error)
-            if outage is None:
+            code = environment_failure(error, paths.root)
+            if code is None:
                 raise
-            code = fail(outage, SERVICE_ERROR)
-            if lost_prefect_api(error):
-                # At exit Prefect drains its queued log lines to the API, retrying the dead
-                # server for minutes (measured: the run hung > 5 min after its error line).
-                # Nothing of ours is left to flush, and no temporary server needs stopping:
-                # PREFECT_API_URL named an external one.
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
             return code
     if multirun:
         from flows.summary import render_comparison

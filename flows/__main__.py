@@ -6,10 +6,12 @@ import os
 import signal
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 from flows.core.cli import SERVICE_ERROR, fail
 from flows.core.config import compose_config, expand_sweeps, to_yaml
+from flows.core.disk import disk_full_message
 from flows.core.logs import quiet_expected_errors, setup_logging
 from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
@@ -18,6 +20,7 @@ from flows.plan import RunConfig, load_run_config, start_services
 from flows.refresh.promotion import RefreshSettings
 from flows.tracking.links import run_label
 from flows.tracking.retry import lost_prefect_api, service_outage_message
+from flows.tracking.temporary_server import keep_temporary_server_through_ctrl_c
 
 USAGE = """usage: python -m flows [--cfg] [-m] [--verbose] [OVERRIDE ...]
 
@@ -63,7 +66,6 @@ class Interrupted(KeyboardInterrupt):
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 def stop_on_signals() -> None:
@@ -74,19 +76,30 @@ def stop_on_signals() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         note_stop_signal(signum)
-        fail_fast_on_prefect_api()
         raise Interrupted(signum)
 
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGINT, interrupt)
 
 
-def fail_fast_on_prefect_api() -> None:
-    """Ctrl-C reaches the temporary Prefect server too, which exits at once; without this, every
-    call that reports the run's final state retries the dead server (about 45 s in all)."""
-    from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
-
-    temporary_settings(updates={PREFECT_CLIENT_MAX_RETRIES: 0}).__enter__()
+def environment_failure(error: Exception, root: Path) -> int | None:
+    """A full disk or a lost server: prints what to do and gives the exit code; None for
+    anything else (a bug keeps its traceback)."""
+    full = disk_full_message(error, root)
+    if full is not None:
+        return fail(full, SERVICE_ERROR)
+    outage = service_outage_message(error)
+    if outage is None:
+        return None
+    code = fail(outage, SERVICE_ERROR)
+    if lost_prefect_api(error):
+        # At exit Prefect drains its queued log lines to the API, retrying the dead server for
+        # minutes (measured: the run hung > 5 min after its error line). Nothing of ours is left
+        # to flush, and no temporary server needs stopping: PREFECT_API_URL named an external one.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def fail_expected(error: BaseException, verbose: bool) -> int:
@@ -112,10 +125,15 @@ def main(argv: list[str]) -> int:
         validated = [validate(config) for config in configs]  # every combination, up front
     except EXPECTED_ERRORS as error:
         return fail_expected(error, verbose)
-    start_services(validated[0])
+    try:
+        paths = start_services(validated[0])
+    except ConfigError as error:  # the run root cannot be written
+        return fail(error)
+    keep_temporary_server_through_ctrl_c()
     setup_logging()
 
     from flows.pipeline import pretraining_pipeline  # after start_services: Prefect reads env
+    from flows.tracking.runs import received_stop_signal
 
     if not verbose:
         quiet_expected_errors(EXPECTED_ERRORS)
@@ -126,28 +144,23 @@ def main(argv: list[str]) -> int:
         try:
             name = run_label(run_overrides, config)
             summaries.append(pretraining_pipeline(config, name=name))
-        except Interrupted as stop:
+        except (Interrupted, SystemExit):
+            # Lightning turns Ctrl-C (a KeyboardInterrupt) into `exit(1)` after its own cleanup.
+            signum = received_stop_signal()
+            if signum is None:
+                raise
             message = (
-                f"stopped by {stop}; the runs are marked KILLED. Rerun the same command to "
-                "resume: finished stages are reused and pretraining resumes from its last "
-                "checkpoint"
+                f"stopped by {signal.Signals(signum).name}; the runs are marked KILLED. Rerun "
+                "the same command to resume: finished stages are reused and pretraining resumes "
+                "from its last checkpoint"
             )
-            return fail(message, 128 + stop.signum)
+            return fail(message, 128 + signum)
         except EXPECTED_ERRORS as error:
             return fail_expected(error, verbose)
         except Exception as error:
-            outage = service_outage_message(error)
-            if outage is None:
+            code = environment_failure(error, paths.root)
+            if code is None:
                 raise
-            code = fail(outage, SERVICE_ERROR)
-            if lost_prefect_api(error):
-                # At exit Prefect drains its queued log lines to the API, retrying the dead
-                # server for minutes (measured: the run hung > 5 min after its error line).
-                # Nothing of ours is left to flush, and no temporary server needs stopping:
-                # PREFECT_API_URL named an external one.
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
             return code
     if multirun:
         from flows.summary import render_comparison

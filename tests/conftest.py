@@ -11,8 +11,9 @@ _SESSION_HOME = Path(tempfile.mkdtemp(prefix="cloze-tests-"))
 os.environ.pop("PREFECT_API_URL", None)
 os.environ["PREFECT_HOME"] = str(_SESSION_HOME / "prefect")
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-# As the CLI sets it (flows/core/paths.py): Prefect's 20 s default fails on a loaded machine.
-os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+# As configure_services sets it: the default 20 s is too short for the temporary server to start
+# on a loaded machine (seen: the fast suite's first pipeline test failed at a load average of 20).
+os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
 os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 os.environ["DO_NOT_TRACK"] = "1"
 os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{_SESSION_HOME / 'mlflow.db'}"

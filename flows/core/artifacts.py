@@ -29,6 +29,8 @@ from typing import IO, Any
 
 from filelock import FileLock
 
+from flows.core.disk import DiskFullError, is_disk_full
+
 MANIFEST_FILE = "manifest.json"
 CHECKSUMS = "checksums"  # manifest field: {relative file path: sha256 at publish}
 STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")  # no separator, never "." or ".."
@@ -263,8 +265,10 @@ def atomic_file(path: Path, mode: str = "wb") -> Iterator[IO[Any]]:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, path)
-    except BaseException:
+    except BaseException as error:
         temp.unlink(missing_ok=True)
+        if is_disk_full(error) and not isinstance(error, DiskFullError):
+            raise DiskFullError(path) from error  # the writer's own error names no file
         raise
     fsync_directory(path.parent)
 

@@ -7,11 +7,12 @@ any `import prefect`; the CLI and the tests call it first thing.
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from flows.core.logs import PROJECT_LOGGERS
-from flows.core.settings import Settings
+from flows.core.settings import ConfigError, Settings
 
 # The checkout (or install) root: conf/ and the deployments' entrypoints are found from here.
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +57,7 @@ def configure_services(
 
     Takes the validated `paths.*` and `tracking.*` values (see `flows.plan.RunConfig`).
     """
-    paths.root.mkdir(parents=True, exist_ok=True)
+    check_writable(paths)
     if not os.environ.get("PREFECT_API_URL"):
         os.environ.setdefault("PREFECT_HOME", str(paths.prefect_home))
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", ",".join(PROJECT_LOGGERS))
@@ -80,3 +81,23 @@ def configure_services(
     # Lightning's MLFlowLogger reads this at import time; keep it consistent with the run.
     os.environ.setdefault("MLFLOW_TRACKING_URI", paths.tracking_uri(tracking_uri))
     return paths
+
+
+def check_writable(paths: RunPaths) -> None:
+    """Fails at once if the run root (and the folders under it that exist) cannot be written.
+
+    Otherwise the first writer is Prefect's temporary server, which cannot create its database,
+    and the run waits out the server's start-up timeout (120 s) to blame the Prefect server.
+    """
+    below = (paths.artifacts, paths.prefect_home, paths.root / "cache")
+    for folder in (paths.root, *[folder for folder in below if folder.is_dir()]):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+                pass
+        except OSError as error:
+            raise ConfigError(
+                f"paths.root={paths.root} is not writable: {folder} ({error.strerror}). Cloze "
+                "keeps its artifacts, MLflow store and Prefect database there: set CLOZE_HOME "
+                "(or paths.root=...) to a writable folder, or make this one writable."
+            ) from error

@@ -26,6 +26,7 @@ from flows.core.artifacts import (
 )
 from flows.core.outputs import StageOutputs
 from flows.core.settings import ConfigError, output_settings
+from flows.corpora.formats import CorpusInputError
 from flows.stages.objectives import ObjectiveSettings, make_collator
 from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokenizer
 from flows.training.checkpoints import resumable_checkpoint
@@ -102,6 +103,7 @@ def pretrain(
     store: ArtifactStore,
     loggers: Sequence[Logger] = (),
 ) -> ArtifactRef:
+    check_enough_sequences(shards_ref, settings.trainer)
     record = pretrain_record(settings, shards_ref.key, tokenizer_ref.key)
     init = init_source(settings.init_from)
     if init is not None:  # the weights' identity, never their path, enters the key
@@ -112,6 +114,25 @@ def pretrain(
         settings, shards_ref, tokenizer_ref, store.work_dir(STAGE, key), init, tuple(loggers)
     )
     return build_on_ranks(store, STAGE, key, record, settings.trainer, train_on_rank, job)
+
+
+def check_enough_sequences(shards_ref: ArtifactRef, trainer: TrainerSettings) -> None:
+    """A corpus too small to train on is an input error (exit 2, never retried), found from
+    the shards' counts before any process or Trainer starts."""
+    outputs = shards_ref.outputs
+    if "train_sequences" not in outputs:  # shards published before the counts were recorded
+        return
+    train, validation = int(outputs["train_sequences"]), int(outputs["validation_sequences"])
+    if train < trainer.batch_size:
+        raise CorpusInputError(
+            f"the corpus gives {train} training sequences, fewer than trainer.batch_size="
+            f"{trainer.batch_size} (shards {shards_ref.path}): add text or lower the batch size"
+        )
+    if trainer.max_validation_sequences and validation == 0:
+        raise CorpusInputError(
+            f"the corpus gives no validation sequence (shards {shards_ref.path}): raise "
+            "corpus.validation_fraction or add text"
+        )
 
 
 @dataclass(frozen=True)

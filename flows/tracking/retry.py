@@ -13,12 +13,15 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import requests
+
+from flows.core.disk import is_disk_full
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -31,13 +34,31 @@ class TrackingUnavailableError(RuntimeError):
 
 
 def is_transient(error: BaseException) -> bool:
-    """Connection refused or reset, a timeout, or a server-side status that may clear."""
+    """Connection refused or reset, a timeout, a server-side status that may clear, or a local
+    SQLite store another process holds locked. Not a full disk: waiting rarely frees one."""
     from mlflow.exceptions import MlflowException  # here: the CLI reads this module before MLflow
 
+    if is_disk_full(error):
+        return False
     if isinstance(error, ConnectionError | TimeoutError | requests.RequestException):
+        return True
+    if is_locked_store(error):
         return True
     if isinstance(error, MlflowException):
         return error.get_http_status_code() in TRANSIENT_HTTP_STATUS
+    return False
+
+
+def is_locked_store(error: BaseException) -> bool:
+    """SQLite's `database is locked`, however MLflow and SQLAlchemy wrapped it: another process
+    holds a write lock longer than SQLite's own busy timeout."""
+    current: BaseException | None = error
+    for _ in range(5):
+        if current is None:
+            return False
+        if isinstance(current, sqlite3.OperationalError) and "database is locked" in str(current):
+            return True
+        current = current.__cause__ or current.__context__
     return False
 
 
@@ -84,6 +105,16 @@ class RetryingClient:
         self._sleep = sleep
         self._outage: TrackingUnavailableError | None = None
 
+    @classmethod
+    def connect(cls, tracking_uri: str, policy: RetryPolicy) -> RetryingClient:
+        """An `MlflowClient` for `tracking_uri`, opened under the policy too: opening a SQLite
+        store reads (and may migrate) its schema, the first place a lock shows."""
+        from mlflow.tracking import MlflowClient
+
+        retrying = cls(None, policy, tracking_uri)
+        retrying._client = retrying._call("open the store", lambda: MlflowClient(tracking_uri))
+        return retrying
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             # Unpickling (DDP spawn carries the MLflow logger) asks before `_client` is restored.
@@ -125,8 +156,17 @@ class RetryingClient:
         self, name: str, attempts: int, elapsed: float, error: BaseException
     ) -> TrackingUnavailableError:
         uri = self._tracking_uri
+        spent = f"{attempts} attempt(s) over {elapsed:.1f} s"
+        if is_locked_store(error):
+            return TrackingUnavailableError(
+                f"the MLflow store {uri.removeprefix('sqlite:///')} is locked: another process "
+                f"holds it (database is locked; {name}, {spent}). Let that process finish or stop "
+                "it, or point tracking.uri at an MLflow server to share one store between "
+                "processes, then rerun: finished stages are reused and pretraining resumes from "
+                "its last checkpoint (raise tracking.retry_deadline_seconds to wait longer)."
+            )
         return TrackingUnavailableError(
-            f"MLflow at {uri} did not answer {name} ({attempts} attempt(s) over {elapsed:.1f} s; "
+            f"MLflow at {uri} did not answer {name} ({spent}; "
             f"last error: {str(error)[:300]}). Start the tracking server or check "
             f"tracking.uri={uri}, then rerun: finished stages are reused and pretraining resumes "
             "from its last checkpoint (raise tracking.retry_deadline_seconds to wait longer)."

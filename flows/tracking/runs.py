@@ -20,7 +20,6 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
-from prefect.exceptions import ExternalSignal
 from pytorch_lightning.loggers import MLFlowLogger
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
@@ -66,15 +65,17 @@ def owner_is_gone(owner: str) -> bool:
         return True
 
 
-# Prefect raises TerminationSignal on SIGTERM during a flow run (and re-sends the signal to the
-# CLI's handler afterwards); Lightning raises SIGTERMException, and exits on Ctrl-C.
-STOPPED_BY_SIGNAL = (KeyboardInterrupt, ExternalSignal, SIGTERMException)
 _STOP_SIGNALS: list[int] = []  # signals the CLI received (flows/__main__.py)
 
 
 def note_stop_signal(signum: int) -> None:
     """Called from the CLI's signal handler: runs that end from now on end as KILLED."""
     _STOP_SIGNALS.append(signum)
+
+
+def received_stop_signal() -> int | None:
+    """The first signal the CLI was stopped by, if any."""
+    return _STOP_SIGNALS[0] if _STOP_SIGNALS else None
 
 
 def final_status(error: BaseException) -> str:
@@ -85,11 +86,18 @@ def final_status(error: BaseException) -> str:
     """
     if _STOP_SIGNALS:
         return "KILLED"
+    # Imported here: importing Prefect freezes its settings, and the CLI imports this module
+    # before `configure_services` sets them (PREFECT_CLIENT_MAX_RETRIES, PREFECT_HOME, ...).
+    from prefect.exceptions import ExternalSignal
+
+    # Prefect raises TerminationSignal on SIGTERM during a flow run (and re-sends the signal to
+    # the CLI's handler afterwards); Lightning raises SIGTERMException, and exits on Ctrl-C.
+    stopped_by_signal = (KeyboardInterrupt, ExternalSignal, SIGTERMException)
     current: BaseException | None = error
     for _ in range(20):
         if current is None:
             break
-        if isinstance(current, STOPPED_BY_SIGNAL):
+        if isinstance(current, stopped_by_signal):
             return "KILLED"
         current = current.__cause__ or current.__context__
     return "FAILED"
@@ -203,9 +211,7 @@ class Tracker:
         self.tracking_uri = tracking_uri
         self.identity = RunIdentity()  # set by the flow: run names and Prefect links
         with store_setup_lock(tracking_uri):
-            client = RetryingClient(
-                MlflowClient(tracking_uri), retry or RetryPolicy(), tracking_uri
-            )
+            client = RetryingClient.connect(tracking_uri, retry or RetryPolicy())
             self.client = cast(MlflowClient, client)  # a proxy with MlflowClient's interface
             self.experiment_id = self._experiment_id(experiment, artifact_root)
 

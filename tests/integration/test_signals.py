@@ -41,15 +41,7 @@ def started_pretraining(root: Path) -> bool:
     ("signum", "to_group"),
     [
         (signal.SIGTERM, False),
-        pytest.param(
-            signal.SIGINT,
-            True,
-            marks=pytest.mark.xfail(
-                reason="Ctrl-C reaches the temporary Prefect server too; the run then waits on "
-                "it for over 120 s (not solved yet, see docs/guides/reliability.md)",
-                strict=False,
-            ),
-        ),
+        (signal.SIGINT, True),
     ],
     ids=["term", "ctrl-c"],
 )
@@ -67,7 +59,7 @@ def test_a_signal_stops_the_run_marks_it_killed_and_leaves_no_process(
         env=env,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 600  # the stages before it, on a loaded machine
     while not started_pretraining(root):
         assert run.poll() is None, run.communicate()[0][-4000:]
         assert time.monotonic() < deadline, "pretraining never wrote a checkpoint"

@@ -124,12 +124,6 @@ def test_a_lost_tracking_server_stops_the_run_clearly_and_a_rerun_continues(
     assert runs[0].info.status == "FINISHED"  # newest first
 
 
-@pytest.mark.xfail(
-    reason="regression, open in issue 20: after the 2026-12-01 merges the run stops ~147 s after "
-    "the Prefect server is killed (bound 150) and spends ~137 s failing to report after its last "
-    "published stage (bound 120; 75-80 s before)",
-    strict=False,
-)
 def test_a_lost_prefect_server_stops_the_run_clearly_and_a_local_rerun_continues(
     tmp_path: Path,
 ) -> None:
@@ -147,16 +141,18 @@ def test_a_lost_prefect_server_stops_the_run_clearly_and_a_local_rerun_continues
     assert process.returncode == 3, output[-4000:]
     assert f"error: the Prefect API at {api} stopped answering" in output
     assert "unset PREFECT_API_URL to run with a local one, then rerun" in output
-    assert stopped_after < 150  # Prefect's client: 3 retries (2 + 4 + 8 s) per failing call
     assert published(root, "tokenizer") and published(root, "shards")
     # The task bodies outlive the API: pretraining (and fine-tuning) may finish and publish
-    # before the run stops; what is bounded is the time spent failing to report to Prefect after
-    # the last stage that published.
+    # before the run stops. What is bounded is the time spent failing to report to Prefect after
+    # the kill or after the last stage that published, whichever came later (training time
+    # depends on the machine's load). Two calls fail, each tried 4 times over 2 + 4 + 8 s:
+    # measured 44.7 s at a load average of 20 on 2 cores, 137-153 s while Prefect's defaults
+    # (5 retries per call) were frozen by an early `import prefect` (test_prefect_settings.py).
     manifests = published(root, "pretrain") + published(root, "finetune")
-    if manifests:
-        last = max(json.loads(manifest.read_text())["created_at"] for manifest in manifests)
-        print(f"the last stage published {ended - last:.1f} s before the run stopped")
-        assert ended - last < 120  # several calls, each retried 2 + 4 + 8 s
+    last = max([json.loads(manifest.read_text())["created_at"] for manifest in manifests] or [0])
+    failing_to_report = ended - max(last, ended - stopped_after)
+    print(f"the run spent {failing_to_report:.1f} s failing to report before it stopped")
+    assert failing_to_report < 120
     assert published(root, "pretrain") or list(
         (root / "artifacts" / "pretrain").glob(".work-*/checkpoints/last.ckpt")
     )

@@ -311,6 +311,25 @@ def test_shards_from_another_tokenizer_are_refused(tmp_path: Path, built: Any) -
     assert published(tmp_path) == []
 
 
+def test_a_corpus_too_small_for_one_batch_is_an_input_error_before_training(
+    tmp_path: Path, built: Any
+) -> None:
+    _, tokenizer, shards = built
+    batch = shards.outputs["train_sequences"] + 1
+    trainer = TrainerSettings(max_steps=2, warmup_steps=1, batch_size=batch, val_every_steps=2)
+    with pytest.raises(
+        CorpusInputError,
+        match=rf"gives {batch - 1} training sequences, fewer than trainer.batch_size={batch} ",
+    ):
+        pretrain(
+            PretrainSettings(TINY, ObjectiveSettings(), trainer, 0),
+            shards,
+            tokenizer,
+            ArtifactStore(tmp_path),
+        )
+    assert published(tmp_path) == [] and not list(tmp_path.rglob("*.ckpt"))
+
+
 def test_a_flipped_byte_in_a_shard_stops_training_and_names_the_shard(
     tmp_path: Path, built: Any
 ) -> None:

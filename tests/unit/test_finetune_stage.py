@@ -188,7 +188,8 @@ def test_relations_marked_in_the_text_run_as_plain_classification(
         for _ in range(size):
             relation = rng.choice(["CAUSES", "TREATS"])
             verb = "fever" if relation == "CAUSES" else "cough"
-            text = f"{rng.choice(TASK_WORDS[:8])} << alpha >> {verb} [[ beta ]] {rng.choice(TASK_WORDS[:8])}"
+            before, after = rng.choice(TASK_WORDS[:8]), rng.choice(TASK_WORDS[:8])
+            text = f"{before} << alpha >> {verb} [[ beta ]] {after}"
             rows.append(json.dumps({"text": text, "label": relation}) + "\n")
         (tmp_path / f"relations-{split}.jsonl").write_text("".join(rows))
     task = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -131,6 +132,33 @@ def test_a_killed_run_reuses_the_units_it_finished(
     fresh = build_shards(settings, corpus(corpus_dir), tokenizer, ArtifactStore(tmp_path / "f"))
     assert shard_bytes(resumed) == shard_bytes(fresh)
     assert not store.work_dir("shards", resumed.key).exists()
+
+
+def test_an_input_deleted_while_it_is_read_leaves_no_work_folder(
+    tmp_path: Path, corpus_dir: Path, tokenizer: ArtifactRef
+) -> None:
+    """The finished units are kept for a rerun with the same key; after an input error there is
+    none (the same input fails again, a restored or fixed one has another key): they go."""
+    copied = tmp_path / "corpus"
+    shutil.copytree(corpus_dir, copied)
+    store = ArtifactStore(tmp_path / "store")
+    finished: list[bool] = []
+
+    def deletes_a_file_midway(jobs: list[UnitJob]) -> list[UnitResult]:
+        results = []
+        for job in jobs:
+            if job.index == 2:
+                (copied / "part-3.txt").unlink()  # fault injected: deleted while the run reads
+            results.append(encode_unit(job))
+            finished.append((job.output / "result.json").is_file())
+        return results
+
+    with pytest.raises(CorpusInputError, match="deleted or moved while the run read it"):
+        build_shards(
+            ShardSettings(seq_len=16), corpus(copied), tokenizer, store, deletes_a_file_midway
+        )
+    assert finished[:3] == [True, True, True]  # units were written under the key's work folder
+    assert not list((tmp_path / "store" / "shards").glob(".work-*"))
 
 
 def test_max_documents_counts_across_files(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy.exc
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, TEMPORARILY_UNAVAILABLE
 
@@ -97,6 +100,38 @@ def test_server_errors_are_retried() -> None:
     flaky = FlakyClient(failures=1, error=unavailable)
     client = RetryingClient(flaky, RetryPolicy(attempts=2, backoff_seconds=0.01), URI)
     assert client.log_batch("run-1") == "logged run-1"
+
+
+def locked_store_error() -> sqlalchemy.exc.OperationalError:
+    """What opening a SQLite store that another process holds raises: SQLite's error, wrapped
+    by SQLAlchemy (not an MlflowException, so no HTTP status tells it is transient)."""
+    try:
+        raise sqlite3.OperationalError("database is locked")
+    except sqlite3.OperationalError as cause:
+        error = sqlalchemy.exc.OperationalError("SELECT 1", {}, cause)
+        error.__cause__ = cause
+        return error
+
+
+def test_a_locked_sqlite_store_is_retried_and_a_lock_released_in_time_heals() -> None:
+    flaky = FlakyClient(failures=2, error=locked_store_error())
+    client = RetryingClient(flaky, RetryPolicy(attempts=3, backoff_seconds=0.01), "sqlite:///x")
+    assert client.log_batch("run-1") == "logged run-1"
+    assert flaky.calls == 3
+
+
+def test_a_store_that_stays_locked_names_the_file_and_the_other_process(tmp_path: Path) -> None:
+    database = tmp_path / "mlflow.db"
+    flaky = FlakyClient(failures=100, error=locked_store_error())
+    policy = RetryPolicy(attempts=2, backoff_seconds=0.01)
+    with pytest.raises(TrackingUnavailableError) as raised:
+        RetryingClient(flaky, policy, f"sqlite:///{database}").log_batch("run-1")
+    assert flaky.calls == 2
+    assert str(raised.value).startswith(
+        f"the MLflow store {database} is locked: another process holds it (database is locked; "
+        "log_batch, 2 attempt(s)"
+    )
+    assert "Start the tracking server" not in str(raised.value)
 
 
 def test_a_real_client_on_a_closed_port_fails_within_the_budget(

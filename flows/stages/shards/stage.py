@@ -10,6 +10,7 @@ is what makes the shards byte-identical whatever the number of workers.
 from __future__ import annotations
 
 import multiprocessing
+import shutil
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, fields
@@ -24,6 +25,7 @@ from flows.core.outputs import StageOutputs
 from flows.core.settings import Settings, bounds, one_of, output_settings
 from flows.corpora import Corpus
 from flows.corpora.base import empty_corpus_error
+from flows.corpora.formats import CorpusInputError
 from flows.corpora.stats import CorpusStats
 from flows.stages.shards.packing import PACKING_MODES, make_packer
 from flows.stages.shards.units import UnitJob, UnitResult, encode_unit, encode_units
@@ -231,8 +233,33 @@ def build_shards(
     def validate(ref: ArtifactRef) -> None:
         verify_shards(ref.path, ShardIndex.load(ref.path))
 
+    def build_or_discard_units(directory: Path) -> dict[str, Any]:
+        try:
+            return build(directory)
+        except BaseException as error:
+            if is_input_error(error):
+                # Still under the key's lock. The same input fails again, and a fixed (or
+                # restored) one has another key, so the units finished under this key could
+                # never be resumed: kept, they would stay forever.
+                shutil.rmtree(store.work_dir(STAGE, key), ignore_errors=True)
+            raise
+
     # Shards carry their own per-file checksums (shards.json); hashing them twice would cost time.
-    return store.get_or_build(STAGE, key, build, record, validate=validate, checksums=False)
+    return store.get_or_build(
+        STAGE, key, build_or_discard_units, record, validate=validate, checksums=False
+    )
+
+
+def is_input_error(error: BaseException) -> bool:
+    """A corpus input error, also when a worker pool raised it wrapped."""
+    current: BaseException | None = error
+    for _ in range(10):
+        if current is None:
+            return False
+        if isinstance(current, CorpusInputError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def cap_documents(keep: np.ndarray, counts: dict[str, int], limit: int | None) -> np.ndarray:

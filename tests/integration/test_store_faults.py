@@ -1,0 +1,193 @@
+"""Faults of the run's home: it cannot be written, it fills up, or another process holds its
+MLflow store.
+
+Each runs the real CLI and checks the error names the place and the fix, and that no process
+of the run (the temporary Prefect server included) outlives it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+pytestmark = pytest.mark.slow
+SMOKE = ["experiment=smoke", "corpus.max_documents=300", "trainer.max_steps=20"]
+
+
+def run_cli(
+    args: list[str],
+    env: dict[str, str],
+    timeout: float = 600,
+    meanwhile: Callable[[], object] = lambda: None,
+) -> tuple[int, str]:
+    """Runs `python -m flows`, calling `meanwhile` while it runs; asserts that none of its child
+    processes is left once it ends. The output goes to a file: a pipe nobody reads while the
+    run goes on fills up and blocks it."""
+    with tempfile.TemporaryFile("w+") as log:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "flows", *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        family = watch_family(run, time.monotonic() + timeout, meanwhile)
+        log.seek(0)
+        output = log.read()
+    left = [child for child in family if child.is_running()]
+    left = [child for child in left if child.status() != psutil.STATUS_ZOMBIE]
+    for child in left:
+        child.kill()
+    assert left == [], [child.cmdline() for child in left]
+    return run.returncode, output
+
+
+def watch_family(
+    run: subprocess.Popen[str], deadline: float, meanwhile: Callable[[], object]
+) -> list[psutil.Process]:
+    """Waits for `run` (killed at `deadline`), noting every child process it started."""
+    family: dict[int, psutil.Process] = {}
+    while run.poll() is None and time.monotonic() < deadline:
+        try:
+            family.update({child.pid: child for child in psutil.Process(run.pid).children(True)})
+        except psutil.NoSuchProcess:
+            break
+        meanwhile()
+        time.sleep(0.2)
+    try:
+        run.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, 9)
+    return list(family.values())
+
+
+def local_env(home: Path) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return {**env, "CLOZE_HOME": str(home)}
+
+
+@contextmanager
+def mounted_tmpfs(folder: Path, options: str) -> Iterator[Path]:
+    """A tmpfs on `folder`; the test is skipped where mounting is not permitted."""
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)]).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)
+
+
+@pytest.fixture
+def read_only_home(tmp_path: Path) -> Iterator[Path]:
+    """A folder no process can write: a read-only tmpfs for root (whom permissions do not
+    stop), else a folder without write permission."""
+    if os.geteuid() == 0:
+        with mounted_tmpfs(tmp_path / "home", "ro,size=1m") as home:
+            yield home
+        return
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o555)
+    yield home
+    home.chmod(0o755)
+
+
+def test_a_read_only_home_fails_at_once_naming_cloze_home_and_the_path(
+    read_only_home: Path,
+) -> None:
+    code, output = run_cli(SMOKE, local_env(read_only_home))
+    assert code == 2, output[-3000:]
+    assert f"error: paths.root={read_only_home} is not writable: {read_only_home} " in output
+    assert "set CLOZE_HOME (or paths.root=...) to a writable folder" in output
+    assert "Starting temporary server" not in output  # it fails before any service starts
+    assert "Traceback" not in output
+
+
+def test_a_store_locked_by_another_process_is_retried_then_named(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    database = home / "mlflow.db"
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process would hold it the same way
+    try:
+        code, output = run_cli(
+            [*SMOKE, "tracking.retry_attempts=2", "tracking.retry_backoff_seconds=0.5"],
+            local_env(home),
+        )
+    finally:
+        holder.close()
+    assert code == 3, output[-3000:]
+    assert f"error: the MLflow store {database} is locked: another process holds it" in output
+    assert "2 attempt(s)" in output  # under the retry policy, not at the first failure
+    assert "Traceback" not in output.split("error: the MLflow store")[-1]
+
+
+def fill(folder: Path) -> Path:
+    """Writes a ballast file into `folder` until its filesystem has no space left."""
+    ballast = folder / "ballast"
+    chunk = bytes(1 << 20)
+    with ballast.open("wb") as handle:
+        try:
+            while True:
+                handle.write(chunk)
+                handle.flush()
+        except OSError:
+            pass
+    return ballast
+
+
+def test_a_full_disk_in_pretraining_names_the_disk_keeps_the_checkpoint_and_a_rerun_resumes(
+    tmp_path: Path,
+) -> None:
+    """The Prefect database lives elsewhere; the store and the MLflow database fill up."""
+    args = [
+        *SMOKE[:2],
+        "trainer.max_steps=60",
+        "trainer.checkpoint_every_steps=10",
+        "trainer.val_every_steps=100",
+        "finetune.train_examples=64",
+        "finetune.validation_examples=32",
+        "finetune.baselines=[majority]",
+        "finetune.bootstrap_samples=100",
+    ]
+    env = {**local_env(tmp_path / "unused"), "PREFECT_HOME": str(tmp_path / "prefect")}
+    with mounted_tmpfs(tmp_path / "home", "size=256m") as home:
+        env["CLOZE_HOME"] = str(home)
+        checkpoints = home / "artifacts" / "pretrain"
+        ballast: list[Path] = []
+
+        def fill_after_the_first_checkpoint() -> None:
+            if not ballast and list(checkpoints.glob(".work-*/checkpoints/last.ckpt")):
+                ballast.append(fill(home))
+
+        code, output = run_cli(args, env, meanwhile=fill_after_the_first_checkpoint)
+        assert ballast, output[-3000:]
+        assert code == 3, output[-4000:]
+        [error] = [line for line in output.splitlines() if line.startswith("error:")]
+        assert error.startswith("error: the disk is full: no space left on device while writing")
+        assert str(home) in error and "MLflow" not in error
+        [last] = checkpoints.glob(".work-*/checkpoints/last.ckpt")
+        torch.load(last, map_location="cpu", weights_only=True)  # the last good one, whole
+        assert not list(checkpoints.glob(".work-*/checkpoints/.*.partial"))
+
+        ballast[0].unlink()  # space freed: the same command resumes
+        code, output = run_cli(args, env)
+        assert code == 0, output[-4000:]
+        [manifest] = checkpoints.glob("*/manifest.json")
+        assert json.loads(manifest.read_text())["outputs"]["resumed"] is True

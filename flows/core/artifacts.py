@@ -5,8 +5,9 @@ the keys of its inputs), never paths, worker counts or devices. Outputs are buil
 dir, `manifest.json` is written last, and the dir is renamed into place: a reader either sees a
 complete artifact or none. A per-key file lock makes concurrent runs compute each stage once.
 
-A stage whose build is not reproducible (the Unigram tokenizer) is published content-addressed:
-its files' checksums name the artifact, and its input key becomes a link to that name. Every
+A stage whose builds are not all reproducible (the tokenizer: Unigram training is not) is
+published content-addressed: its files' checksums name the artifact, and its input key becomes a
+link to that name. Every
 later key then follows the content, so two stores (or a rebuild after damage) holding different
 builds for one input key can never pair them with each other's downstream artifacts.
 
@@ -323,7 +324,7 @@ class ArtifactStore:
             first = self.lookup(stage, key) if self.path(stage, key).exists() else None
             if first is None:
                 raise
-            log.warning("%s %s was published by another run first; adopting it", stage, key)
+            log.warning("%s %s was already published (another run's); adopting it", stage, key)
             return first
         return ArtifactRef(stage, key, self.path(stage, key), manifest["outputs"], cache_hit=False)
 

@@ -5,6 +5,15 @@ the keys of its inputs), never paths, worker counts or devices. Outputs are buil
 dir, `manifest.json` is written last, and the dir is renamed into place: a reader either sees a
 complete artifact or none. A per-key file lock makes concurrent runs compute each stage once.
 
+A stage whose builds are not all reproducible (the tokenizer: Unigram training is not) is
+published content-addressed: its files' checksums name the artifact, and its input key becomes a
+link to that name. Every
+later key then follows the content, so two stores (or a rebuild after damage) holding different
+builds for one input key can never pair them with each other's downstream artifacts.
+
+Publishing never overwrites: when the key is already there (a run on another machine whose lock
+this one could not see), the first artifact wins and the later run adopts it.
+
 The store repairs itself: a folder without a readable manifest, or whose files no longer match
 the checksums recorded at publish, is moved aside (`.corrupt-<key>-<time>`) and rebuilt, so a
 rerun heals instead of failing forever. Keys and file names read back from manifests are
@@ -117,6 +126,12 @@ def verify_checksums(directory: Path, recorded: Mapping[str, Any], manifest: Pat
             )
 
 
+def content_key(stage: str, checksums: Mapping[str, str]) -> str:
+    """The name of a content-addressed artifact: a hash of its files' checksums."""
+    payload = canonical_json({"stage": stage, "content": checksums})
+    return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
 @dataclass(frozen=True)
 class ArtifactRef:
     """A published stage output: where it lives and what its manifest recorded."""
@@ -152,6 +167,7 @@ class ArtifactStore:
         Raises ArtifactError (naming the file) when the folder exists but its manifest is
         missing or does not parse, or a file differs from what was published.
         """
+        key = self.resolve(stage, key)
         directory = self.path(stage, key)
         if not directory.exists():
             return None
@@ -162,8 +178,24 @@ class ArtifactStore:
         verify_checksums(directory, recorded.get(CHECKSUMS, {}), manifest)
         return ArtifactRef(stage, key, directory, recorded["outputs"], cache_hit=True)
 
+    def resolve(self, stage: str, key: str) -> str:
+        """The content key an input key links to (content-addressed stages); else `key` itself.
+
+        A link is read, never followed blindly: its target must be a sibling store name.
+        """
+        link = self.path(stage, key)
+        if not link.is_symlink():
+            return key
+        target = os.readlink(link)
+        if not is_store_name(target):
+            raise ArtifactError(
+                f"{link} links to {target!r}, which is not a key in {link.parent}; refused"
+            )
+        return target
+
     def quarantine(self, stage: str, key: str, reason: str) -> Path:
         """Moves a damaged artifact aside (kept for inspection) so the next lookup misses."""
+        key = self.resolve(stage, key)  # a link's content, which later lookups would still trust
         source = self.path(stage, key)
         target = source.with_name(f".corrupt-{key}-{time.time_ns()}")
         os.rename(source, target)
@@ -183,12 +215,15 @@ class ArtifactStore:
         record: Mapping[str, Any],
         validate: Callable[[ArtifactRef], None] | None = None,
         checksums: bool = True,
+        content_addressed: bool = False,
     ) -> ArtifactRef:
         """Returns the published artifact for `key`, building it first if absent or invalid.
 
         A damaged artifact (no readable manifest, a checksum mismatch, or `validate` raising) is
         quarantined and rebuilt, so a rerun heals the store instead of failing forever.
         `checksums=False` is for stages that verify their own files (shards, per shard).
+        `content_addressed=True` publishes under the content key and links `key` to it: the
+        returned ref's key is the content key, which is what later stages' keys hash.
         """
         with self.lock(stage, key):
             # Under the lock no build of this key is running: any temp dir is a killed run's,
@@ -198,6 +233,8 @@ class ArtifactStore:
             cached = self._verified(stage, key, validate)
             if cached is not None:
                 return cached
+            if content_addressed:
+                return self._build_and_link(stage, key, build, record)
             return self._build_and_publish(stage, key, build, record, checksums)
 
     def _verified(
@@ -220,8 +257,43 @@ class ArtifactStore:
         record: Mapping[str, Any],
         checksums: bool,
     ) -> ArtifactRef:
-        stage_dir = self.root / stage
-        temp_dir = stage_dir / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
+        temp_dir, manifest = self._build(stage, key, build, record, checksums)
+        ref = self._publish(stage, key, temp_dir, manifest)
+        shutil.rmtree(self.work_dir(stage, key), ignore_errors=True)
+        return ref
+
+    def _build_and_link(
+        self,
+        stage: str,
+        key: str,
+        build: Callable[[Path], dict[str, Any]],
+        record: Mapping[str, Any],
+    ) -> ArtifactRef:
+        """Builds, publishes under the content key, then links the input key to it."""
+        temp_dir, manifest = self._build(stage, key, build, record, checksums=True)
+        content = content_key(stage, manifest[CHECKSUMS])
+        manifest.update(key=content, input_key=key)
+        replace_json(temp_dir / MANIFEST_FILE, manifest, default=str)
+        ref = self._publish(stage, content, temp_dir, manifest)
+        linked = self._link(stage, key, ref.key)
+        shutil.rmtree(self.work_dir(stage, key), ignore_errors=True)
+        if linked == ref.key:
+            return ref
+        first = self.lookup(stage, linked)
+        if first is None:
+            raise ArtifactError(f"{self.path(stage, key)} links to {linked}, which is missing")
+        return first
+
+    def _build(
+        self,
+        stage: str,
+        key: str,
+        build: Callable[[Path], dict[str, Any]],
+        record: Mapping[str, Any],
+        checksums: bool,
+    ) -> tuple[Path, dict[str, Any]]:
+        """The built files in a private temp dir, with their manifest written last."""
+        temp_dir = self.root / stage / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
         temp_dir.mkdir(parents=True)
         try:
             outputs = build(temp_dir)
@@ -234,12 +306,46 @@ class ArtifactStore:
                 **({CHECKSUMS: file_checksums(temp_dir)} if checksums else {}),
             }
             replace_json(temp_dir / MANIFEST_FILE, manifest, default=str)
-            os.rename(temp_dir, self.path(stage, key))
         except BaseException:
             shutil.rmtree(temp_dir, ignore_errors=True)
             raise
-        shutil.rmtree(self.work_dir(stage, key), ignore_errors=True)
-        return ArtifactRef(stage, key, self.path(stage, key), outputs, cache_hit=False)
+        return temp_dir, manifest
+
+    def _publish(
+        self, stage: str, key: str, temp_dir: Path, manifest: dict[str, Any]
+    ) -> ArtifactRef:
+        """Renames `temp_dir` into place; if `key` is already there, the first one wins.
+
+        A rename never replaces a published artifact: one that appeared meanwhile (another
+        machine's run, whose lock this one could not see) is verified and adopted.
+        """
+        try:
+            os.rename(temp_dir, self.path(stage, key))
+        except OSError:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            first = self.lookup(stage, key) if self.path(stage, key).exists() else None
+            if first is None:
+                raise
+            log.warning("%s %s was already published (another run's); adopting it", stage, key)
+            return first
+        return ArtifactRef(stage, key, self.path(stage, key), manifest["outputs"], cache_hit=False)
+
+    def _link(self, stage: str, key: str, content: str) -> str:
+        """Points input key `key` at `content`; a link already there (another run's) wins.
+
+        Returns the content key the link names once this returns: this build's or the first's.
+        """
+        link = self.path(stage, key)
+        if link.is_symlink() and not link.exists():
+            link.unlink()  # its content was quarantined: relink to the rebuild
+        try:
+            os.symlink(content, link)
+        except FileExistsError:
+            first = self.resolve(stage, key)
+            if first != content:
+                log.warning("%s %s links to %s, another run's build: adopted", stage, key, first)
+            return first
+        return content
 
 
 @contextmanager

@@ -1,15 +1,17 @@
 """Stage 1: train a tokenizer (WordPiece, BPE or Unigram) and measure it on held-out documents.
 
-WordPiece training in `tokenizers` is not bit-reproducible (its trainer iterates hash maps, so
-ties at the vocabulary cut-off fall differently from run to run, even single-threaded). The
-published tokenizer artifact is therefore the unit of reproducibility: every later stage keys on
-its content address, and shards are byte-identical given the same tokenizer artifact.
+WordPiece and BPE training is byte-reproducible across processes (see `tokenizer_models`);
+Unigram training is not. The artifact is therefore published by content: its key is a hash of
+its files, the input key (settings and corpus) links to it, and every later stage keys on that
+content key. A store can never pair one build's shards or models with another build's tokenizer,
+and a second build for the same input key (another machine's, racing this one) adopts the first.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,10 +32,10 @@ from flows.core.outputs import StageOutputs
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, output_settings
 from flows.corpora import Corpus
 from flows.corpora.base import empty_corpus_error
-from flows.stages.tokenizer_models import TOKENIZER_KINDS, build_tokenizer
+from flows.stages.tokenizer_models import TOKENIZER_KINDS, train
 
 STAGE = "tokenizer"
-VERSION = 3  # 3: trained on at most max_training_mb, spread over the corpus's units
+VERSION = 4  # 4: WordPiece deterministic (continuation symbols declared); published by content
 TOKENIZER_FILE = "tokenizer.json"
 SPECIAL_TOKENS_FILE = "special_tokens.json"
 SETTINGS_FILE = "tokenizer_settings.json"
@@ -180,21 +182,23 @@ def train_tokenizer(
 
     def build(directory: Path) -> dict[str, Any]:
         specials = settings.special_tokens
-        tokenizer, trainer = build_tokenizer(
+        started = time.perf_counter()
+        heldout: list[str] = []
+        budget = None if settings.max_training_mb is None else int(settings.max_training_mb * 1e6)
+
+        def documents() -> Iterator[str]:
+            heldout.clear()  # each pass reads the same documents and collects them afresh
+            return corpus.training_documents(heldout, STATS_DOCUMENTS, budget)
+
+        tokenizer = train(
             settings.kind,
             settings.vocab_size,
             settings.lowercase,
             settings.min_frequency,
             [specials[role] for role in SPECIAL_ROLES],
             specials["unk"],
+            documents,
         )
-        started = time.perf_counter()
-        heldout: list[str] = []
-        budget = settings.max_training_mb
-        documents = corpus.training_documents(
-            heldout, STATS_DOCUMENTS, None if budget is None else int(budget * 1e6)
-        )
-        tokenizer.train_from_iterator(documents, trainer)
         seconds = time.perf_counter() - started
         if corpus.stats.documents == 0:
             raise empty_corpus_error(corpus, corpus.stats)
@@ -217,4 +221,4 @@ def train_tokenizer(
             heldout_documents=len(heldout),
         ).to_manifest()
 
-    return store.get_or_build(STAGE, key, build, record)
+    return store.get_or_build(STAGE, key, build, record, content_addressed=True)

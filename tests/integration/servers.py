@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -65,19 +65,23 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def prefect_server(home: Path, services: bool = False) -> Iterator[str]:
-    """`services`: Prefect's background services too (the task-run recorder fills the graph)."""
-    with killable_prefect_server(home, services) as (api, _):
+def prefect_server(
+    home: Path, services: bool = False, database: Mapping[str, str] | None = None
+) -> Iterator[str]:
+    """`services`: Prefect's background services too (the task-run recorder fills the graph).
+    `database`: `PREFECT_SERVER_DATABASE_*` settings; SQLite under `home` when None."""
+    with killable_prefect_server(home, services, database) as (api, _):
         yield api
 
 
 @contextmanager
 def killable_prefect_server(
-    home: Path, services: bool = False
+    home: Path, services: bool = False, database: Mapping[str, str] | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A Prefect server and its process, for a test to kill mid-run (see killable_mlflow_server)."""
     port = free_port()
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.update(database or {})
     env.pop("PREFECT_API_URL", None)
     command = [
         str(BIN / "prefect"),
@@ -95,20 +99,28 @@ def killable_prefect_server(
 
 
 @contextmanager
-def mlflow_server(directory: Path) -> Iterator[str]:
-    with killable_mlflow_server(directory) as (uri, _):
+def mlflow_server(directory: Path, backend_store_uri: str | None = None) -> Iterator[str]:
+    """`backend_store_uri` (a database URL, given as infra/ gives it: by environment variable);
+    SQLite in `directory` when None. Artifacts go to `directory` either way."""
+    with killable_mlflow_server(directory, backend_store_uri) as (uri, _):
         yield uri
 
 
 @contextmanager
-def killable_mlflow_server(directory: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def killable_mlflow_server(
+    directory: Path, backend_store_uri: str | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """An MLflow server on `directory`'s store, with its process, for a test to kill mid-run.
 
     Killing its group (`os.killpg(process.pid, 9)`) takes the workers down too; a later server
     on the same directory serves the same runs and artifacts.
     """
     port = free_port()
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    env = {
+        **os.environ,
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        "MLFLOW_BACKEND_STORE_URI": backend_store_uri or f"sqlite:///{directory / 'mlflow.db'}",
+    }
     command = [
         str(BIN / "mlflow"),
         "server",
@@ -118,8 +130,6 @@ def killable_mlflow_server(directory: Path) -> Iterator[tuple[str, subprocess.Po
         str(port),
         "--workers",
         "1",
-        "--backend-store-uri",
-        f"sqlite:///{directory / 'mlflow.db'}",
         "--artifacts-destination",
         str(directory / "artifacts"),
     ]

@@ -17,7 +17,6 @@ from flows.core.paths import PathSettings, RunPaths, configure_services
 from flows.core.settings import ConfigError, Settings, bounds, settings_from
 from flows.corpora import CorpusSettings
 from flows.downstream.settings import FinetuneSettings
-from flows.stages.distill import DistillStageSettings
 from flows.stages.distill_plan import DistillSettings, plan_student
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.shards.stage import ShardSettings
@@ -27,6 +26,7 @@ from flows.training.settings import TrainerSettings, encoder_config
 from lightning_modules.models.encoder import EncoderConfig
 
 if TYPE_CHECKING:
+    from flows.stages.distill import DistillStageSettings
     from flows.stages.pretrain import PretrainSettings
 
 
@@ -99,7 +99,9 @@ class PipelinePlan:
     def from_run_config(cls, run: RunConfig) -> PipelinePlan:
         # `model` stays the section as given: its keys (not the library's defaults) are what
         # enters the pretrain artifact key.
-        from flows.stages.pretrain import PretrainSettings  # Lightning: only once a plan is made
+        # Lightning: only once a plan is made
+        from flows.stages.distill import DistillStageSettings
+        from flows.stages.pretrain import PretrainSettings
 
         pretrain = PretrainSettings(
             run.model,

@@ -7,13 +7,12 @@ so words cut off by `max_length` count as predicted `O`: truncation costs recall
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tokenizers import Encoding, Tokenizer, models, pre_tokenizers, processors
 
 from flows.downstream.readers import TaggedSentence, TextExample
-from lightning_modules.classifier import Predictions
 from lightning_modules.metrics import (
     accuracy,
     binary_f1,
@@ -22,6 +21,9 @@ from lightning_modules.metrics import (
     matthews_corrcoef,
 )
 from lightning_modules.models.heads import IGNORE_INDEX
+
+if TYPE_CHECKING:  # Lightning: not imported while a config is only being validated
+    from lightning_modules.classifier import Predictions
 
 Item = dict[str, Any]
 

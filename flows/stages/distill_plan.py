@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import torch
 from pydantic import model_validator
@@ -25,8 +25,7 @@ from flows.core.artifacts import (
 )
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of
 from flows.stages.tokenizer import TokenizerSettings, reused_tokenizer
-from flows.training.trainer import TrainerSettings, encoder_config
-from lightning_modules.distill import DistillLosses
+from flows.training.settings import TrainerSettings, encoder_config
 from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import (
@@ -36,6 +35,9 @@ from lightning_modules.models.serialization import (
     load_encoder_config,
 )
 from lightning_modules.models.student_init import copy_mismatches, uniform_layer_map
+
+if TYPE_CHECKING:  # Lightning: not imported while a config is only being validated
+    from lightning_modules.distill import DistillLosses
 
 INITS = ("auto", "teacher", "random")
 TEACHER_STAGES = ("pretrain",)
@@ -82,6 +84,8 @@ class DistillSettings(Settings):
         return self.teacher is not None
 
     def losses(self) -> DistillLosses:
+        from lightning_modules.distill import DistillLosses
+
         return DistillLosses(
             kl=self.kl_weight,
             mlm=self.mlm_weight,

@@ -32,11 +32,13 @@ class ThroughputMeter:
 
     def __init__(self, settings: ThroughputSettings) -> None:
         self.settings = settings
-        self.tokens = 0
+        self.tokens: int | torch.Tensor = 0
         self.started = time.perf_counter()
         self.paused_at = 0.0
 
-    def count(self, tokens: int) -> None:
+    def count(self, tokens: int | torch.Tensor) -> None:
+        """A tensor count (padded batches) stays on its device until `report`: converting it here
+        would wait for the GPU every step."""
         self.tokens += tokens
 
     def pause(self) -> None:
@@ -49,7 +51,7 @@ class ThroughputMeter:
         """The window's figures every `every_steps` steps (then a new window), else nothing."""
         if step % self.settings.every_steps:
             return {}
-        tokens_per_second = self.tokens / max(time.perf_counter() - self.started, 1e-9)
+        tokens_per_second = float(self.tokens) / max(time.perf_counter() - self.started, 1e-9)
         flops = tokens_per_second * self.settings.flops_per_token
         figures = {
             "train/tokens_per_second": tokens_per_second,
@@ -87,7 +89,7 @@ class MaskedLanguageModelingModule(pl.LightningModule):
         self.log("train/learning_rate", self.trainer.optimizers[0].param_groups[0]["lr"])
         tokens = batch["input_ids"].numel() if attention_mask is None else attention_mask.sum()
         # All ranks' tokens: each holds an equal block of the global batch (distributed.py).
-        self.throughput.count(int(tokens) * self.trainer.world_size)
+        self.throughput.count(tokens * self.trainer.world_size)
         return loss
 
     def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:

@@ -22,9 +22,10 @@ from pathlib import Path
 import torch
 
 from benchmarks.train_throughput import MODELS, VOCAB_SIZE, prepare_shards
+from flows.downstream.recipe import TaskRun
 
 
-def prepare(work_dir: Path, epochs: int) -> tuple[object, Path]:
+def prepare(work_dir: Path, epochs: int) -> tuple[TaskRun, Path]:
     """The demo's task spec and recipe; a random bert-tiny saved as the 'pretrained' encoder."""
     from flows.core.artifacts import ArtifactRef
     from flows.core.config import compose_config
@@ -46,7 +47,9 @@ def prepare(work_dir: Path, epochs: int) -> tuple[object, Path]:
     if not pretrained.exists():
         special = load_tokenizer(tokenizer).special
         shape = EncoderConfig(
-            vocab_size=VOCAB_SIZE, pad_token_id=special.pad, **MODELS["bert-tiny"]
+            vocab_size=VOCAB_SIZE,
+            pad_token_id=special.pad,
+            **MODELS["bert-tiny"],  # type: ignore[arg-type]
         )
         pretrained.mkdir(parents=True)
         save_masked_lm(BertForMaskedLM(shape), pretrained)
@@ -86,7 +89,7 @@ def main() -> None:
     report = io.StringIO()
     pstats.Stats(profiler, stream=report).sort_stats("cumulative").print_stats(40)
     print(report.getvalue())
-    train_size = len(run.split("train", 0))  # type: ignore[attr-defined]
+    train_size = len(run.split("train", 0))
     print(
         f"{args.runs} runs of {args.epochs} epochs x {train_size} examples: "
         f"{60 * args.runs / cpu:.2f} runs per CPU-minute ({cpu / args.runs:.2f} CPU-s a run), "

@@ -63,6 +63,13 @@ class ThroughputMeter:
         return figures
 
 
+def top_scored(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Whether each target's logit is its row's maximum: `argmax == target` up to exact ties
+    (a tie counts as correct). The training accuracy of every step: bf16 `argmax` over the
+    masked positions' logits took 8% of a bert-mini step on CPU, `amax` a twentieth of that."""
+    return logits.gather(1, targets[:, None]).squeeze(1) >= logits.amax(-1)
+
+
 class MaskedLanguageModelingModule(pl.LightningModule):
     def __init__(
         self, model: BertForMaskedLM, optimizer: OptimizerSettings, throughput: ThroughputSettings
@@ -80,7 +87,7 @@ class MaskedLanguageModelingModule(pl.LightningModule):
         # the averaged gradient and the rank-averaged logs are those of the global batch.
         weight = batch.get(LOSS_WEIGHT)
         loss = output.loss if weight is None else output.loss * weight
-        correct = (output.logits.argmax(-1) == output.targets).float()
+        correct = top_scored(output.logits, output.targets).float()
         accuracy = (
             correct.mean() if weight is None else correct.sum() * weight / max(len(correct), 1)
         )

@@ -24,6 +24,15 @@ def data_file(relative: str) -> Path:
     return path
 
 
+def cpu_seconds() -> float:
+    """User + system CPU time of this process and its reaped children (worker pools): the work
+    a path did, which a shared machine's load does not inflate as it does wall time."""
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 

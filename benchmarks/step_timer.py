@@ -38,6 +38,7 @@ class StepTimer:
 
     def before(self, step: int) -> None:
         if step == self.warmup:
+            wait_for_gpu()
             self.wall, self.cpu = -time.perf_counter(), -time.process_time()
         if step == self.steps:
             self._stop_clocks()
@@ -59,6 +60,7 @@ class StepTimer:
 
     def _stop_clocks(self) -> None:
         if self.wall < 0:
+            wait_for_gpu()
             self.wall += time.perf_counter()
             self.cpu += time.process_time()
 
@@ -89,16 +91,32 @@ class StepTimerCallback(pl.Callback):
         self.timer.after(index, outputs["loss"])
 
 
-def matmul_peaks(size: int = 2048, repeats: int = 5) -> dict[str, float]:
+def wait_for_gpu() -> None:
+    """Steps queue GPU work asynchronously: the clocks must wait for it (no-op on a CPU run)."""
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def synchronize(device: torch.device | str) -> None:
+    """Waits for queued GPU work, so a clock read measures it; nothing to wait for on a CPU."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peaks(size: int = 2048, repeats: int = 5, device: str = "cpu") -> dict[str, float]:
     """fp32 and bf16 matmul GFLOP/s, per wall second and per CPU second: the MFU denominators."""
     peaks = {}
+    if device == "cuda":
+        size, repeats = 8192, 20  # enough work to fill a data-centre GPU
     for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-        a = torch.randn(size, size, dtype=dtype)
-        b = torch.randn(size, size, dtype=dtype)
+        a = torch.randn(size, size, dtype=dtype, device=device)
+        b = torch.randn(size, size, dtype=dtype, device=device)
         a @ b
+        synchronize(device)
         wall, cpu = time.perf_counter(), time.process_time()
         for _ in range(repeats):
             a @ b
+        synchronize(device)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         flops = 2 * size**3 * repeats / 1e9
         peaks[name] = flops / wall

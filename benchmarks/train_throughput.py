@@ -11,6 +11,9 @@ the vocabulary projection at the 15% masked tokens only, plus attention), divide
 peak measured in the same run.
 
     python -m benchmarks.train_throughput --models bert-mini,bert-tiny,bert-small --steps 30
+
+`--device cuda` runs the same paths on a GPU (benchmarks/gpu_check.sh): same code, with bf16
+autocast on the device, SDPA's fused kernels, pinned batches and non-blocking copies.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ MODELS = {
     "bert-tiny": {"hidden_size": 128, "num_layers": 2, "num_heads": 2, "intermediate_size": 512},
     "bert-mini": {"hidden_size": 256, "num_layers": 4, "num_heads": 4, "intermediate_size": 1024},
     "bert-small": {"hidden_size": 512, "num_layers": 4, "num_heads": 8, "intermediate_size": 2048},
+    "bert-base": {"hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072},
 }
 VOCAB_SIZE = 30522
 SEQ_LEN = 128
@@ -72,28 +75,18 @@ def flops_per_token(model: str) -> float:
     return mlm_training_flops_per_token(config, SEQ_LEN, MASK_RATE)
 
 
-@dataclass(frozen=True)
-class Measurement:
-    """What every measured path gets alike (picklable: each path runs in its own process)."""
-
-    model: str
-    steps: int
-    warmup: int
-    profile_steps: int
-    threads: int
-    shard_dir: str
-    tokenizer_dir: str
-    precision: str = "32-true"
-
-    def start(self) -> StepTimer:
-        """Threads and seed set for this process; the timer of its steps."""
-        torch.set_num_threads(self.threads)
-        pl.seed_everything(SEED, verbose=False)
-        return StepTimer(self.warmup, self.steps, self.profile_steps)
-
-
 def run_cloze(
-    job: Measurement, compile_encoder: bool = False, lightning: bool = True
+    model: str,
+    steps: int,
+    warmup: int,
+    profile_steps: int,
+    threads: int,
+    shard_dir: str,
+    tokenizer_dir: str,
+    precision: str,
+    compile_encoder: bool = False,
+    lightning: bool = True,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Cloze's module through a Lightning Trainer, as in a real run; or, with `lightning=False`,
     the same network, optimizer and loader in a bare torch loop (Lightning's overhead)."""
@@ -106,10 +99,12 @@ def run_cloze(
     from lightning_modules.models.heads import BertForMaskedLM
     from lightning_modules.optim import OptimizerSettings
 
-    timer = job.start()
-    trained = load_tokenizer(ArtifactRef("tokenizer", "", Path(job.tokenizer_dir), {}, True))
+    torch.set_num_threads(threads)
+    pl.seed_everything(SEED, verbose=False)
+    timer = StepTimer(warmup, steps, profile_steps)
+    trained = load_tokenizer(ArtifactRef("tokenizer", "", Path(tokenizer_dir), {}, True))
     network = BertForMaskedLM(
-        EncoderConfig(vocab_size=VOCAB_SIZE, pad_token_id=trained.special.pad, **MODELS[job.model])
+        EncoderConfig(vocab_size=VOCAB_SIZE, pad_token_id=trained.special.pad, **MODELS[model])
     )
     if compile_encoder:
         network.encoder.compile()  # as trainer.compile=true does; compiles in the warm-up steps
@@ -117,34 +112,25 @@ def run_cloze(
         MaskingRule(), trained.vocab_size, trained.special.mask, trained.special.all(), SEED
     )
     data = MaskedLMDataModule(
-        Path(job.shard_dir), collator, BATCH_SIZE, SEED, max_validation_sequences=0
+        Path(shard_dir), collator, BATCH_SIZE, SEED, max_validation_sequences=0
     )
     optimizer = OptimizerSettings(
         learning_rate=LEARNING_RATE, total_steps=timer.total_steps, schedule="constant"
     )
     module = MaskedLanguageModelingModule(
-        network, optimizer, ThroughputSettings(timer.total_steps, flops_per_token(job.model))
+        network, optimizer, ThroughputSettings(timer.total_steps, flops_per_token(model))
     )
     if not lightning:
         data.setup("fit")
-        configured: Any = module.configure_optimizers()
-        module.train()
-        timed_loop(
-            lambda batch: module.model(batch["input_ids"], batch["labels"]).loss,
-            module,
-            configured["optimizer"],
-            configured["lr_scheduler"]["scheduler"],
-            data.train_dataloader(),
-            job.precision,
-            timer,
-        )
+        bare_loop(module.to(device), data.train_dataloader(), precision, timer)
         return timer.result(BATCH_SIZE * SEQ_LEN)
     settings = TrainerSettings(
         max_steps=timer.total_steps,
         batch_size=BATCH_SIZE,
         warmup_steps=0,
-        precision=job.precision,
+        precision=precision,
         log_every_steps=timer.total_steps,
+        accelerator="gpu" if device == "cuda" else "cpu",
     )  # type: ignore[arg-type]
     trainer = make_trainer(
         settings,
@@ -159,32 +145,38 @@ def run_cloze(
     return timer.result(BATCH_SIZE * SEQ_LEN)
 
 
-def timed_loop(
-    loss_of: Callable[[dict[str, torch.Tensor]], torch.Tensor],
-    network: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler | None,
-    loader: Any,
-    precision: str,
-    timer: StepTimer,
-) -> None:
+def bare_loop(module: Any, loader: Any, precision: str, timer: StepTimer) -> None:
     """What the Trainer does per step, minus Lightning: autocast, backward, clip, step."""
+    configured = module.configure_optimizers()
+    optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
+    module.train()
+    device = next(module.parameters()).device
     batches = iter(loader)
     for step in range(timer.total_steps):
         timer.before(step)
-        batch = next(batches)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
-            loss = loss_of(batch)
+        batch = {name: t.to(device, non_blocking=True) for name, t in next(batches).items()}
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+            loss = module.model(batch["input_ids"], batch["labels"]).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(network.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
         optimizer.step()
-        if scheduler is not None:
-            scheduler.step()
+        scheduler.step()
         timer.after(step, loss)
 
 
-def run_transformers(job: Measurement, masked_only: bool) -> dict[str, Any]:
+def run_transformers(
+    model: str,
+    steps: int,
+    warmup: int,
+    profile_steps: int,
+    threads: int,
+    shard_dir: str,
+    tokenizer_dir: str,
+    precision: str,
+    masked_only: bool,
+    device: str = "cpu",
+) -> dict[str, Any]:
     """`BertForMaskedLM` in a plain torch loop; `masked_only` applies the MLM head only where
     labels are set (the ten-line change a user can make to the peer)."""
     from torch.utils.data import DataLoader, RandomSampler
@@ -197,8 +189,10 @@ def run_transformers(job: Measurement, masked_only: bool) -> dict[str, Any]:
 
     from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex
 
-    timer = job.start()
-    shape = MODELS[job.model]
+    torch.set_num_threads(threads)
+    torch.manual_seed(SEED)
+    timer = StepTimer(warmup, steps, profile_steps)
+    shape = MODELS[model]
     config = BertConfig(
         vocab_size=VOCAB_SIZE,
         hidden_size=shape["hidden_size"],
@@ -207,9 +201,9 @@ def run_transformers(job: Measurement, masked_only: bool) -> dict[str, Any]:
         intermediate_size=shape["intermediate_size"],
         attn_implementation="sdpa",
     )
-    network = BertForMaskedLM(config)
+    network = BertForMaskedLM(config).to(device)
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_file=str(Path(job.tokenizer_dir) / "tokenizer.json"),
+        tokenizer_file=str(Path(tokenizer_dir) / "tokenizer.json"),
         pad_token="[PAD]",
         unk_token="[UNK]",
         cls_token="[CLS]",
@@ -217,30 +211,33 @@ def run_transformers(job: Measurement, masked_only: bool) -> dict[str, Any]:
         mask_token="[MASK]",
     )
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
-    shard_dir = Path(job.shard_dir)
-    dataset = PackedSequenceDataset(shard_dir, ShardIndex.load(shard_dir), "train")
+    dataset = PackedSequenceDataset(Path(shard_dir), ShardIndex.load(Path(shard_dir)), "train")
     loader = DataLoader(
         dataset,
         batch_size=BATCH_SIZE,
         drop_last=True,
         sampler=RandomSampler(dataset, generator=torch.Generator().manual_seed(SEED)),
         collate_fn=lambda rows: collator([{"input_ids": row} for row in rows]),
+        pin_memory=device == "cuda",
     )
     optimizer = torch.optim.AdamW(
         network.parameters(), lr=LEARNING_RATE, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.01
     )
     network.train()
-    timed_loop(
-        (lambda batch: masked_only_loss(network, batch["input_ids"], batch["labels"]))
-        if masked_only
-        else (lambda batch: network(input_ids=batch["input_ids"], labels=batch["labels"]).loss),
-        network,
-        optimizer,
-        None,
-        loader,
-        job.precision,
-        timer,
-    )
+    batches = iter(loader)
+    for step in range(timer.total_steps):
+        timer.before(step)
+        batch = {name: t.to(device, non_blocking=True) for name, t in next(batches).items()}
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+            if masked_only:
+                loss = masked_only_loss(network, batch["input_ids"], batch["labels"])
+            else:
+                loss = network(input_ids=batch["input_ids"], labels=batch["labels"]).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(network.parameters(), 1.0)
+        optimizer.step()
+        timer.after(step, loss)
     return timer.result(BATCH_SIZE * SEQ_LEN)
 
 
@@ -265,14 +262,12 @@ PATHS: dict[str, tuple[Callable[..., dict[str, Any]], str, dict[str, bool]]] = {
 DEFAULT_PATHS = [name for name in PATHS if "compile" not in name]
 
 
-def measure(common: Measurement, names: list[str], peaks: dict[str, float]) -> list[dict]:
+def measure(model: str, names: list[str], peaks: dict[str, float], **common: Any) -> list[dict]:
     """Each path in its own process; ratios per CPU-second against the two peers' best."""
-    model = common.model
     rows = []
     for name in names:
         runner, precision, options = PATHS[name]
-        job = replace(common, precision=precision)
-        result = in_child_process(runner, job=job, **options)
+        result = in_child_process(runner, model=model, precision=precision, **common, **options)
         print(f"\n{model} / {name}: top operators by self CPU time\n{result.pop('top_operators')}")
         peak = "bf16" if precision == "bf16-mixed" else "fp32"
         rows.append(
@@ -302,6 +297,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--profile-steps", type=int, default=2, help="profiled after the timed")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--work-dir", type=Path, default=Path(".cloze/bench"))
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args()
@@ -310,19 +306,21 @@ def main() -> None:
         parser.error(f"unknown --paths {sorted(unknown)}; choose from {list(PATHS)}")
     shard_dir, tokenizer_dir = prepare_shards(args.work_dir)
     torch.set_num_threads(args.threads)
-    peaks = matmul_peaks()
+    peaks = matmul_peaks(device=args.device)
     rows = []
     for model in args.models.split(","):
-        common = Measurement(
+        rows += measure(
             model,
-            args.steps,
-            args.warmup,
-            args.profile_steps,
-            args.threads,
-            str(shard_dir),
-            str(tokenizer_dir),
+            names,
+            peaks,
+            steps=args.steps,
+            warmup=args.warmup,
+            profile_steps=args.profile_steps,
+            threads=args.threads,
+            shard_dir=str(shard_dir),
+            tokenizer_dir=str(tokenizer_dir),
+            device=args.device,
         )
-        rows += measure(common, names, peaks)
     columns = ["model", "path", "tokens_per_s", "tokens_per_cpu_s", "vs dense", "vs masked-only"]
     columns += ["peak_rss_mb", "loss_first", "loss_last", "mfu", "mfu_cpu"]
     print(

@@ -33,11 +33,13 @@ class ThroughputMeter:
 
     def __init__(self, settings: ThroughputSettings) -> None:
         self.settings = settings
-        self.tokens = 0
+        self.tokens: int | torch.Tensor = 0
         self.started = time.perf_counter()
         self.paused_at = 0.0
 
-    def count(self, tokens: int) -> None:
+    def count(self, tokens: int | torch.Tensor) -> None:
+        """A tensor count (padded batches) stays on its device until `report`: converting it here
+        would wait for the GPU every step."""
         self.tokens += tokens
 
     def pause(self) -> None:
@@ -50,7 +52,7 @@ class ThroughputMeter:
         """The window's figures every `every_steps` steps (then a new window), else nothing."""
         if step % self.settings.every_steps:
             return {}
-        tokens_per_second = self.tokens / max(time.perf_counter() - self.started, 1e-9)
+        tokens_per_second = float(self.tokens) / max(time.perf_counter() - self.started, 1e-9)
         flops = tokens_per_second * self.settings.flops_per_token
         figures = {
             "train/tokens_per_second": tokens_per_second,
@@ -60,6 +62,13 @@ class ThroughputMeter:
             figures["train/mfu"] = flops / self.settings.peak_flops
         self.tokens, self.started = 0, time.perf_counter()
         return figures
+
+
+def top_scored(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Whether each target's logit is its row's maximum: `argmax == target` up to exact ties
+    (a tie counts as correct). The training accuracy of every step: bf16 `argmax` over the
+    masked positions' logits took 8% of a bert-mini step on CPU, `amax` a twentieth of that."""
+    return logits.gather(1, targets[:, None]).squeeze(1) >= logits.amax(-1)
 
 
 class PretrainingModule(pl.LightningModule):
@@ -123,7 +132,7 @@ class MaskedLanguageModelingModule(PretrainingModule):
         # the averaged gradient and the rank-averaged logs are those of the global batch.
         weight = batch.get(LOSS_WEIGHT)
         loss = output.loss if weight is None else output.loss * weight
-        correct = (output.logits.argmax(-1) == output.targets).float()
+        correct = top_scored(output.logits, output.targets).float()
         accuracy = (
             correct.mean() if weight is None else correct.sum() * weight / max(len(correct), 1)
         )
@@ -132,7 +141,7 @@ class MaskedLanguageModelingModule(PretrainingModule):
         self.log("train/learning_rate", self.trainer.optimizers[0].param_groups[0]["lr"])
         tokens = batch["input_ids"].numel() if attention_mask is None else attention_mask.sum()
         # All ranks' tokens: each holds an equal block of the global batch (distributed.py).
-        self.throughput.count(int(tokens) * self.trainer.world_size)
+        self.throughput.count(tokens * self.trainer.world_size)
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:

@@ -13,6 +13,7 @@ from pytorch_lightning.loggers import Logger
 from pytorch_lightning.strategies import Strategy
 
 from flows.training.checkpoints import AtomicCheckpointIO
+from flows.training.precision import BF16MixedPrecision
 from flows.training.settings import TrainerSettings, encoder_config
 
 # Also importable from here, as before the settings moved out (stages and tests of other branches).
@@ -35,26 +36,28 @@ def make_trainer(
     """
     if settings.threads:
         torch.set_num_threads(settings.threads)
-    placement: dict[str, Any] = {
-        "devices": 1,
-        "num_nodes": 1,
-        "strategy": "auto",
-        "plugins": [AtomicCheckpointIO()],  # flows/training/checkpoints.py says why
-    }
+    plugins: list[Any] = [AtomicCheckpointIO()]  # flows/training/checkpoints.py says why
+    placement: dict[str, Any] = {"devices": 1, "num_nodes": 1, "strategy": "auto"}
     if distributed:
         placement = {
             "devices": settings.devices,
             "num_nodes": settings.num_nodes,
             "strategy": lightning_strategy(settings),
-            # Processes are started per rank with torchrun's environment (flows/training/launch.py);
-            # named here so a SLURM allocation's variables cannot redefine the ranks.
-            "plugins": [TorchElasticEnvironment(), AtomicCheckpointIO()],
         }
+        # Processes are started per rank with torchrun's environment (flows/training/launch.py);
+        # named here so a SLURM allocation's variables cannot redefine the ranks.
+        plugins.append(TorchElasticEnvironment())
+    precision: str | None = settings.precision
+    if settings.precision == "bf16-mixed" and settings.strategy != "fsdp":
+        # Lets bf16 runs clip gradients with fused AdamW (precision.py says why).
+        plugins.append(BF16MixedPrecision(settings.accelerator))
+        precision = None
     return pl.Trainer(
         accelerator=settings.accelerator,
         **placement,
+        plugins=plugins,
+        precision=precision,  # type: ignore[arg-type]
         use_distributed_sampler=False,
-        precision=settings.precision,
         gradient_clip_val=settings.grad_clip or None,
         accumulate_grad_batches=settings.accumulate_grad_batches,
         log_every_n_steps=settings.log_every_steps,

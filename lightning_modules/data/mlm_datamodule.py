@@ -115,6 +115,9 @@ class MaskedLMDataModule(pl.LightningDataModule):
         trainer = self.trainer
         return (0, 1) if trainer is None else (trainer.global_rank, trainer.world_size)
 
+    def on_cuda(self) -> bool:
+        return self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
+
     def train_dataloader(self) -> DataLoader:
         assert self.train_set is not None, "setup() must run first"
         rank, world = self.rank_and_world()
@@ -130,6 +133,8 @@ class MaskedLMDataModule(pl.LightningDataModule):
             collate_fn=self.collate if world == 1 else RankSlice(self.collate, rank, world),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
+            # Page-locked batches let Lightning's non-blocking copy to a GPU overlap the step.
+            pin_memory=self.on_cuda(),
         )
 
     def val_dataloader(self) -> DataLoader | list:

@@ -50,3 +50,14 @@ def test_a_second_backward_pass_is_refused_not_scaled_twice() -> None:
 def test_no_rows_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one row"):
         vocab_cross_entropy(torch.zeros(0, 11), torch.zeros(0, dtype=torch.long))
+
+
+def test_the_training_accuracy_is_argmax_accuracy_without_the_argmax() -> None:
+    """`top_scored` replaces the slow bf16 argmax; without ties it is the same test."""
+    from lightning_modules.mlm import top_scored
+
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(64, 500, generator=generator)
+    targets = torch.randint(0, 500, (64,), generator=generator)
+    targets[:16] = logits[:16].argmax(-1)  # some right, most wrong
+    assert torch.equal(top_scored(logits, targets), logits.argmax(-1) == targets)

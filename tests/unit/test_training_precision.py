@@ -1,0 +1,83 @@
+"""bf16-mixed training with fused AdamW still clips gradients (flows/training/precision.py),
+on the CPU and, `gpu`-marked, on a CUDA device through the same code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader
+
+from flows.training.trainer import TrainerSettings, make_trainer
+from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings
+from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.heads import BertForMaskedLM
+from lightning_modules.optim import OptimizerSettings
+
+CLIP = 0.05  # far below the gradient norm of an untrained model, so every step is clipped
+
+
+class GradientNorms(pl.Callback):
+    """The total gradient norm the optimizer sees (after clipping) and whether it is fused."""
+
+    def __init__(self) -> None:
+        self.norms: list[float] = []
+        self.fused: list[bool] = []
+
+    def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
+        grads = torch.stack([p.grad.norm() for p in module.parameters() if p.grad is not None])
+        self.norms.append(float(torch.linalg.vector_norm(grads)))
+        self.fused.append(bool(trainer.optimizers[0].defaults.get("fused")))
+
+
+def batches(steps: int, vocab: int) -> list[dict[str, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(0)
+    rows = []
+    for _ in range(steps):
+        ids = torch.randint(5, vocab, (4, 16), generator=generator)
+        labels = torch.where(torch.rand(4, 16, generator=generator) < 0.3, ids, -100)
+        rows.append({"input_ids": ids, "labels": labels})
+    return rows
+
+
+def train_clipped(tmp_path: Path, accelerator: str) -> GradientNorms:
+    """A few bf16-mixed steps of a tiny MLM through the project's Trainer factory."""
+    config = EncoderConfig(
+        vocab_size=64, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64
+    )
+    steps = 4
+    module = MaskedLanguageModelingModule(
+        BertForMaskedLM(config),
+        OptimizerSettings(learning_rate=1e-3, total_steps=steps),
+        ThroughputSettings(every_steps=steps, flops_per_token=1.0),
+    )
+    settings = TrainerSettings(
+        max_steps=steps,
+        warmup_steps=0,
+        precision="bf16-mixed",
+        grad_clip=CLIP,
+        accelerator=accelerator,
+    )
+    norms = GradientNorms()
+    trainer = make_trainer(settings, tmp_path, [], [norms], max_steps=steps)
+    loader = DataLoader(batches(steps, config.vocab_size), batch_size=None)
+    trainer.fit(module, train_dataloaders=loader)
+    return norms
+
+
+def test_bf16_mixed_clips_gradients_with_fused_adamw(tmp_path: Path) -> None:
+    norms = train_clipped(tmp_path, "cpu")
+    assert norms.fused == [True] * len(norms.norms) and norms.norms
+    assert max(norms.norms) <= CLIP * 1.01
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_same_bf16_step_runs_on_cuda(tmp_path: Path) -> None:
+    """The GPU path is the CPU path: bf16 autocast, SDPA, fused AdamW, clipping (gpu_check.sh)."""
+    norms = train_clipped(tmp_path, "gpu")
+    assert norms.fused == [True] * len(norms.norms) and norms.norms
+    assert max(norms.norms) <= CLIP * 1.01

@@ -35,7 +35,7 @@ from lightning_modules.callbacks import ProgressLog
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
 from lightning_modules.data.shard_format import ShardIndex
 from lightning_modules.electra import ReplacedTokenDetectionModule
-from lightning_modules.export import export_huggingface
+from lightning_modules.export import can_export, export_huggingface
 from lightning_modules.flops import electra_training_flops_per_token, mlm_training_flops_per_token
 from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings
 from lightning_modules.models.electra import ElectraForPreTraining
@@ -58,7 +58,7 @@ warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that en
 STAGE = "pretrain"
 VERSION = 2  # 2: objective family (selection, static masks, ELECTRA)
 LAST_CHECKPOINT = "last.ckpt"
-HUGGINGFACE_DIR = "huggingface"  # loadable with transformers' from_pretrained (post-LN models)
+HUGGINGFACE_DIR = "huggingface"  # transformers' from_pretrained loads it (export.can_export)
 KEPT_DIR = "kept"  # kept/<fraction>/: weights at fractions of the budget (finetune.checkpoints)
 
 
@@ -408,7 +408,7 @@ def save_and_export(
         save_electra(model, directory)
     else:
         save_masked_lm(model, directory)
-    if model.config.norm_placement != "post":
+    if not can_export(model):
         return False
     export_huggingface(
         model,

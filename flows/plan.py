@@ -23,6 +23,7 @@ from flows.stages.shards.stage import ShardSettings
 from flows.stages.tokenizer import TokenizerSettings
 from flows.tracking.runs import TrackingSettings
 from flows.training.trainer import TrainerSettings, encoder_config
+from lightning_modules.models.encoder import EncoderConfig
 
 
 class InitSettings(Settings):
@@ -54,8 +55,26 @@ class RunConfig(Settings):
     def _model_fits_the_vocabulary(self) -> RunConfig:
         # The shape is checked now, with the configured vocabulary as a stand-in, so a bad
         # `model.*` value fails before the tokenizer and shards stages spend any time.
-        encoder_config(self.model, self.tokenizer.vocab_size, 0)
+        shape = encoder_config(self.model, self.tokenizer.vocab_size, 0)
+        check_sequence_fits(shape, self.shards.seq_len)
         return self
+
+
+def check_sequence_fits(shape: EncoderConfig, seq_len: int) -> None:
+    """The shards' rows must fit the model's positions, and a sliding window must not be wider
+    than a row (a "local" layer would then be a global one, or nearly)."""
+    if shape.position_embedding == "absolute" and seq_len > shape.max_position_embeddings:
+        raise ConfigError(
+            f"shards.seq_len={seq_len} exceeds model.max_position_embeddings="
+            f"{shape.max_position_embeddings}, the range of its absolute positions: shorten "
+            "the rows, or raise the range (or use model.position_embedding=rotary)"
+        )
+    if shape.has_local_layers and shape.local_attention > seq_len:
+        raise ConfigError(
+            f"model.local_attention={shape.local_attention} is larger than shards.seq_len="
+            f"{seq_len}: the sliding window covers whole rows; lower it, or set "
+            "model.global_attention_every=1 for global attention everywhere"
+        )
 
 
 @dataclass(frozen=True)

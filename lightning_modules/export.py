@@ -23,6 +23,7 @@ from lightning_modules.export_modernbert import (
     modernbert_config,
     modernbert_gaps,
     modernbert_tensors,
+    special_token_ids,
 )
 from lightning_modules.models.electra import ElectraForPreTraining
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
@@ -248,7 +249,8 @@ def export_huggingface(
     if isinstance(model, BertForMaskedLM) and modern_options(model.config):
         check_representable(model.config)
         tensors = modernbert_tensors(model)
-        config = modernbert_config(model.config, tokenizer_file, special_tokens)
+        ids = special_token_ids(tokenizer_file, special_tokens)
+        config = modernbert_config(model.config, ids)
     elif isinstance(model, ElectraForPreTraining):
         tensors, config = electra_export(model)
     else:

@@ -88,11 +88,16 @@ def hf_name(name: str) -> str:
     raise ValueError(f"no {ARCHITECTURE} parameter corresponds to {name}")
 
 
-def modernbert_config(
-    config: EncoderConfig, tokenizer_file: Path, special_tokens: dict[str, str]
-) -> dict[str, Any]:
+def special_token_ids(
+    tokenizer_file: Path, special_tokens: dict[str, str]
+) -> dict[str, int | None]:
+    """Role ("cls", "sep", ...) to id, as the tokenizer artifact assigns them."""
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
-    ids = {role: tokenizer.token_to_id(token) for role, token in special_tokens.items()}
+    return {role: tokenizer.token_to_id(token) for role, token in special_tokens.items()}
+
+
+def modernbert_config(config: EncoderConfig, ids: dict[str, int | None]) -> dict[str, Any]:
+    """config.json of the ModernBertForMaskedLM that computes what a model of `config` does."""
     return {
         "architectures": [ARCHITECTURE],
         "model_type": "modernbert",

@@ -168,6 +168,7 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
     check_shards_match(job.shards_ref, job.tokenizer_ref)
     objective = settings.objective
     trainer_settings = settings.trainer
+    config = encoder_config(settings.model, trained.vocab_size, trained.special.pad)
     data = MaskedLMDataModule(
         job.shards_ref.path,
         make_collator(objective, trained, settings.seed),
@@ -176,9 +177,9 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
         trainer_settings.num_workers,
         trainer_settings.max_validation_sequences,
         objective.static_copies if objective.masking == "static" else None,
+        document_separator=trained.special.sep if config.document_attention else None,
     )
     total_steps = trainer_settings.total_steps(data.index.seq_len)
-    config = encoder_config(settings.model, trained.vocab_size, trained.special.pad)
     model, module = build_module(settings, config, data.index.seq_len, total_steps)
     kept = {max(1, round(f * total_steps)): f for f in settings.keep_fractions}
     trainer = pretrain_trainer(

@@ -1,0 +1,64 @@
+"""`experiment=modernbert` and `model=modernbert-tiny` train through the real stages with every
+objective family, export as ModernBertForMaskedLM, and resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flows.core.artifacts import ArtifactStore
+from flows.core.config import compose_config
+from flows.corpora import open_corpus
+from flows.pipeline import PipelinePlan
+from flows.stages.pretrain import HUGGINGFACE_DIR, pretrain
+from flows.stages.shards.stage import build_shards
+from flows.stages.tokenizer import train_tokenizer
+from tests.unit.test_presets import SHORT_RUN
+
+# Rows of 64 tokens: a window of 32 keeps the local layers local.
+MODERN_SHORT_RUN = [*SHORT_RUN, "model.local_attention=32"]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> ArtifactStore:
+    return ArtifactStore(tmp_path_factory.mktemp("modernbert"))
+
+
+def train(store: ArtifactStore, overrides: list[str]) -> dict:
+    plan = PipelinePlan.from_config(compose_config([*overrides, *MODERN_SHORT_RUN]))
+    corpus = open_corpus(plan.corpus)
+    tokenizer = train_tokenizer(plan.tokenizer, corpus, store)
+    shards = build_shards(plan.shards, corpus, tokenizer, store)
+    result = pretrain(plan.pretrain, shards, tokenizer, store)
+    return {"path": result.path, **result.outputs}
+
+
+def test_the_modernbert_recipe_learns_and_exports_as_modernbert(store: ArtifactStore) -> None:
+    outputs = train(store, ["experiment=modernbert"])
+    assert outputs["steps"] == 20
+    assert outputs["val_loss"] < outputs["initial_val_loss"]
+    assert outputs["huggingface_export"]
+    exported = json.loads((outputs["path"] / HUGGINGFACE_DIR / "config.json").read_text())
+    assert exported["architectures"] == ["ModernBertForMaskedLM"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "objective",
+    [
+        ["objective.masking=static", "objective.static_copies=2"],
+        ["objective=wwm"],
+        ["objective=span"],
+        ["objective=electra"],
+    ],
+    ids=["static", "whole_word", "span", "electra"],
+)
+def test_modernbert_tiny_trains_with_every_objective(
+    store: ArtifactStore, objective: list[str]
+) -> None:
+    outputs = train(store, ["model=modernbert-tiny", *objective])
+    assert outputs["steps"] == 20
+    assert outputs["val_loss"] < outputs["initial_val_loss"]
+    # ModernBERT has no ELECTRA class in transformers: the discriminator is kept, not exported.
+    assert outputs["huggingface_export"] == (objective != ["objective=electra"])

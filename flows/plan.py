@@ -60,9 +60,10 @@ class RunConfig(Settings):
     def _model_fits_the_vocabulary(self) -> RunConfig:
         # The shape is checked now, with the configured vocabulary as a stand-in, so a bad
         # `model.*` value fails before the tokenizer and shards stages spend any time.
-        teacher = encoder_config(self.model, self.tokenizer.vocab_size, 0)
+        shape = encoder_config(self.model, self.tokenizer.vocab_size, 0)
+        check_sequence_fits(shape, self.shards.seq_len)
         if self.distill is not None:
-            self._distill_fits(self.distill, teacher)
+            self._distill_fits(self.distill, shape)
         return self
 
     def _distill_fits(self, distill: DistillSettings, teacher: EncoderConfig) -> None:
@@ -77,6 +78,23 @@ class RunConfig(Settings):
                 "pretrains ELECTRA; use objective=mlm or give distill.teacher"
             )
         plan_student(distill, student, teacher, f"(this run's model={self.model.get('name')})")
+
+
+def check_sequence_fits(shape: EncoderConfig, seq_len: int) -> None:
+    """The shards' rows must fit the model's positions, and a sliding window must not be wider
+    than a row (a "local" layer would then be a global one, or nearly)."""
+    if shape.position_embedding == "absolute" and seq_len > shape.max_position_embeddings:
+        raise ConfigError(
+            f"shards.seq_len={seq_len} exceeds model.max_position_embeddings="
+            f"{shape.max_position_embeddings}, the range of its absolute positions: shorten "
+            "the rows, or raise the range (or use model.position_embedding=rotary)"
+        )
+    if shape.has_local_layers and shape.local_attention > seq_len:
+        raise ConfigError(
+            f"model.local_attention={shape.local_attention} is larger than shards.seq_len="
+            f"{seq_len}: the sliding window covers whole rows; lower it, or set "
+            "model.global_attention_every=1 for global attention everywhere"
+        )
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ class ReplacedTokenDetectionModule(PretrainingModule):
             restore_original_ids(input_ids, labels),
             batch.get("attention_mask"),
             sampler,
+            batch.get("document_ids"),
         )
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:

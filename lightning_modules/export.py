@@ -3,7 +3,8 @@
 The files are written directly (config.json, model.safetensors with `transformers`' parameter
 names, tokenizer files), so exporting needs neither `transformers` nor a hub; only loading does.
 A masked LM is written as the `transformers` class that computes the same function: BERT;
-ALBERT when layers are shared; ELECTRA's generator class when embeddings are factorised only.
+ALBERT when layers are shared; ELECTRA's generator class when embeddings are factorised only;
+ModernBERT when it uses any ModernBERT option (export_modernbert.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,13 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
+from lightning_modules.export_modernbert import (
+    check_representable,
+    modernbert_config,
+    modernbert_gaps,
+    modernbert_tensors,
+    special_token_ids,
+)
 from lightning_modules.models.electra import ElectraForPreTraining
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM, MaskedLMHead
@@ -54,6 +62,8 @@ def weight_and_bias(module: nn.Module, name: str) -> Tensors:
 
 def embedding_tensors(encoder: BertEncoder, prefix: str) -> Tensors:
     embeddings = encoder.embeddings
+    # hf_config has refused rotary and token-type-free models before any tensor is copied.
+    assert embeddings.position is not None and embeddings.token_type is not None
     return {
         f"{prefix}word_embeddings.weight": copied(embeddings.word.weight),
         f"{prefix}position_embeddings.weight": copied(embeddings.position.weight),
@@ -116,12 +126,43 @@ def head_tensors(head: MaskedLMHead, transform: str, norm: str, bias: str) -> Te
     }
 
 
+BERT_SHAPE = EncoderConfig(vocab_size=1)  # BERT's value of every ModernBERT option
+MODERN_KEYS = (
+    "position_embedding",
+    "feed_forward",
+    "linear_bias",
+    "norm_bias",
+    "first_attention_norm",
+    "global_attention_every",
+)
+
+
+def modern_options(config: EncoderConfig) -> list[str]:
+    """The ModernBERT options this config sets away from BERT's values (training-only ones,
+    such as `document_attention`, aside): a model with any of them exports as ModernBERT."""
+    changed = [key for key in MODERN_KEYS if getattr(config, key) != getattr(BERT_SHAPE, key)]
+    if config.type_vocab_size == 0:
+        changed.append("type_vocab_size")
+    return [f"model.{key}={getattr(config, key)}" for key in changed]
+
+
+def can_export(model: nn.Module) -> bool:
+    """Whether `export_huggingface` has a `transformers` class that computes what `model` does."""
+    config = model.config
+    assert isinstance(config, EncoderConfig)
+    if modern_options(config):
+        return isinstance(model, BertForMaskedLM) and not modernbert_gaps(config)
+    return config.norm_placement == "post"
+
+
 def hf_config(config: EncoderConfig, architecture: str, **extra: Any) -> dict[str, Any]:
     if config.norm_placement != "post":
         raise ValueError(
             f"model.norm_placement={config.norm_placement} has no {architecture} equivalent; "
             "export needs the post-LN (BERT) placement"
         )
+    if modern_options(config):
+        raise ValueError(f"{architecture} has no equivalent of {', '.join(modern_options(config))}")
     return {
         "architectures": [architecture],
         "vocab_size": config.vocab_size,
@@ -205,13 +246,32 @@ def export_huggingface(
     lowercase: bool,
     directory: Path,
 ) -> None:
-    """A masked LM as BertForMaskedLM, AlbertForMaskedLM or ElectraForMaskedLM by its shape;
-    an ELECTRA model as ElectraForPreTraining (its discriminator)."""
-    tensors, config = (
-        electra_export(model)
-        if isinstance(model, ElectraForPreTraining)
-        else masked_lm_export(model)
+    """A masked LM as BertForMaskedLM, AlbertForMaskedLM, ElectraForMaskedLM or
+    ModernBertForMaskedLM by its shape; an ELECTRA model as ElectraForPreTraining (its
+    discriminator)."""
+    if isinstance(model, BertForMaskedLM) and modern_options(model.config):
+        check_representable(model.config)
+        tensors = modernbert_tensors(model)
+        ids = special_token_ids(tokenizer_file, special_tokens)
+        config = modernbert_config(model.config, ids)
+    elif isinstance(model, ElectraForPreTraining):
+        tensors, config = electra_export(model)
+    else:
+        tensors, config = masked_lm_export(model)
+    write_folder(
+        tensors, config, tokenizer_file, special_tokens, tokenizer_kind, lowercase, directory
     )
+
+
+def write_folder(
+    tensors: Tensors,
+    config: dict[str, Any],
+    tokenizer_file: Path,
+    special_tokens: dict[str, str],
+    tokenizer_kind: str,
+    lowercase: bool,
+    directory: Path,
+) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
     (directory / "config.json").write_text(json.dumps(config, indent=2))

@@ -10,10 +10,13 @@ def encoder_flops_per_token(config: EncoderConfig, seq_len: int) -> float:
     """Forward + backward FLOPs of the encoder body for one token (PaLM's MFU convention).
 
     6 FLOPs per matmul parameter and token, plus the attention score and value products. Shared
-    layers count once per use: sharing saves parameters, not compute.
+    layers count once per use: sharing saves parameters, not compute. GeGLU has three
+    `hidden x intermediate` matrices (value, gate, down) where BERT has two. Sliding-window layers
+    count as global: their banded mask is applied to dense scores, so they compute as much.
     """
     hidden, layers = config.hidden_size, config.num_layers
-    per_layer = 4 * hidden * hidden + 2 * hidden * config.intermediate_size
+    feed_forward_matrices = 3 if config.feed_forward == "geglu" else 2
+    per_layer = 4 * hidden * hidden + feed_forward_matrices * hidden * config.intermediate_size
     projection = config.embedding_width * hidden if config.factorised_embeddings else 0
     return 6 * (layers * per_layer + projection) + 12 * layers * hidden * seq_len
 

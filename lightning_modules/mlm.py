@@ -127,7 +127,9 @@ class MaskedLanguageModelingModule(PretrainingModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         attention_mask = batch.get("attention_mask")
-        output = self.model(batch["input_ids"], batch["labels"], attention_mask)
+        output = self.model(
+            batch["input_ids"], batch["labels"], attention_mask, batch.get("document_ids")
+        )
         # Under DDP: this rank's share of the global batch's masked tokens (distributed.py), so
         # the averaged gradient and the rank-averaged logs are those of the global batch.
         weight = batch.get(LOSS_WEIGHT)
@@ -145,7 +147,12 @@ class MaskedLanguageModelingModule(PretrainingModule):
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        output = self.model(batch["input_ids"], batch["labels"], batch.get("attention_mask"))
+        output = self.model(
+            batch["input_ids"],
+            batch["labels"],
+            batch.get("attention_mask"),
+            batch.get("document_ids"),
+        )
         count = output.targets.numel()
         correct = (output.logits.argmax(-1) == output.targets).sum()
         self._validation_sums += torch.tensor(

@@ -37,7 +37,7 @@ from lightning_modules.callbacks import ProgressLog
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
 from lightning_modules.data.shard_format import ShardIndex
 from lightning_modules.electra import ReplacedTokenDetectionModule
-from lightning_modules.export import export_huggingface
+from lightning_modules.export import can_export, export_huggingface
 from lightning_modules.flops import electra_training_flops_per_token, mlm_training_flops_per_token
 from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings
 from lightning_modules.models.electra import ElectraForPreTraining
@@ -60,7 +60,7 @@ warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that en
 STAGE = "pretrain"
 VERSION = 2  # 2: objective family (selection, static masks, ELECTRA)
 LAST_CHECKPOINT = "last.ckpt"
-HUGGINGFACE_DIR = "huggingface"  # loadable with transformers' from_pretrained (post-LN models)
+HUGGINGFACE_DIR = "huggingface"  # transformers' from_pretrained loads it (export.can_export)
 KEPT_DIR = "kept"  # kept/<fraction>/: weights at fractions of the budget (finetune.checkpoints)
 
 
@@ -190,6 +190,7 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
     check_shards_match(job.shards_ref, job.tokenizer_ref)
     objective = settings.objective
     trainer_settings = settings.trainer
+    config = encoder_config(settings.model, trained.vocab_size, trained.special.pad)
     data = MaskedLMDataModule(
         job.shards_ref.path,
         make_collator(objective, trained, settings.seed),
@@ -198,9 +199,9 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
         trainer_settings.num_workers,
         trainer_settings.max_validation_sequences,
         objective.static_copies if objective.masking == "static" else None,
+        document_separator=trained.special.sep if config.document_attention else None,
     )
     total_steps = trainer_settings.total_steps(data.index.seq_len)
-    config = encoder_config(settings.model, trained.vocab_size, trained.special.pad)
     model, module = build_module(settings, config, data.index.seq_len, total_steps)
     kept = {max(1, round(f * total_steps)): f for f in settings.keep_fractions}
     trainer = pretrain_trainer(
@@ -430,7 +431,7 @@ def save_and_export(
         save_electra(model, directory)
     else:
         save_masked_lm(model, directory)
-    if model.config.norm_placement != "post":
+    if not can_export(model):
         return False
     export_huggingface(
         model,

@@ -15,6 +15,7 @@ from lightning_modules.data.distributed import RankSlice, StridedPartition
 from lightning_modules.data.resume import EpochShuffleSampler, TrainingStreamState
 from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex, verify_shards
 from lightning_modules.data.static_masking import StaticCopies, StaticMaskCollator
+from lightning_modules.models.attention_masks import document_ids_from_separators
 
 Collate = Callable[[list[Any]], dict[str, torch.Tensor]]
 
@@ -50,6 +51,26 @@ class PaddingMask:
         return {**batch, "attention_mask": batch["input_ids"] != self.pad_id}
 
 
+class DocumentMarks:
+    """Adds `document_ids` to concat-packed batches, so attention stays inside each document
+    (`model.document_attention`). Computed from the masked ids: masking never selects, nor
+    produces, the [SEP] that ends each document. A class, not a closure, so workers can pickle it.
+    """
+
+    def __init__(self, collate: Collate, sep_id: int) -> None:
+        self.collate = collate
+        self.sep_id = sep_id
+
+    def __call__(self, items: list[Any]) -> dict[str, torch.Tensor]:
+        return self.add_ids(self.collate(items))
+
+    def add_ids(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {
+            **batch,
+            "document_ids": document_ids_from_separators(batch["input_ids"], self.sep_id),
+        }
+
+
 class MaskedLMDataModule(pl.LightningDataModule):
     def __init__(
         self,
@@ -60,7 +81,10 @@ class MaskedLMDataModule(pl.LightningDataModule):
         num_workers: int = 0,
         max_validation_sequences: int = 1024,
         static_copies: int | None = None,
+        document_separator: int | None = None,
     ) -> None:
+        """`document_separator`: the [SEP] id, to mark documents in concat-packed rows (None:
+        unmarked; `document`-packed rows hold one document each and need no marks)."""
         super().__init__()
         self.shard_dir = shard_dir
         self.index = ShardIndex.load(shard_dir)
@@ -79,7 +103,12 @@ class MaskedLMDataModule(pl.LightningDataModule):
         self.padding = (
             PaddingMask(collate, self.index.pad_id) if self.index.packing == "document" else None
         )
-        self.collate = self.padding or collate
+        self.documents = (
+            DocumentMarks(collate, document_separator)
+            if document_separator is not None and self.index.packing == "concat"
+            else None
+        )
+        self.collate = self.padding or self.documents or collate
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
@@ -108,6 +137,8 @@ class MaskedLMDataModule(pl.LightningDataModule):
             masked = self.collator.mask(rows, generator)
             if self.padding is not None:
                 masked = self.padding.add_mask(masked)
+            if self.documents is not None:
+                masked = self.documents.add_ids(masked)
             self.validation_set = FixedMaskDataset(masked)
 
     def rank_and_world(self) -> tuple[int, int]:

@@ -129,14 +129,18 @@ class ElectraForPreTraining(nn.Module):
         original_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         sampler: torch.Generator | None = None,
+        document_ids: torch.Tensor | None = None,
     ) -> ElectraOutput:
-        """`input_ids` masked by the collator, `labels` its targets, `original_ids` unmasked."""
-        generated = self.generator(input_ids, labels, attention_mask)
+        """`input_ids` masked by the collator, `labels` its targets, `original_ids` unmasked;
+        `document_ids` keep both networks' attention inside each packed document."""
+        generated = self.generator(input_ids, labels, attention_mask, document_ids)
         sampled = sample_tokens(generated.logits, sampler)
         corrupted = original_ids.masked_scatter(labels != IGNORE_INDEX, sampled)
         # A sample equal to the original counts as original, as in the paper.
         replaced = (corrupted != original_ids).float()
-        logits = self.discriminator_head(self.discriminator(corrupted, attention_mask)).float()
+        logits = self.discriminator_head(
+            self.discriminator(corrupted, attention_mask, document_ids=document_ids)
+        ).float()
         scored = (original_ids != self.config.pad_token_id).float()
         count = scored.sum()
         per_token = F.binary_cross_entropy_with_logits(logits, replaced, reduction="none")

@@ -2,6 +2,9 @@
 
 Attention goes through `F.scaled_dot_product_attention` so the fused kernels are used wherever the
 device has them; packed pretraining batches pass no mask at all, which keeps the fastest path open.
+The ModernBERT-class options (rotary positions, GeGLU, bias-free layers, sliding-window layers,
+document-aware attention) are config keys whose defaults are BERT's, so a BERT config computes
+exactly what it did before they existed.
 """
 
 from __future__ import annotations
@@ -13,7 +16,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lightning_modules.models.attention_masks import (
+    combine,
+    document_mask,
+    padding_mask,
+    sliding_window_mask,
+)
+from lightning_modules.models.feed_forward import GatedFeedForward
+from lightning_modules.models.rotary import RotaryEmbedding, RotaryTables, apply_rotary
+
 NORM_PLACEMENTS = ("post", "pre")
+POSITION_EMBEDDINGS = ("absolute", "rotary")
+FEED_FORWARDS = ("gelu", "geglu")
+GLOBAL, LOCAL = "global", "local"
 
 
 @dataclass(frozen=True)
@@ -38,6 +53,20 @@ class EncoderConfig:
     embedding_size: int | None = None
     # ALBERT's cross-layer sharing: one block's weights applied `num_layers` times.
     share_layers: bool = False
+    # ModernBERT's options (Warner et al. 2024); each default is BERT's.
+    position_embedding: str = "absolute"  # absolute: a learned table; rotary: RoPE in attention
+    rope_theta: float = 10_000.0  # RoPE base of global-attention layers
+    local_rope_theta: float = 10_000.0  # RoPE base of sliding-window layers
+    feed_forward: str = "gelu"  # gelu: BERT's; geglu: gated, intermediate_size per half
+    linear_bias: bool = True  # biases in the attention, feed-forward and MLM-transform linears
+    norm_bias: bool = True  # biases (shifts) in the LayerNorms
+    # False: layer 0 takes the embedding norm's output as it is (pre-LN only; ModernBERT).
+    first_attention_norm: bool = True
+    # Layer i attends globally when i % n == 0, else within `local_attention` (1: all global).
+    global_attention_every: int = 1
+    local_attention: int = 128  # sliding-window width: local_attention // 2 tokens each side
+    # Packed pretraining rows: each token attends only within its own document (between [SEP]s).
+    document_attention: bool = False
 
     def __post_init__(self) -> None:
         for key in (
@@ -47,11 +76,17 @@ class EncoderConfig:
             "num_heads",
             "intermediate_size",
             "max_position_embeddings",
-            "type_vocab_size",
+            "global_attention_every",
+            "local_attention",
         ):
             value = getattr(self, key)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"model.{key}={value!r} must be a positive integer")
+        if not isinstance(self.type_vocab_size, int) or self.type_vocab_size < 0:
+            raise ValueError(
+                f"model.type_vocab_size={self.type_vocab_size!r} must be a non-negative integer "
+                "(0: no token-type embeddings, as ModernBERT)"
+            )
         if self.hidden_size % self.num_heads:
             raise ValueError(
                 f"model.hidden_size={self.hidden_size} is not divisible by "
@@ -74,8 +109,31 @@ class EncoderConfig:
                 f"model.embedding_size={self.embedding_size!r} must be a positive integer, "
                 "or null to embed at model.hidden_size"
             )
-        if not isinstance(self.share_layers, bool):
-            raise ValueError(f"model.share_layers={self.share_layers!r} must be true or false")
+        for key in ("share_layers", "linear_bias", "norm_bias", "first_attention_norm"):
+            if not isinstance(getattr(self, key), bool):
+                raise ValueError(f"model.{key}={getattr(self, key)!r} must be true or false")
+        self._check_modern_options()
+
+    def _check_modern_options(self) -> None:
+        for key, choices in (
+            ("position_embedding", POSITION_EMBEDDINGS),
+            ("feed_forward", FEED_FORWARDS),
+        ):
+            if getattr(self, key) not in choices:
+                raise ValueError(f"model.{key}={getattr(self, key)!r} must be one of {choices}")
+        for key in ("rope_theta", "local_rope_theta"):
+            if not getattr(self, key) > 0:
+                raise ValueError(f"model.{key}={getattr(self, key)!r} must be positive")
+        if self.position_embedding == "rotary" and (self.hidden_size // self.num_heads) % 2:
+            raise ValueError(
+                f"model.position_embedding=rotary needs an even head size; model.hidden_size="
+                f"{self.hidden_size} / model.num_heads={self.num_heads} is odd"
+            )
+        if not self.first_attention_norm and (self.norm_placement != "pre" or self.share_layers):
+            raise ValueError(
+                "model.first_attention_norm=false needs model.norm_placement=pre and "
+                "model.share_layers=false (only a pre-LN first layer can reuse the embedding norm)"
+            )
 
     @property
     def embedding_width(self) -> int:
@@ -86,30 +144,49 @@ class EncoderConfig:
         """True when embeddings need a projection to the hidden size (E != H)."""
         return self.embedding_width != self.hidden_size
 
+    def layer_kind(self, index: int) -> str:
+        """GLOBAL or LOCAL: ModernBERT's alternation, a global layer every n-th from layer 0."""
+        return GLOBAL if index % self.global_attention_every == 0 else LOCAL
+
+    @property
+    def has_local_layers(self) -> bool:
+        return self.global_attention_every > 1 and self.num_layers > 1
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 class Embeddings(nn.Module):
-    """Word + position + token-type embeddings at `embedding_width`, normalised."""
+    """Word + position + token-type embeddings at `embedding_width`, normalised.
+
+    Rotary models have no position table, and `type_vocab_size=0` no token-type table.
+    """
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
         width = config.embedding_width
         self.word = nn.Embedding(config.vocab_size, width, config.pad_token_id)
-        self.position = nn.Embedding(config.max_position_embeddings, width)
-        self.token_type = nn.Embedding(config.type_vocab_size, width)
-        self.norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
+        self.position = (
+            nn.Embedding(config.max_position_embeddings, width)
+            if config.position_embedding == "absolute"
+            else None
+        )
+        self.token_type = (
+            nn.Embedding(config.type_vocab_size, width) if config.type_vocab_size else None
+        )
+        self.norm = nn.LayerNorm(width, eps=config.layer_norm_eps, bias=config.norm_bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
-        seq_len = input_ids.shape[1]
-        positions = torch.arange(seq_len, device=input_ids.device)
-        hidden = self.word(input_ids) + self.position(positions)
-        if token_type_ids is None:
-            hidden = hidden + self.token_type.weight[0]
-        else:
-            hidden = hidden + self.token_type(token_type_ids)
+        hidden = self.word(input_ids)
+        if self.position is not None:
+            hidden = hidden + self.position(torch.arange(input_ids.shape[1], device=hidden.device))
+        if self.token_type is not None:
+            hidden = hidden + (
+                self.token_type.weight[0]
+                if token_type_ids is None
+                else self.token_type(token_type_ids)
+            )
         return self.dropout(self.norm(hidden))
 
 
@@ -118,14 +195,21 @@ class SelfAttention(nn.Module):
         super().__init__()
         self.num_heads = config.num_heads
         self.head_dim = config.hidden_size // config.num_heads
-        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
-        self.out = nn.Linear(config.hidden_size, config.hidden_size)
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=config.linear_bias)
+        self.out = nn.Linear(config.hidden_size, config.hidden_size, bias=config.linear_bias)
         self.attention_dropout = config.attention_dropout
 
-    def forward(self, hidden: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(
+        self,
+        hidden: torch.Tensor,
+        attn_mask: torch.Tensor | None,
+        rotary: RotaryTables | None = None,
+    ) -> torch.Tensor:
         batch, seq_len, width = hidden.shape
         qkv = self.qkv(hidden).view(batch, seq_len, 3, self.num_heads, self.head_dim)
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        if rotary is not None:
+            query, key = apply_rotary(query, rotary), apply_rotary(key, rotary)
         context = F.scaled_dot_product_attention(
             query,
             key,
@@ -139,8 +223,8 @@ class SelfAttention(nn.Module):
 class FeedForward(nn.Module):
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
-        self.up = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.up = nn.Linear(config.hidden_size, config.intermediate_size, bias=config.linear_bias)
+        self.down = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.linear_bias)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.down(F.gelu(self.up(hidden)))
@@ -149,20 +233,36 @@ class FeedForward(nn.Module):
 class EncoderLayer(nn.Module):
     """One Transformer block; post-LN is BERT's placement, pre-LN trains more stably when deep."""
 
-    def __init__(self, config: EncoderConfig) -> None:
+    def __init__(self, config: EncoderConfig, index: int = 0) -> None:
         super().__init__()
         self.attention = SelfAttention(config)
-        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.feed_forward = FeedForward(config)
-        self.feed_forward_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.attention_norm: nn.Module = (
+            nn.Identity()
+            if index == 0 and not config.first_attention_norm
+            else layer_norm(config, config.hidden_size)
+        )
+        self.feed_forward: nn.Module = (
+            GatedFeedForward(config.hidden_size, config.intermediate_size, config.linear_bias)
+            if config.feed_forward == "geglu"
+            else FeedForward(config)
+        )
+        self.feed_forward_norm = layer_norm(config, config.hidden_size)
         self.dropout = nn.Dropout(config.dropout)
         self.pre_norm = config.norm_placement == "pre"
 
-    def forward(self, hidden: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(
+        self,
+        hidden: torch.Tensor,
+        attn_mask: torch.Tensor | None,
+        rotary: RotaryTables | None = None,
+    ) -> torch.Tensor:
         if self.pre_norm:
-            hidden = hidden + self.dropout(self.attention(self.attention_norm(hidden), attn_mask))
+            attended = self.attention(self.attention_norm(hidden), attn_mask, rotary)
+            hidden = hidden + self.dropout(attended)
             return hidden + self.dropout(self.feed_forward(self.feed_forward_norm(hidden)))
-        hidden = self.attention_norm(hidden + self.dropout(self.attention(hidden, attn_mask)))
+        hidden = self.attention_norm(
+            hidden + self.dropout(self.attention(hidden, attn_mask, rotary))
+        )
         return self.feed_forward_norm(hidden + self.dropout(self.feed_forward(hidden)))
 
 
@@ -188,11 +288,22 @@ class BertEncoder(nn.Module):
             else nn.Identity()
         )
         unique_layers = 1 if config.share_layers else config.num_layers
-        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(unique_layers))
+        self.layers = nn.ModuleList(EncoderLayer(config, index) for index in range(unique_layers))
         self.final_norm = (
-            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+            layer_norm(config, config.hidden_size)
             if config.norm_placement == "pre"
             else nn.Identity()
+        )
+        head_dim = config.hidden_size // config.num_heads
+        self.rotary = (
+            nn.ModuleDict(
+                {
+                    GLOBAL: RotaryEmbedding(head_dim, config.rope_theta),
+                    LOCAL: RotaryEmbedding(head_dim, config.local_rope_theta),
+                }
+            )
+            if config.position_embedding == "rotary"
+            else None
         )
         for child in self.children():
             if child is not embeddings:
@@ -203,20 +314,52 @@ class BertEncoder(nn.Module):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
+        document_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        if input_ids.shape[1] > self.config.max_position_embeddings:
+        """Hidden states; `document_ids` (batch, seq_len) confine attention to each document
+        (`model.document_attention`; the data module sets them for packed pretraining rows)."""
+        seq_len = input_ids.shape[1]
+        if seq_len > self.config.max_position_embeddings:
             raise ValueError(
-                f"sequence length {input_ids.shape[1]} exceeds "
+                f"sequence length {seq_len} exceeds "
                 f"model.max_position_embeddings={self.config.max_position_embeddings}"
             )
-        attn_mask = None
-        if attention_mask is not None and not bool(attention_mask.all()):
-            # Boolean mask broadcast over heads and query positions: True means "may attend".
-            attn_mask = attention_mask.bool()[:, None, None, :]
+        masks = self.attention_masks(seq_len, input_ids.device, attention_mask, document_ids)
+        rotary = self.rotary_tables(seq_len, input_ids.device)
         hidden = self.embedding_projection(self.embeddings(input_ids, token_type_ids))
         for index in range(self.config.num_layers):
-            hidden = self.layers[index % len(self.layers)](hidden, attn_mask)
+            kind = self.config.layer_kind(index)
+            layer = self.layers[index % len(self.layers)]
+            hidden = layer(hidden, masks[kind], rotary[kind] if rotary else None)
         return self.final_norm(hidden)
+
+    def attention_masks(
+        self,
+        seq_len: int,
+        device: torch.device,
+        attention_mask: torch.Tensor | None,
+        document_ids: torch.Tensor | None,
+    ) -> dict[str, torch.Tensor | None]:
+        """Global and sliding-window layers' masks: padding, documents, and the band."""
+        shared = combine(
+            padding_mask(attention_mask),
+            None if document_ids is None else document_mask(document_ids),
+        )
+        masks = {GLOBAL: shared, LOCAL: shared}
+        if self.config.has_local_layers:
+            band = sliding_window_mask(seq_len, self.config.local_attention, device)
+            masks[LOCAL] = combine(shared, band)
+        return masks
+
+    def rotary_tables(self, seq_len: int, device: torch.device) -> dict[str, RotaryTables] | None:
+        if self.rotary is None:
+            return None
+        positions = torch.arange(seq_len, device=device)
+        return {kind: table(positions) for kind, table in self.rotary.items()}
+
+
+def layer_norm(config: EncoderConfig, width: int) -> nn.LayerNorm:
+    return nn.LayerNorm(width, eps=config.layer_norm_eps, bias=config.norm_bias)
 
 
 def init_bert_weights(module: nn.Module, std: float) -> None:
@@ -232,4 +375,5 @@ def init_bert_weights(module: nn.Module, std: float) -> None:
                 module.weight[module.padding_idx].zero_()
     elif isinstance(module, nn.LayerNorm):
         nn.init.ones_(module.weight)
-        nn.init.zeros_(module.bias)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)

@@ -37,8 +37,12 @@ class MaskedLMHead(nn.Module):
 
     def __init__(self, config: EncoderConfig, word_embeddings: nn.Embedding) -> None:
         super().__init__()
-        self.transform = nn.Linear(config.hidden_size, config.embedding_width)
-        self.norm = nn.LayerNorm(config.embedding_width, eps=config.layer_norm_eps)
+        self.transform = nn.Linear(
+            config.hidden_size, config.embedding_width, bias=config.linear_bias
+        )
+        self.norm = nn.LayerNorm(
+            config.embedding_width, eps=config.layer_norm_eps, bias=config.norm_bias
+        )
         self.word_embeddings = word_embeddings
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
@@ -66,8 +70,9 @@ class BertForMaskedLM(nn.Module):
         input_ids: torch.Tensor,
         labels: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
+        document_ids: torch.Tensor | None = None,
     ) -> MaskedLMOutput:
-        hidden = self.encoder(input_ids, attention_mask)
+        hidden = self.encoder(input_ids, attention_mask, document_ids=document_ids)
         flat_labels = labels.reshape(-1)
         selected = (flat_labels != IGNORE_INDEX).nonzero().squeeze(1)
         targets = flat_labels.index_select(0, selected)

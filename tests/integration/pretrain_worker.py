@@ -20,6 +20,22 @@ MODEL = {
     "intermediate_size": 64,
     "max_position_embeddings": 64,
 }
+# ModernBERT's options on the same small shape: rotary, GeGLU, local layers, document masks.
+MODERN_MODEL = {
+    **MODEL,
+    "num_layers": 3,
+    "norm_placement": "pre",
+    "position_embedding": "rotary",
+    "feed_forward": "geglu",
+    "linear_bias": False,
+    "norm_bias": False,
+    "first_attention_norm": False,
+    "type_vocab_size": 0,
+    "global_attention_every": 2,
+    "local_attention": 8,
+    "document_attention": True,
+}
+MODELS = {"bert": MODEL, "modernbert": MODERN_MODEL}
 TRAINER = TrainerSettings(
     max_steps=90,
     batch_size=8,
@@ -31,14 +47,14 @@ TRAINER = TrainerSettings(
 )
 
 
-def run(store_root: Path, corpus_file: Path) -> ArtifactRef:
+def run(store_root: Path, corpus_file: Path, model: str = "bert") -> ArtifactRef:
     store = ArtifactStore(store_root)
     corpus = open_corpus(CorpusSettings(kind="files", paths=[str(corpus_file)]))
     tokenizer = train_tokenizer(TokenizerSettings(vocab_size=200), corpus, store)
     shards = build_shards(ShardSettings(seq_len=32), corpus, tokenizer, store)
-    settings = PretrainSettings(MODEL, ObjectiveSettings(), TRAINER, seed=3)
+    settings = PretrainSettings(MODELS[model], ObjectiveSettings(), TRAINER, seed=3)
     return pretrain(settings, shards, tokenizer, store)
 
 
 if __name__ == "__main__":
-    run(Path(sys.argv[1]), Path(sys.argv[2]))
+    run(Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:])

@@ -30,9 +30,12 @@ def write_corpus(path: Path) -> Path:
     return path
 
 
-def test_resumed_pretraining_ends_with_the_weights_of_an_uninterrupted_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("model", sorted(pretrain_worker.MODELS))
+def test_resumed_pretraining_ends_with_the_weights_of_an_uninterrupted_run(
+    tmp_path: Path, model: str
+) -> None:
     corpus = write_corpus(tmp_path / "corpus.txt")
-    reference = pretrain_worker.run(tmp_path / "a", corpus)
+    reference = pretrain_worker.run(tmp_path / "a", corpus, model)
     assert not reference.outputs["resumed"]
     # Same tokenizer and shards in a second store: only pretraining is redone there.
     for stage in ("tokenizer", "shards"):
@@ -44,6 +47,7 @@ def test_resumed_pretraining_ends_with_the_weights_of_an_uninterrupted_run(tmp_p
         "tests.integration.pretrain_worker",
         str(tmp_path / "b"),
         str(corpus),
+        model,
     ]
     process = subprocess.Popen(command, start_new_session=True)
     checkpoint = (
@@ -59,7 +63,7 @@ def test_resumed_pretraining_ends_with_the_weights_of_an_uninterrupted_run(tmp_p
     assert not (tmp_path / "b" / "pretrain" / reference.key).exists()
 
     subprocess.run(command, check=True, timeout=300)
-    resumed = pretrain_worker.run(tmp_path / "b", corpus)  # a cache hit: reads the manifest
+    resumed = pretrain_worker.run(tmp_path / "b", corpus, model)  # a cache hit: reads the manifest
     assert resumed.outputs["resumed"] is True
     assert resumed.outputs["steps"] == reference.outputs["steps"] == 90
     expected = load_file(str(reference.path / WEIGHTS_FILE))

@@ -37,7 +37,9 @@ from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.tracking.runs import Tracker
 from flows.training.trainer import TrainerSettings
 from lightning_modules.data.shard_format import CorruptShardError
+from lightning_modules.export import export_huggingface
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import load_encoder_weights
 from tests.fakes import GREEK_LETTERS, greek_text
 
@@ -199,6 +201,19 @@ CONFIG_CASES = [
     (
         ["model.num_heads=3"],
         r"model\.hidden_size=128 is not divisible by model\.num_heads=3; pick a head count",
+    ),
+    (
+        ["shards.seq_len=1024"],
+        r"shards\.seq_len=1024 exceeds model\.max_position_embeddings=512, the range of its "
+        r"absolute positions",
+    ),
+    (
+        ["model=modernbert-tiny", "shards.seq_len=64"],
+        r"model\.local_attention=128 is larger than shards\.seq_len=64: the sliding window",
+    ),
+    (
+        ["model=modernbert-tiny", "model.num_heads=3"],
+        r"model\.hidden_size=128 is not divisible by model\.num_heads=3",
     ),
     (["objective.mask_rate=-0.1"], r"objective\.mask_rate=-0\.1 must be between 0 and 1"),
     (["objective.mask_rate=1.5"], r"objective\.mask_rate=1\.5 must be between 0 and 1"),
@@ -371,6 +386,22 @@ def test_an_encoder_of_another_shape_refuses_pretrained_weights(tmp_path: Path, 
     other = BertEncoder(EncoderConfig(vocab_size=100, hidden_size=64, num_layers=1, num_heads=2))
     with pytest.raises(ValueError, match=r"pretrained encoder in .* was built with"):
         load_encoder_weights(other, pretrained.path)
+
+
+def test_exporting_what_modernbert_cannot_represent_names_the_options_it_lacks(
+    tmp_path: Path,
+) -> None:
+    modern_but_post_ln = EncoderConfig(
+        vocab_size=50, hidden_size=32, num_heads=4, position_embedding="rotary", type_vocab_size=0
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"ModernBertForMaskedLM cannot represent this model; it lacks an ungated "
+        r"feed-forward \(model\.feed_forward=gelu\); post-LN blocks",
+    ):
+        export_huggingface(
+            BertForMaskedLM(modern_but_post_ln), tmp_path, {}, "wordpiece", True, tmp_path / "hf"
+        )
 
 
 def test_a_curve_from_a_pretrain_artifact_without_its_checkpoints(

@@ -1,0 +1,103 @@
+"""`experiment=modernbert` and `model=modernbert-tiny` train through the real stages with every
+objective family, export as ModernBertForMaskedLM, and resume."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from flows.core.artifacts import ArtifactStore
+from flows.core.config import compose_config
+from flows.corpora import CorpusSettings, open_corpus
+from flows.pipeline import PipelinePlan
+from flows.stages.finetune import FinetuneSettings, finetune
+from flows.stages.objectives import ObjectiveSettings
+from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
+from flows.stages.shards.stage import ShardSettings, build_shards
+from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+from tests.integration.pretrain_worker import MODERN_MODEL
+from tests.unit.test_finetune_stage import TRAINER, WORDS, write_tasks
+from tests.unit.test_presets import SHORT_RUN
+
+# Rows of 64 tokens: a window of 32 keeps the local layers local.
+MODERN_SHORT_RUN = [*SHORT_RUN, "model.local_attention=32"]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> ArtifactStore:
+    return ArtifactStore(tmp_path_factory.mktemp("modernbert"))
+
+
+def train(store: ArtifactStore, overrides: list[str]) -> dict:
+    plan = PipelinePlan.from_config(compose_config([*overrides, *MODERN_SHORT_RUN]))
+    corpus = open_corpus(plan.corpus)
+    tokenizer = train_tokenizer(plan.tokenizer, corpus, store)
+    shards = build_shards(plan.shards, corpus, tokenizer, store)
+    result = pretrain(plan.pretrain, shards, tokenizer, store)
+    return {"path": result.path, **result.outputs}
+
+
+def test_the_modernbert_recipe_learns_and_exports_as_modernbert(store: ArtifactStore) -> None:
+    outputs = train(store, ["experiment=modernbert"])
+    assert outputs["steps"] == 20
+    assert outputs["val_loss"] < outputs["initial_val_loss"]
+    assert outputs["huggingface_export"]
+    exported = json.loads((outputs["path"] / HUGGINGFACE_DIR / "config.json").read_text())
+    assert exported["architectures"] == ["ModernBertForMaskedLM"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "objective",
+    [
+        ["objective.masking=static", "objective.static_copies=2"],
+        ["objective=wwm"],
+        ["objective=span"],
+        ["objective=electra"],
+    ],
+    ids=["static", "whole_word", "span", "electra"],
+)
+def test_modernbert_tiny_trains_with_every_objective(
+    store: ArtifactStore, objective: list[str]
+) -> None:
+    outputs = train(store, ["model=modernbert-tiny", *objective])
+    assert outputs["steps"] == 20
+    assert outputs["val_loss"] < outputs["initial_val_loss"]
+    # ModernBERT has no ELECTRA class in transformers: the discriminator is kept, not exported.
+    assert outputs["huggingface_export"] == (objective != ["objective=electra"])
+
+
+def test_the_finetune_stage_evaluates_a_modernbert_encoder_like_any_other(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(1)
+    (tmp_path / "corpus.txt").write_text(
+        "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(20)) for _ in range(300))
+    )
+    corpus = open_corpus(CorpusSettings(kind="files", paths=[str(tmp_path / "corpus.txt")]))
+    store = ArtifactStore(tmp_path / "store")
+    tokenizer = train_tokenizer(TokenizerSettings(vocab_size=100), corpus, store)
+    shards = build_shards(ShardSettings(seq_len=32), corpus, tokenizer, store)
+    settings = PretrainSettings(MODERN_MODEL, ObjectiveSettings(), TRAINER, 0)
+    pretrained = pretrain(settings, shards, tokenizer, store)
+    assert pretrained.outputs["huggingface_export"]
+    tasks = FinetuneSettings(
+        tasks=["pairs"],
+        catalog=write_tasks(tmp_path),
+        data_dir=str(tmp_path),
+        seeds=1,
+        learning_rates=[3e-3],
+        epochs=1,
+        batch_size=16,
+        max_length=32,
+        train_examples=100,
+        validation_examples=40,
+        bootstrap_samples=100,
+    )
+    outputs = finetune(tasks, 5, TRAINER, pretrained, tokenizer, store).outputs
+    for arm in ("pretrained", "random_init"):
+        assert 0.0 <= outputs[f"pairs.{arm}_accuracy_mean"] <= 1.0
+    assert "pairs.lift_accuracy" in outputs

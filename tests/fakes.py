@@ -162,3 +162,20 @@ def logits_match(
     return torch.allclose(mine[0], reference[0], atol=atol) and torch.allclose(
         mine[1, :9], reference[1, :9], atol=atol
     )
+
+
+# Overrides that shrink any shipped preset to a 20-step pretraining on the demo corpus.
+SHORT_RUN = [
+    "corpus.max_documents=1200",
+    "tokenizer.vocab_size=1000",
+    "shards.seq_len=64",
+    "shards.sequences_per_shard=256",
+    "trainer.max_steps=20",
+    "trainer.batch_size=16",
+    "trainer.learning_rate=2e-3",
+    "trainer.warmup_steps=4",
+    "trainer.val_every_steps=20",
+    "trainer.checkpoint_every_steps=20",
+    "trainer.max_validation_sequences=64",
+    "trainer.log_every_steps=10",
+]

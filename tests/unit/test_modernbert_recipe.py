@@ -4,23 +4,21 @@ objective family, export as ModernBertForMaskedLM, and resume."""
 from __future__ import annotations
 
 import json
-import random
-from pathlib import Path
 
 import pytest
 
 from flows.core.artifacts import ArtifactStore
 from flows.core.config import compose_config
-from flows.corpora import CorpusSettings, open_corpus
+from flows.corpora import open_corpus
 from flows.pipeline import PipelinePlan
 from flows.stages.finetune import FinetuneSettings, finetune
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
-from flows.stages.shards.stage import ShardSettings, build_shards
-from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+from flows.stages.shards.stage import build_shards
+from flows.stages.tokenizer import train_tokenizer
+from tests.fakes import SHORT_RUN, WordShards
+from tests.fakes import TINY_TRAINER as TRAINER
 from tests.integration.pretrain_worker import MODERN_MODEL
-from tests.unit.test_finetune_stage import TRAINER, WORDS, write_tasks
-from tests.unit.test_presets import SHORT_RUN
 
 # Rows of 64 tokens: a window of 32 keeps the local layers local.
 MODERN_SHORT_RUN = [*SHORT_RUN, "model.local_attention=32"]
@@ -71,23 +69,16 @@ def test_modernbert_tiny_trains_with_every_objective(
 
 
 def test_the_finetune_stage_evaluates_a_modernbert_encoder_like_any_other(
-    tmp_path: Path,
+    word_shards: WordShards,
 ) -> None:
-    rng = random.Random(1)
-    (tmp_path / "corpus.txt").write_text(
-        "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(20)) for _ in range(300))
-    )
-    corpus = open_corpus(CorpusSettings(kind="files", paths=[str(tmp_path / "corpus.txt")]))
-    store = ArtifactStore(tmp_path / "store")
-    tokenizer = train_tokenizer(TokenizerSettings(vocab_size=100), corpus, store)
-    shards = build_shards(ShardSettings(seq_len=32), corpus, tokenizer, store)
+    store, tokenizer = word_shards.store, word_shards.tokenizer
     settings = PretrainSettings(MODERN_MODEL, ObjectiveSettings(), TRAINER, 0)
-    pretrained = pretrain(settings, shards, tokenizer, store)
+    pretrained = pretrain(settings, word_shards.shards, tokenizer, store)
     assert pretrained.outputs["huggingface_export"]
     tasks = FinetuneSettings(
         tasks=["pairs"],
-        catalog=write_tasks(tmp_path),
-        data_dir=str(tmp_path),
+        catalog=word_shards.catalog,
+        data_dir=str(word_shards.root),
         seeds=1,
         learning_rates=[3e-3],
         epochs=1,

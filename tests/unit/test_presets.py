@@ -12,21 +12,7 @@ from flows.stages.pretrain import pretrain
 from flows.stages.shards.stage import build_shards
 from flows.stages.tokenizer import train_tokenizer
 from lightning_modules.models.serialization import load_encoder_config
-
-SHORT_RUN = [
-    "corpus.max_documents=1200",
-    "tokenizer.vocab_size=1000",
-    "shards.seq_len=64",
-    "shards.sequences_per_shard=256",
-    "trainer.max_steps=20",
-    "trainer.batch_size=16",
-    "trainer.learning_rate=2e-3",
-    "trainer.warmup_steps=4",
-    "trainer.val_every_steps=20",
-    "trainer.checkpoint_every_steps=20",
-    "trainer.max_validation_sequences=64",
-    "trainer.log_every_steps=10",
-]
+from tests.fakes import SHORT_RUN
 
 
 @pytest.fixture(scope="module")

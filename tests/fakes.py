@@ -11,12 +11,15 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.training.trainer import TrainerSettings
+
+if TYPE_CHECKING:
+    from flows.downstream.recipe import ArmResult
 
 GREEK_LETTERS = (
     "alpha",
@@ -179,3 +182,34 @@ SHORT_RUN = [
     "trainer.max_validation_sequences=64",
     "trainer.log_every_steps=10",
 ]
+
+
+def grid_arm(rate: float, grid: list[float], best_epochs: list[int]) -> ArmResult:
+    """An arm that chose `rate` from `grid`, one seed per best epoch (10 epochs allowed)."""
+    from flows.downstream.recipe import ArmResult, RunResult, grid_edge
+
+    runs = [
+        RunResult("arm", rate, seed, 0.5, epoch, epoch == 10, {"accuracy": 0.6 + seed / 100}, [])
+        for seed, epoch in enumerate(best_epochs)
+    ]
+    return ArmResult(rate, {f"{r:g}": 0.5 for r in grid}, runs, grid_edge(rate, grid))
+
+
+def finetune_outputs(arms: dict[str, ArmResult], **extra: Any) -> dict[str, Any]:
+    """A finetune stage's flat outputs for one task `t` scored by accuracy, as the stage writes
+    them (figures, bootstrap, baselines, recipe, caps): what its readers are given."""
+    from flows.downstream.report import task_outputs
+
+    return {
+        "tasks": ["t"],
+        "confidence": 0.95,
+        **task_outputs("t", "accuracy", arms, 0.95, 10),
+        "t.lift_accuracy_bootstrap_low": -0.1,
+        "t.lift_accuracy_bootstrap_high": 0.1,
+        "t.baselines": "",
+        "t.train_examples": 100,
+        "t.recipe": "2 seeds, ...",
+        "t.recipe_set_by_task": "",
+        "t.caps": "",
+        **extra,
+    }

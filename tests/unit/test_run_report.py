@@ -9,35 +9,22 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from flows.downstream.caps import caps_outputs, caps_record
 from flows.downstream.encoding import encode
+from flows.downstream.figures import TaskFigures
 from flows.downstream.readers import TaggedSentence, TextExample
-from flows.downstream.recipe import ArmResult, RunResult, grid_edge
-from flows.downstream.report import markdown_table, task_outputs
+from flows.downstream.recipe import grid_edge
+from flows.downstream.report import markdown_table
 from flows.downstream.settings import Recipe
 from flows.summary import downstream_result
+from tests.fakes import finetune_outputs as outputs_of
+from tests.fakes import grid_arm as arm
 
 
-def arm(rate: float, grid: list[float], best_epochs: list[int]) -> ArmResult:
-    runs = [
-        RunResult("arm", rate, seed, 0.5, epoch, epoch == 10, {"accuracy": 0.6 + seed / 100}, [])
-        for seed, epoch in enumerate(best_epochs)
-    ]
-    return ArmResult(rate, {f"{r:g}": 0.5 for r in grid}, runs, grid_edge(rate, grid))
+def summary_lines(outputs: dict[str, Any]) -> list[str]:
+    return downstream_result(TaskFigures.read(outputs, "t"), 0.95)
 
 
-def outputs_of(arms: dict[str, ArmResult], **extra: Any) -> dict[str, Any]:
-    figures = task_outputs("t", "accuracy", arms, 0.95, 10)
-    return {
-        "confidence": 0.95,
-        **figures,
-        "t.lift_accuracy_bootstrap_low": -0.1,
-        "t.lift_accuracy_bootstrap_high": 0.1,
-        "t.baselines": "",
-        "t.train_examples": 100,
-        "t.recipe": "2 seeds, ...",
-        "t.recipe_set_by_task": "",
-        "t.caps": "",
-        **extra,
-    }
+def table(outputs: dict[str, Any]) -> str:
+    return markdown_table([TaskFigures.read(outputs, "t")], 0.95)
 
 
 def test_the_grid_edge_is_an_end_of_a_grid_of_two_or_more_rates() -> None:
@@ -56,16 +43,16 @@ def test_an_arm_at_the_grid_edge_is_flagged_with_the_key_to_extend() -> None:
         "GRID EDGE t: pretrained chose 0.001, the highest rate of finetune.learning_rates; the "
         "best rate may lie outside the grid: extend finetune.learning_rates past that end"
     )
-    assert f"  {warning}" in downstream_result(figures, "t")
-    assert f"**{warning}**" in markdown_table(figures, ["t"], 0.95)
+    assert f"  {warning}" in summary_lines(figures)
+    assert f"**{warning}**" in table(figures)
     inside = outputs_of({name: arm(3e-4, grid, [3, 4]) for name in arms})
-    assert not any("GRID EDGE" in line for line in downstream_result(inside, "t"))
+    assert not any("GRID EDGE" in line for line in summary_lines(inside))
 
 
 def test_a_flag_names_the_task_s_own_key_when_its_entry_sets_the_field() -> None:
     grid = [1e-4, 1e-3]
     arms = {name: arm(1e-4, grid, [10, 2]) for name in ("pretrained", "random_init")}
-    lines = downstream_result(outputs_of(arms, **{"t.recipe_set_by_task": "epochs"}), "t")
+    lines = summary_lines(outputs_of(arms, **{"t.recipe_set_by_task": "epochs"}))
     assert any("raise finetune.catalog.t.recipe.epochs" in line for line in lines)
     assert any("the lowest rate of finetune.learning_rates" in line for line in lines)
 
@@ -103,8 +90,8 @@ def test_caps_that_bite_are_recorded_with_their_key_and_the_others_are_not() -> 
     )
     arms = {name: arm(3e-4, [3e-4], [3]) for name in ("pretrained", "random_init")}
     figures = {**outputs_of(arms), **outputs}
-    assert f"  CAPS t: {outputs['t.caps']}" in downstream_result(figures, "t")
-    assert f"**CAPS t: {outputs['t.caps']}**" in markdown_table(figures, ["t"], 0.95)
+    assert f"  CAPS t: {outputs['t.caps']}" in summary_lines(figures)
+    assert f"**CAPS t: {outputs['t.caps']}**" in table(figures)
 
 
 def test_a_tagged_sentence_cut_by_max_length_counts_as_truncated() -> None:

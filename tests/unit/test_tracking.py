@@ -9,6 +9,7 @@ from flows.core.artifacts import ArtifactRef
 from flows.core.redaction import REDACTED, redact_secrets
 from flows.tracking.publish import TaskRuns, publish
 from flows.tracking.runs import Tracker, flatten
+from tests.fakes import finetune_outputs, grid_arm
 
 
 def test_secret_looking_values_are_masked_and_the_rest_kept() -> None:
@@ -62,7 +63,8 @@ def test_each_task_run_carries_its_per_class_scores_as_an_mlflow_table(tmp_path:
     (tmp_path / "results.json").write_text(json.dumps({"t": record}))
     (tmp_path / "summary.md").write_text("| task |\n")
     (tmp_path / "lift.png").write_bytes(b"\x89PNG")
-    ref = ArtifactRef("finetune", "k", tmp_path, {"tasks": ["t"], "t.lift_accuracy": 0.1}, False)
+    arms = {name: grid_arm(1e-3, [1e-3], [3, 4]) for name in ("pretrained", "random_init")}
+    ref = ArtifactRef("finetune", "k", tmp_path, finetune_outputs(arms), False)
     tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "cloze", None)
     stage_run = tracker.start_run("finetune")
     task_runs = TaskRuns(tracker, stage_run)

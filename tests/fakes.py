@@ -8,6 +8,8 @@ the comparison of an exported model's logits against `transformers`.
 from __future__ import annotations
 
 import random
+import re
+import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,3 +181,30 @@ SHORT_RUN = [
     "trainer.max_validation_sequences=64",
     "trainer.log_every_steps=10",
 ]
+
+
+PIPELINE_STAGES = ("tokenizer", "shards", "pretrain", "finetune")
+
+
+def run_twice_together(command: list[str], env: dict[str, str], timeout: float) -> list[str]:
+    """Starts `command` twice at once and waits for both; each must succeed, and each stage must
+    be computed by exactly one of them (the other reads it from the shared store).
+
+    Returns both runs' merged stdout and stderr, for the caller's further checks.
+    """
+    runs = [
+        subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+        )
+        for _ in range(2)
+    ]
+    outputs = [run.communicate(timeout=timeout)[0] for run in runs]
+    for run, output in zip(runs, outputs, strict=True):
+        assert run.returncode == 0, output[-3000:]
+    for stage in PIPELINE_STAGES:
+        computed = sum(
+            bool(re.search(rf"^\s+{stage}\s+\[computed\]", output, re.MULTILINE))
+            for output in outputs
+        )
+        assert computed == 1, f"{stage} computed {computed} times"
+    return outputs

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.training.trainer import TrainerSettings
@@ -208,3 +209,34 @@ def run_twice_together(command: list[str], env: dict[str, str], timeout: float) 
         )
         assert computed == 1, f"{stage} computed {computed} times"
     return outputs
+
+
+SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+
+
+def tiny_tokenizer(path: Path) -> Path:
+    """A small WordPiece tokenizer with BERT's special tokens, saved at `path`: for export tests."""
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.train_from_iterator(
+        ["the cat sat on the mat", "a dog ran in the park", "paris is the capital of france"] * 20,
+        trainers.WordPieceTrainer(vocab_size=120, special_tokens=list(SPECIALS.values())),
+    )
+    tokenizer.post_processor = processors.BertProcessing(("[SEP]", 3), ("[CLS]", 2))
+    tokenizer.save(str(path))
+    return path
+
+
+RESUME_WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly hex").split()  # noqa: SIM905
+
+
+def write_corpus(path: Path) -> Path:
+    """300 seeded paragraphs of 8-29 words from a 14-word vocabulary, for short pretraining runs."""
+    rng = np.random.default_rng(0)
+    path.write_text(
+        "\n\n".join(
+            " ".join(rng.choice(RESUME_WORDS, size=int(rng.integers(8, 30)))) for _ in range(300)
+        )
+    )
+    return path

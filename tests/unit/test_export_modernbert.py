@@ -13,7 +13,7 @@ from tokenizers import Tokenizer
 from lightning_modules.export import can_export, export_huggingface
 from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
-from tests.unit.test_export import SPECIALS, tiny_tokenizer
+from tests.fakes import SPECIALS, tiny_tokenizer
 
 MODERN: dict[str, Any] = {
     "hidden_size": 32,

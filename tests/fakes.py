@@ -240,3 +240,16 @@ def write_corpus(path: Path) -> Path:
         )
     )
     return path
+
+
+MODERNBERT_OPTIONS: dict[str, Any] = {  # ModernBERT's architecture on the encoder, any size
+    "position_embedding": "rotary",
+    "rope_theta": 160_000.0,
+    "feed_forward": "geglu",
+    "linear_bias": False,
+    "norm_bias": False,
+    "norm_placement": "pre",
+    "first_attention_norm": False,
+    "type_vocab_size": 0,
+    "global_attention_every": 3,
+}

@@ -20,7 +20,6 @@ import pytorch_lightning as pl
 from pytorch_lightning.loggers import Logger
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
-from flows.core.outputs import StageOutputs
 from flows.core.settings import output_settings
 from flows.stages.distill_plan import (
     DistillSettings,
@@ -31,7 +30,12 @@ from flows.stages.distill_plan import (
     teacher_identity,
 )
 from flows.stages.objectives import ObjectiveSettings, make_collator
-from flows.stages.pretrain import check_shards_match, resumable_trainer, save_and_export
+from flows.stages.pretrain import (
+    TrainingRunOutputs,
+    check_shards_match,
+    resumable_trainer,
+    save_and_export,
+)
 from flows.stages.tokenizer import TOKENIZER_FILE, load_tokenizer
 from flows.training.checkpoints import resumable_checkpoint
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
@@ -65,13 +69,8 @@ class DistillStageSettings:
 
 
 @dataclass(frozen=True)
-class DistillOutputs(StageOutputs):
+class DistillOutputs(TrainingRunOutputs):
     STAGE = STAGE
-    initial_val_loss: float
-    steps: int
-    train_tokens: int
-    fit_seconds: float
-    parameters: int
     teacher_parameters: int
     student_init: str
     layer_map: list[int]

@@ -136,7 +136,18 @@ def check_enough_sequences(shards_ref: ArtifactRef, trainer: TrainerSettings) ->
 
 
 @dataclass(frozen=True)
-class PretrainOutputs(StageOutputs):
+class TrainingRunOutputs(StageOutputs):
+    """The figures every training stage records first (pretrain's and distill's manifests)."""
+
+    initial_val_loss: float
+    steps: int
+    train_tokens: int
+    fit_seconds: float
+    parameters: int
+
+
+@dataclass(frozen=True)
+class PretrainOutputs(TrainingRunOutputs):
     """The training run's figures; `validation` holds the objective's final `val_*` metrics.
 
     The manifest keeps the validation metrics flat (`val_loss`, `val_accuracy`, ...): which ones
@@ -145,11 +156,6 @@ class PretrainOutputs(StageOutputs):
     """
 
     STAGE = STAGE
-    initial_val_loss: float
-    steps: int
-    train_tokens: int
-    fit_seconds: float
-    parameters: int
     resumed: bool
     huggingface_export: bool
     validation: dict[str, float]

@@ -8,12 +8,15 @@ the comparison of an exported model's logits against `transformers`.
 from __future__ import annotations
 
 import random
+import re
+import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.training.trainer import TrainerSettings
@@ -213,3 +216,74 @@ def finetune_outputs(arms: dict[str, ArmResult], **extra: Any) -> dict[str, Any]
         "t.caps": "",
         **extra,
     }
+
+
+PIPELINE_STAGES = ("tokenizer", "shards", "pretrain", "finetune")
+
+
+def run_twice_together(command: list[str], env: dict[str, str], timeout: float) -> list[str]:
+    """Starts `command` twice at once and waits for both; each must succeed, and each stage must
+    be computed by exactly one of them (the other reads it from the shared store).
+
+    Returns both runs' merged stdout and stderr, for the caller's further checks.
+    """
+    runs = [
+        subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+        )
+        for _ in range(2)
+    ]
+    outputs = [run.communicate(timeout=timeout)[0] for run in runs]
+    for run, output in zip(runs, outputs, strict=True):
+        assert run.returncode == 0, output[-3000:]
+    for stage in PIPELINE_STAGES:
+        computed = sum(
+            bool(re.search(rf"^\s+{stage}\s+\[computed\]", output, re.MULTILINE))
+            for output in outputs
+        )
+        assert computed == 1, f"{stage} computed {computed} times"
+    return outputs
+
+
+SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+
+
+def tiny_tokenizer(path: Path) -> Path:
+    """A small WordPiece tokenizer with BERT's special tokens, saved at `path`: for export tests."""
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.train_from_iterator(
+        ["the cat sat on the mat", "a dog ran in the park", "paris is the capital of france"] * 20,
+        trainers.WordPieceTrainer(vocab_size=120, special_tokens=list(SPECIALS.values())),
+    )
+    tokenizer.post_processor = processors.BertProcessing(("[SEP]", 3), ("[CLS]", 2))
+    tokenizer.save(str(path))
+    return path
+
+
+RESUME_WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly hex").split()  # noqa: SIM905
+
+
+def write_corpus(path: Path) -> Path:
+    """300 seeded paragraphs of 8-29 words from a 14-word vocabulary, for short pretraining runs."""
+    rng = np.random.default_rng(0)
+    path.write_text(
+        "\n\n".join(
+            " ".join(rng.choice(RESUME_WORDS, size=int(rng.integers(8, 30)))) for _ in range(300)
+        )
+    )
+    return path
+
+
+MODERNBERT_OPTIONS: dict[str, Any] = {  # ModernBERT's architecture on the encoder, any size
+    "position_embedding": "rotary",
+    "rope_theta": 160_000.0,
+    "feed_forward": "geglu",
+    "linear_bias": False,
+    "norm_bias": False,
+    "norm_placement": "pre",
+    "first_attention_norm": False,
+    "type_vocab_size": 0,
+    "global_attention_every": 3,
+}

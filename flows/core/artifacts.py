@@ -143,6 +143,17 @@ class ArtifactRef:
     cache_hit: bool
 
 
+@dataclass(frozen=True)
+class _Build:
+    """One pending build of `stage`'s artifact `key`: the arguments get_or_build's steps share."""
+
+    stage: str
+    key: str
+    build: Callable[[Path], dict[str, Any]]
+    record: Mapping[str, Any]
+    checksums: bool  # always True for a content-addressed stage: its checksums name it
+
+
 class ArtifactStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root).resolve()
@@ -233,9 +244,8 @@ class ArtifactStore:
             cached = self._verified(stage, key, validate)
             if cached is not None:
                 return cached
-            if content_addressed:
-                return self._build_and_link(stage, key, build, record)
-            return self._build_and_publish(stage, key, build, record, checksums)
+            job = _Build(stage, key, build, record, checksums or content_addressed)
+            return self._build_and_link(job) if content_addressed else self._build_and_publish(job)
 
     def _verified(
         self, stage: str, key: str, validate: Callable[[ArtifactRef], None] | None
@@ -249,28 +259,16 @@ class ArtifactStore:
             return None
         return cached
 
-    def _build_and_publish(
-        self,
-        stage: str,
-        key: str,
-        build: Callable[[Path], dict[str, Any]],
-        record: Mapping[str, Any],
-        checksums: bool,
-    ) -> ArtifactRef:
-        temp_dir, manifest = self._build(stage, key, build, record, checksums)
-        ref = self._publish(stage, key, temp_dir, manifest)
-        shutil.rmtree(self.work_dir(stage, key), ignore_errors=True)
+    def _build_and_publish(self, job: _Build) -> ArtifactRef:
+        temp_dir, manifest = self._build(job)
+        ref = self._publish(job.stage, job.key, temp_dir, manifest)
+        shutil.rmtree(self.work_dir(job.stage, job.key), ignore_errors=True)
         return ref
 
-    def _build_and_link(
-        self,
-        stage: str,
-        key: str,
-        build: Callable[[Path], dict[str, Any]],
-        record: Mapping[str, Any],
-    ) -> ArtifactRef:
+    def _build_and_link(self, job: _Build) -> ArtifactRef:
         """Builds, publishes under the content key, then links the input key to it."""
-        temp_dir, manifest = self._build(stage, key, build, record, checksums=True)
+        stage, key = job.stage, job.key
+        temp_dir, manifest = self._build(job)
         content = content_key(stage, manifest[CHECKSUMS])
         manifest.update(key=content, input_key=key)
         replace_json(temp_dir / MANIFEST_FILE, manifest, default=str)
@@ -284,26 +282,19 @@ class ArtifactStore:
             raise ArtifactError(f"{self.path(stage, key)} links to {linked}, which is missing")
         return first
 
-    def _build(
-        self,
-        stage: str,
-        key: str,
-        build: Callable[[Path], dict[str, Any]],
-        record: Mapping[str, Any],
-        checksums: bool,
-    ) -> tuple[Path, dict[str, Any]]:
+    def _build(self, job: _Build) -> tuple[Path, dict[str, Any]]:
         """The built files in a private temp dir, with their manifest written last."""
-        temp_dir = self.root / stage / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
+        temp_dir = self.root / job.stage / f".tmp-{job.key}-{uuid.uuid4().hex[:8]}"
         temp_dir.mkdir(parents=True)
         try:
-            outputs = build(temp_dir)
+            outputs = job.build(temp_dir)
             manifest = {
-                "stage": stage,
-                "key": key,
+                "stage": job.stage,
+                "key": job.key,
                 "created_at": time.time(),
                 "outputs": outputs,
-                **record,
-                **({CHECKSUMS: file_checksums(temp_dir)} if checksums else {}),
+                **job.record,
+                **({CHECKSUMS: file_checksums(temp_dir)} if job.checksums else {}),
             }
             replace_json(temp_dir / MANIFEST_FILE, manifest, default=str)
         except BaseException:

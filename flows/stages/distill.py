@@ -17,11 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
-from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
-from flows.core.outputs import StageOutputs
 from flows.core.settings import output_settings
 from flows.stages.distill_plan import (
     DistillSettings,
@@ -32,12 +30,16 @@ from flows.stages.distill_plan import (
     teacher_identity,
 )
 from flows.stages.objectives import ObjectiveSettings, make_collator
-from flows.stages.pretrain import check_shards_match, save_and_export
+from flows.stages.pretrain import (
+    TrainingRunOutputs,
+    check_shards_match,
+    resumable_trainer,
+    save_and_export,
+)
 from flows.stages.tokenizer import TOKENIZER_FILE, load_tokenizer
 from flows.training.checkpoints import resumable_checkpoint
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
-from flows.training.trainer import TrainerSettings, encoder_config, make_trainer
-from lightning_modules.callbacks import ProgressLog
+from flows.training.trainer import TrainerSettings, encoder_config
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
 from lightning_modules.distill import DistillationModule
 from lightning_modules.models.heads import BertForMaskedLM
@@ -67,13 +69,8 @@ class DistillStageSettings:
 
 
 @dataclass(frozen=True)
-class DistillOutputs(StageOutputs):
+class DistillOutputs(TrainingRunOutputs):
     STAGE = STAGE
-    initial_val_loss: float
-    steps: int
-    train_tokens: int
-    fit_seconds: float
-    parameters: int
     teacher_parameters: int
     student_init: str
     layer_map: list[int]
@@ -220,22 +217,4 @@ def distill_trainer(
     job: DistillJob, settings: TrainerSettings, data: MaskedLMDataModule, total_steps: int
 ) -> pl.Trainer:
     """Checkpoints in the stage's work dir (a rerun resumes), the data stream's exact state."""
-    checkpoints = ModelCheckpoint(
-        dirpath=job.work_dir / "checkpoints",
-        save_last=True,
-        save_top_k=0,
-        every_n_train_steps=settings.checkpoint_every_steps,
-    )
-    callbacks: list[pl.Callback] = [data.stream_state, checkpoints]
-    if is_rank_zero():
-        callbacks.append(ProgressLog(settings.log_every_steps, STAGE))
-    return make_trainer(
-        settings,
-        job.work_dir,
-        job.loggers,
-        callbacks,
-        distributed=settings.world_size > 1,
-        max_steps=total_steps,
-        val_check_interval=settings.val_every_steps,
-        check_val_every_n_epoch=None,
-    )
+    return resumable_trainer(settings, job.work_dir, job.loggers, data, total_steps, STAGE)

@@ -136,7 +136,18 @@ def check_enough_sequences(shards_ref: ArtifactRef, trainer: TrainerSettings) ->
 
 
 @dataclass(frozen=True)
-class PretrainOutputs(StageOutputs):
+class TrainingRunOutputs(StageOutputs):
+    """The figures every training stage records first (pretrain's and distill's manifests)."""
+
+    initial_val_loss: float
+    steps: int
+    train_tokens: int
+    fit_seconds: float
+    parameters: int
+
+
+@dataclass(frozen=True)
+class PretrainOutputs(TrainingRunOutputs):
     """The training run's figures; `validation` holds the objective's final `val_*` metrics.
 
     The manifest keeps the validation metrics flat (`val_loss`, `val_accuracy`, ...): which ones
@@ -145,11 +156,6 @@ class PretrainOutputs(StageOutputs):
     """
 
     STAGE = STAGE
-    initial_val_loss: float
-    steps: int
-    train_tokens: int
-    fit_seconds: float
-    parameters: int
     resumed: bool
     huggingface_export: bool
     validation: dict[str, float]
@@ -279,24 +285,39 @@ def pretrain_trainer(
     job: PretrainJob, data: MaskedLMDataModule, total_steps: int, keep: KeepWeights
 ) -> pl.Trainer:
     """The Trainer with its checkpoints in the stage's work dir, on every process of the job."""
-    trainer_settings = job.settings.trainer
+    return resumable_trainer(
+        job.settings.trainer, job.work_dir, job.loggers, data, total_steps, STAGE, keep
+    )
+
+
+def resumable_trainer(
+    settings: TrainerSettings,
+    work_dir: Path,
+    loggers: Sequence[Logger],
+    data: MaskedLMDataModule,
+    total_steps: int,
+    stage: str,
+    *extra: pl.Callback,
+) -> pl.Trainer:
+    """A training stage's Trainer: checkpoints in `work_dir` (a rerun resumes) with the data
+    stream's exact state, then the stage's `extra` callbacks; shared by pretrain and distill."""
     checkpoints = ModelCheckpoint(
-        dirpath=job.work_dir / "checkpoints",
+        dirpath=work_dir / "checkpoints",
         save_last=True,
         save_top_k=0,
-        every_n_train_steps=trainer_settings.checkpoint_every_steps,
+        every_n_train_steps=settings.checkpoint_every_steps,
     )
-    callbacks: list[pl.Callback] = [data.stream_state, checkpoints, keep]
+    callbacks: list[pl.Callback] = [data.stream_state, checkpoints, *extra]
     if is_rank_zero():  # one progress line per step, not one per rank
-        callbacks.append(ProgressLog(trainer_settings.log_every_steps, STAGE))
+        callbacks.append(ProgressLog(settings.log_every_steps, stage))
     return make_trainer(
-        trainer_settings,
-        job.work_dir,
-        job.loggers,
+        settings,
+        work_dir,
+        loggers,
         callbacks,
-        distributed=trainer_settings.world_size > 1,
+        distributed=settings.world_size > 1,
         max_steps=total_steps,
-        val_check_interval=trainer_settings.val_every_steps,
+        val_check_interval=settings.val_every_steps,
         check_val_every_n_epoch=None,
     )
 

@@ -32,7 +32,7 @@ from flows.core.outputs import StageOutputs
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, output_settings
 from flows.corpora import Corpus
 from flows.corpora.base import empty_corpus_error
-from flows.stages.tokenizer_models import TOKENIZER_KINDS, train
+from flows.stages.tokenizer_models import TOKENIZER_KINDS, TokenizerRecipe, train
 
 STAGE = "tokenizer"
 VERSION = 4  # 4: WordPiece deterministic (continuation symbols declared); published by content
@@ -190,15 +190,15 @@ def train_tokenizer(
             heldout.clear()  # each pass reads the same documents and collects them afresh
             return corpus.training_documents(heldout, STATS_DOCUMENTS, budget)
 
-        tokenizer = train(
+        recipe = TokenizerRecipe(
             settings.kind,
             settings.vocab_size,
             settings.lowercase,
             settings.min_frequency,
             [specials[role] for role in SPECIAL_ROLES],
             specials["unk"],
-            documents,
         )
+        tokenizer = train(recipe, documents)
         seconds = time.perf_counter() - started
         if corpus.stats.documents == 0:
             raise empty_corpus_error(corpus, corpus.stats)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -24,39 +25,46 @@ TOKENIZER_KINDS = ("wordpiece", "bpe", "unigram")
 CONTINUATION_PREFIX = "##"  # WordPiece's mark of a symbol inside a word
 
 
-def build_tokenizer(
-    kind: str,
-    vocab_size: int,
-    lowercase: bool,
-    min_frequency: int,
-    special_tokens: list[str],
-    unk_token: str,
-) -> tuple[Tokenizer, Any]:
+@dataclass(frozen=True)
+class TokenizerRecipe:
+    """What shapes a tokenizer before it reads a document: family, vocabulary, special tokens."""
+
+    kind: str
+    vocab_size: int
+    lowercase: bool
+    min_frequency: int
+    special_tokens: list[str]
+    unk_token: str
+
+
+def build_tokenizer(recipe: TokenizerRecipe) -> tuple[Tokenizer, Any]:
     """An untrained tokenizer and its trainer; special tokens take the first ids, in order."""
-    if kind == "wordpiece":
-        tokenizer = Tokenizer(models.WordPiece(unk_token=unk_token))
+    if recipe.kind == "wordpiece":
+        tokenizer = Tokenizer(models.WordPiece(unk_token=recipe.unk_token))
         tokenizer.normalizer = normalizers.BertNormalizer(
-            lowercase=lowercase, strip_accents=lowercase or None
+            lowercase=recipe.lowercase, strip_accents=recipe.lowercase or None
         )
         tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tokenizer.decoder = decoders.WordPiece()
         return tokenizer, trainers.WordPieceTrainer(
-            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=special_tokens
+            vocab_size=recipe.vocab_size,
+            min_frequency=recipe.min_frequency,
+            special_tokens=recipe.special_tokens,
         )
     steps: list[normalizers.Normalizer] = [
-        normalizers.NFC() if kind == "bpe" else normalizers.NFKC()
+        normalizers.NFC() if recipe.kind == "bpe" else normalizers.NFKC()
     ]
-    if lowercase:
+    if recipe.lowercase:
         steps.append(normalizers.Lowercase())
-    if kind == "bpe":
-        tokenizer = Tokenizer(models.BPE(unk_token=unk_token))
+    if recipe.kind == "bpe":
+        tokenizer = Tokenizer(models.BPE(unk_token=recipe.unk_token))
         tokenizer.normalizer = normalizers.Sequence(steps)
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
         tokenizer.decoder = decoders.ByteLevel()
         return tokenizer, trainers.BpeTrainer(
-            vocab_size=vocab_size,
-            min_frequency=min_frequency,
-            special_tokens=special_tokens,
+            vocab_size=recipe.vocab_size,
+            min_frequency=recipe.min_frequency,
+            special_tokens=recipe.special_tokens,
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         )
     tokenizer = Tokenizer(models.Unigram())
@@ -64,26 +72,22 @@ def build_tokenizer(
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
     tokenizer.decoder = decoders.Metaspace()
     return tokenizer, trainers.UnigramTrainer(
-        vocab_size=vocab_size, special_tokens=special_tokens, unk_token=unk_token
+        vocab_size=recipe.vocab_size,
+        special_tokens=recipe.special_tokens,
+        unk_token=recipe.unk_token,
     )
 
 
-def train(
-    kind: str,
-    vocab_size: int,
-    lowercase: bool,
-    min_frequency: int,
-    special_tokens: list[str],
-    unk_token: str,
-    documents: Callable[[], Iterable[str]],
-) -> Tokenizer:
+def train(recipe: TokenizerRecipe, documents: Callable[[], Iterable[str]]) -> Tokenizer:
     """A trained tokenizer; `documents()` yields the same documents each call (WordPiece reads
     them twice: once to find its continuation symbols, once to train)."""
     declared: list[str] = []
-    if kind == "wordpiece":
-        declared = continuation_symbols(documents(), lowercase, special_tokens, unk_token)
+    if recipe.kind == "wordpiece":
+        declared = continuation_symbols(
+            documents(), recipe.lowercase, recipe.special_tokens, recipe.unk_token
+        )
     tokenizer, trainer = build_tokenizer(
-        kind, vocab_size, lowercase, min_frequency, special_tokens + declared, unk_token
+        replace(recipe, special_tokens=recipe.special_tokens + declared)
     )
     tokenizer.train_from_iterator(documents(), trainer)
     return without_added_tokens(tokenizer, set(declared)) if declared else tokenizer
@@ -97,7 +101,9 @@ def continuation_symbols(
     Declared as the trainer's special tokens, they take ids in this order before training
     starts, so no id (and no tie between merges) depends on the trainer's hash-map order.
     """
-    probe, trainer = build_tokenizer("wordpiece", 1, lowercase, 1, special_tokens, unk_token)
+    probe, trainer = build_tokenizer(
+        TokenizerRecipe("wordpiece", 1, lowercase, 1, special_tokens, unk_token)
+    )
     probe.train_from_iterator(documents, trainer)
     width = len(CONTINUATION_PREFIX) + 1
     return sorted(

@@ -32,8 +32,8 @@ from flows.training.trainer import TrainerSettings, make_trainer
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
 from lightning_modules.models.heads import IGNORE_INDEX
 from lightning_modules.models.serialization import WEIGHTS_FILE
+from tests.fakes import write_corpus
 from tests.integration.ddp_worker import DDP, KILLED, TRAINER, only_key, settings
-from tests.integration.test_exact_resume import write_corpus
 
 pytestmark = pytest.mark.slow
 

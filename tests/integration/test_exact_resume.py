@@ -10,24 +10,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from lightning_modules.models.serialization import WEIGHTS_FILE
+from tests.fakes import write_corpus
 from tests.integration import pretrain_worker
 
 pytestmark = pytest.mark.slow
-WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly hex").split()  # noqa: SIM905
-
-
-def write_corpus(path: Path) -> Path:
-    rng = np.random.default_rng(0)
-    path.write_text(
-        "\n\n".join(" ".join(rng.choice(WORDS, size=int(rng.integers(8, 30)))) for _ in range(300))
-    )
-    return path
 
 
 @pytest.mark.parametrize("model", sorted(pretrain_worker.MODELS))

@@ -20,6 +20,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from tests.fakes import run_twice_together
 from tests.integration.postgres import Postgres, missing_reason, postgres_bin, postgres_server
 from tests.integration.servers import mlflow_server, prefect_server
 
@@ -27,7 +28,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(missing_reason() is not None, reason=str(missing_reason())),
 ]
-STAGES = ("tokenizer", "shards", "pretrain", "finetune")
 TINY = ["experiment=smoke", "corpus.max_documents=800", "finetune.train_examples=200"]
 COMPOSE = Path(__file__).resolve().parents[2] / "infra" / "docker-compose.yml"
 VARIABLE = re.compile(
@@ -87,25 +87,7 @@ def test_two_pipelines_share_one_store_against_servers_on_postgres(tmp_path: Pat
         env = {**os.environ, "PREFECT_API_URL": api, "CLOZE_TRACKING_URI": uri}
         env.pop("PREFECT_HOME", None)
         command = [sys.executable, "-m", "flows", *TINY, f"paths.root={tmp_path / 'team'}"]
-        runs = [
-            subprocess.Popen(
-                [*command, "tracking.experiment=team"],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                env=env,
-            )
-            for _ in range(2)
-        ]
-        outputs = [run.communicate(timeout=900)[0] for run in runs]
-        for run, output in zip(runs, outputs, strict=True):
-            assert run.returncode == 0, output[-3000:]
-        for stage in STAGES:
-            computed = sum(
-                bool(re.search(rf"^\s+{stage}\s+\[computed\]", output, re.MULTILINE))
-                for output in outputs
-            )
-            assert computed == 1, f"{stage} computed {computed} times"
+        run_twice_together([*command, "tracking.experiment=team"], env, timeout=900)
 
         from prefect.client.orchestration import SyncPrefectClient
 

@@ -30,8 +30,7 @@ from lightning_modules.models.serialization import (
     save_masked_lm,
 )
 from lightning_modules.optim import OptimizerSettings, build_optimizer
-from tests.fakes import logits_match
-from tests.unit.test_export import SPECIALS, tiny_tokenizer
+from tests.fakes import SPECIALS, logits_match, tiny_tokenizer
 
 VOCAB, SEQ, PAD, MASK_ID = 200, 32, 0, 4
 TINY = {

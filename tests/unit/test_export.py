@@ -6,27 +6,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer
 
 from lightning_modules.export import export_huggingface
 from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
-from tests.fakes import logits_match
-
-SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
-
-
-def tiny_tokenizer(path: Path) -> Path:
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.train_from_iterator(
-        ["the cat sat on the mat", "a dog ran in the park", "paris is the capital of france"] * 20,
-        trainers.WordPieceTrainer(vocab_size=120, special_tokens=list(SPECIALS.values())),
-    )
-    tokenizer.post_processor = processors.BertProcessing(("[SEP]", 3), ("[CLS]", 2))
-    tokenizer.save(str(path))
-    return path
+from tests.fakes import SPECIALS, logits_match, tiny_tokenizer
 
 
 @pytest.fixture

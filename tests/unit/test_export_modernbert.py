@@ -13,7 +13,7 @@ from tokenizers import Tokenizer
 from lightning_modules.export import can_export, export_huggingface
 from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
-from tests.unit.test_export import SPECIALS, tiny_tokenizer
+from tests.fakes import MODERNBERT_OPTIONS, SPECIALS, tiny_tokenizer
 
 MODERN: dict[str, Any] = {
     "hidden_size": 32,
@@ -22,15 +22,7 @@ MODERN: dict[str, Any] = {
     "intermediate_size": 48,
     "max_position_embeddings": 2048,
     "layer_norm_eps": 1e-5,
-    "position_embedding": "rotary",
-    "rope_theta": 160_000.0,
-    "feed_forward": "geglu",
-    "linear_bias": False,
-    "norm_bias": False,
-    "norm_placement": "pre",
-    "first_attention_norm": False,
-    "type_vocab_size": 0,
-    "global_attention_every": 3,
+    **MODERNBERT_OPTIONS,
     "local_attention": 128,
 }
 

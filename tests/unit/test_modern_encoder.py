@@ -11,18 +11,11 @@ from lightning_modules.models.attention_masks import document_ids_from_separator
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.rotary import RotaryEmbedding, apply_rotary
+from tests.fakes import MODERNBERT_OPTIONS
 
 SEP = 3
 MODERN: dict[str, Any] = {
-    "position_embedding": "rotary",
-    "rope_theta": 160_000.0,
-    "feed_forward": "geglu",
-    "linear_bias": False,
-    "norm_bias": False,
-    "norm_placement": "pre",
-    "first_attention_norm": False,
-    "type_vocab_size": 0,
-    "global_attention_every": 3,
+    **MODERNBERT_OPTIONS,
     "local_attention": 8,
     "dropout": 0.0,
     "attention_dropout": 0.0,

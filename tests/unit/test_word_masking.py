@@ -16,7 +16,7 @@ import torch
 from tokenizers import Tokenizer, pre_tokenizers
 
 from flows.corpora.stdlib_docs import module_docstrings, stdlib_root
-from flows.stages.tokenizer_models import build_tokenizer
+from flows.stages.tokenizer_models import TokenizerRecipe, build_tokenizer
 from lightning_modules.data.collator import MaskingCollator, MaskingRule
 from lightning_modules.data.span_masking import (
     SpanLengths,
@@ -109,7 +109,8 @@ def trained() -> dict[str, Tokenizer]:
     ]
     tokenizers = {}
     for kind in ("wordpiece", "bpe", "unigram"):
-        tokenizer, trainer = build_tokenizer(kind, 500, kind != "bpe", 1, SPECIAL_NAMES, "[UNK]")
+        recipe = TokenizerRecipe(kind, 500, kind != "bpe", 1, SPECIAL_NAMES, "[UNK]")
+        tokenizer, trainer = build_tokenizer(recipe)
         tokenizer.train_from_iterator([*texts, string.printable], trainer)
         tokenizers[kind] = tokenizer
     return tokenizers

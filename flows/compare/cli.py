@@ -27,7 +27,7 @@ from flows.core.settings import ConfigError
 from flows.core.tables import TABLE_FORMATS, render_table
 from flows.downstream.curve import plot_curves, read_points
 from flows.stages.lift_curve import CURVE_STAGE
-from flows.tracking.links import stage_name
+from flows.tracking.links import mlflow_run_url, stage_name
 from flows.tracking.runs import PARENT_TAG, STEP_OFFSET_TAG
 
 FORMATS = TABLE_FORMATS
@@ -216,7 +216,7 @@ def compare_link(ui_url: str, runs: Sequence[Run]) -> str:
     """The MLflow UI's compare view for these runs (its run page when there is only one)."""
     base = ui_url.rstrip("/")
     if len(runs) == 1:
-        return f"{base}/#/experiments/{runs[0].info.experiment_id}/runs/{runs[0].info.run_id}"
+        return mlflow_run_url(base, runs[0].info.experiment_id, runs[0].info.run_id)
     experiments = sorted({run.info.experiment_id for run in runs})
 
     def encoded(values: Sequence[str]) -> str:

@@ -84,10 +84,15 @@ def current_identity() -> RunIdentity:
     return RunIdentity(flow_run.get_name(), tags)
 
 
+# MLflow 3's UI opens a browser on its GenAI view (traces, evaluations) unless told otherwise; the
+# experiment's kind tag does not override a fresh browser's default (checked with Chromium).
+MODEL_TRAINING_VIEW = "workflowType=machine_learning"
+
+
 def mlflow_run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
     """The run's page in the MLflow UI: the tracking server, or `make ui`'s for a local store."""
     base = tracking_uri.rstrip("/") if tracking_uri.startswith("http") else LOCAL_MLFLOW_UI
-    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
+    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}?{MODEL_TRAINING_VIEW}"
 
 
 def stage_name(run_name: str) -> str:

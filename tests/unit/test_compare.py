@@ -240,6 +240,7 @@ def test_a_single_run_still_reports_metrics_charts_and_its_run_page(
     assert result.loss_lines == {"train/loss": 1, "val/loss": 1}
     assert result.link == (
         f"http://127.0.0.1:5000/#/experiments/{store['experiment_id']}/runs/{ids['a']}"
+        "?workflowType=machine_learning"
     )
 
 

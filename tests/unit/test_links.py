@@ -63,6 +63,7 @@ def test_stage_runs_carry_the_flow_run_name_and_link_back_to_prefect(tmp_path: P
     assert {key: run.data.tags[key] for key in tags} == tags
     assert tracker.run_url(parent.run_id) == (
         f"http://127.0.0.1:5000/#/experiments/{tracker.experiment_id}/runs/{parent.run_id}"
+        "?workflowType=machine_learning"
     )
 
 
@@ -107,4 +108,5 @@ def test_a_registry_version_carries_its_description_and_the_refresh_decision(
     ],
 )
 def test_the_mlflow_run_page_is_on_the_server_or_the_local_ui(tracking_uri: str, base: str) -> None:
-    assert mlflow_run_url(tracking_uri, "3", "abc") == f"{base}/#/experiments/3/runs/abc"
+    page = f"{base}/#/experiments/3/runs/abc?workflowType=machine_learning"  # not the GenAI view
+    assert mlflow_run_url(tracking_uri, "3", "abc") == page

@@ -50,7 +50,12 @@ def train_until_killed(store_root: Path, kill_at: int) -> None:
 
 
 def only_key(stage_dir: Path) -> str:
-    (published,) = [path.name for path in stage_dir.iterdir() if not path.name.startswith(".")]
+    """The one artifact of a stage; for the tokenizer, its content key (the input key is a link)."""
+    (published,) = [
+        path.name
+        for path in stage_dir.iterdir()
+        if not path.name.startswith(".") and not path.is_symlink()
+    ]
     return published
 
 

@@ -53,7 +53,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def store_with_inputs(inputs: Path, root: Path) -> Path:
     for stage in ("tokenizer", "shards"):
-        shutil.copytree(inputs / stage, root / stage)
+        shutil.copytree(inputs / stage, root / stage, symlinks=True)  # the tokenizer's key link
     return root
 
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # the values are read from conf/ at import; to a type checker
     Stage: TypeAlias = str
 else:
     Experiment = StrEnum("Experiment", presets("experiment"))
-    Model = StrEnum("Model", presets("model"))
+    Model = StrEnum("Model", presets("model", exclude=("base",)))
     Task = StrEnum("Task", presets("finetune", exclude=("base",)))
     Stage = StrEnum("Stage", {name: name for name in STAGE_NAMES})
 

@@ -31,7 +31,11 @@ from flows.training.trainer import make_trainer
 from lightning_modules.callbacks import ProgressLog
 from lightning_modules.classifier import BestEpoch, FinetuneModule, predict
 from lightning_modules.models.encoder import EncoderConfig
-from lightning_modules.models.heads import BertForSequenceClassification, BertForTokenClassification
+from lightning_modules.models.heads import (
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    EncoderClassifier,
+)
 from lightning_modules.models.serialization import load_encoder_weights
 from lightning_modules.optim import OptimizerSettings
 
@@ -114,18 +118,21 @@ class TaskRun:
 
 
 def build_model(run: TaskRun, arm: str) -> nn.Module:
-    head = (
-        BertForTokenClassification
+    settings = run.settings
+    student = arm == STUDENT_ARM
+    config = run.student_encoder if student else run.encoder
+    assert config is not None
+    model: EncoderClassifier = (
+        BertForTokenClassification(config, len(run.labels), settings.classifier_dropout)
         if run.spec.kind == "token_classification"
-        else BertForSequenceClassification
+        else BertForSequenceClassification(
+            config, len(run.labels), settings.classifier_dropout, settings.pooling
+        )
     )
-    if arm == STUDENT_ARM:
-        assert run.student_encoder is not None and run.student_dir is not None
-        model = head(run.student_encoder, len(run.labels), run.settings.classifier_dropout)
+    if student:
+        assert run.student_dir is not None
         load_encoder_weights(model.encoder, run.student_dir)
-        return model
-    model = head(run.encoder, len(run.labels), run.settings.classifier_dropout)
-    if arm == "pretrained":
+    elif arm == "pretrained":
         load_encoder_weights(model.encoder, run.pretrained_dir)
     return model
 

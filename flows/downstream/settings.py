@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from flows.core.settings import ConfigError, Number, Settings, bounds, settings_from
+from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
 from flows.downstream.load import Sampling, check_tasks
 from flows.downstream.spec import BASELINES, TaskSpec, default_data_dir, task_specs
 
+POOLINGS = ("cls", "mean")  # lightning_modules.models.heads.POOLINGS
 PositiveRate = Annotated[Number, bounds(gt=0)]
 
 
@@ -64,6 +65,9 @@ class Recipe(Settings):
     weight_decay: Annotated[Number, bounds(ge=0)] = 0.01
     warmup_ratio: Annotated[Number, bounds(ge=0, lt=1)] = 0.1
     classifier_dropout: Annotated[Number, bounds(ge=0, lt=1)] = 0.1
+    # What a classification task's head reads: BERT's [CLS] vector, or the mean over the
+    # sentence's tokens (MLM never trains [CLS]; see lightning_modules/models/heads.py).
+    pooling: Annotated[Literal["cls", "mean"], one_of(POOLINGS)] = "cls"
     train_examples: Annotated[int, bounds(ge=1)] | None = None
     validation_examples: Annotated[int, bounds(ge=1)] | None = 1000
     test_examples: Annotated[int, bounds(ge=1)] | None = None

@@ -39,6 +39,7 @@ from flows.stages.pretrain import (
 from flows.stages.tokenizer import TOKENIZER_FILE, load_tokenizer
 from flows.training.checkpoints import resumable_checkpoint
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
+from flows.training.settings import model_in_key
 from flows.training.trainer import TrainerSettings, encoder_config
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
 from lightning_modules.distill import DistillationModule
@@ -50,7 +51,7 @@ from lightning_modules.models.student_init import init_from_teacher
 warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode at the start of training")
 
 STAGE = "distill"
-VERSION = 1
+VERSION = 2  # 2: the student's shape as model_in_key
 LAST_CHECKPOINT = "last.ckpt"
 
 
@@ -95,7 +96,12 @@ def distill_record(
     )
     return {
         "settings": {
-            "distill": {**distill, "layer_map": list(plan.layer_map), "student_init": plan.init},
+            "distill": {
+                **distill,
+                "student": model_in_key(settings.distill.student),
+                "layer_map": list(plan.layer_map),
+                "student_init": plan.init,
+            },
             "objective": output_settings(settings.objective, exclude=("name",)),
             "trainer": output_settings(settings.student_trainer, TrainerSettings.NOT_IN_KEY),
             "seed": settings.seed,

@@ -43,7 +43,7 @@ from lightning_modules.models.serialization import (
 
 STAGE = "finetune"
 # 3: per-seed labelled samples, bootstrap interval, baselines, capped flags; 4: a recipe per task
-VERSION = 4
+VERSION = 5  # 5: finetune.pooling (cls | mean) in each task's recipe
 SUMMARY_FILE = "summary.md"
 CHART_FILE = "lift.png"
 RESULTS_FILE = "results.json"

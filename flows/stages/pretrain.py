@@ -31,7 +31,7 @@ from flows.stages.objectives import ObjectiveSettings, make_collator
 from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokenizer
 from flows.training.checkpoints import resumable_checkpoint
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
-from flows.training.settings import TrainerSettings, encoder_config
+from flows.training.settings import TrainerSettings, encoder_config, model_in_key
 from flows.training.trainer import make_trainer
 from lightning_modules.callbacks import ProgressLog
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
@@ -58,7 +58,7 @@ from lightning_modules.models.serialization import (
 warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that ended before")
 
 STAGE = "pretrain"
-VERSION = 2  # 2: objective family (selection, static masks, ELECTRA)
+VERSION = 3  # 2: objective family (selection, static masks, ELECTRA); 3: model_in_key
 LAST_CHECKPOINT = "last.ckpt"
 HUGGINGFACE_DIR = "huggingface"  # transformers' from_pretrained loads it (export.can_export)
 KEPT_DIR = "kept"  # kept/<fraction>/: weights at fractions of the budget (finetune.checkpoints)
@@ -84,7 +84,7 @@ def pretrain_record(
     """What the pretrain artifact key is made of; runtime keys (devices, workers) stay out."""
     record: dict[str, Any] = {
         "settings": {
-            "model": settings.model,
+            "model": model_in_key(settings.model),
             "objective": output_settings(settings.objective, exclude=("name",)),
             "trainer": output_settings(settings.trainer, TrainerSettings.NOT_IN_KEY),
             "seed": settings.seed,

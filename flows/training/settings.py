@@ -153,6 +153,19 @@ ModelSettings: type[ModelShape] = create_model(  # type: ignore[call-overload]
 )
 
 
+def model_in_key(model: Mapping[str, Any]) -> dict[str, Any]:
+    """`model.*` as an artifact key holds it: every encoder option at its value or its default,
+    without the display `name`. A default spelled out in a preset or left out then keys the same,
+    and renaming a preset moves no key; `vocab_size` and `pad_token_id` come in with the
+    tokenizer's key."""
+    options = {
+        name: field.default
+        for name, field in ModelSettings.model_fields.items()
+        if name not in ("name", "vocab_size", "pad_token_id")
+    }
+    return {**options, **{key: value for key, value in model.items() if key != "name"}}
+
+
 def encoder_config(model: Mapping[str, Any], vocab_size: int, pad_token_id: int) -> EncoderConfig:
     """`model.*` (minus its display `name`) plus what only the tokenizer knows."""
     settings = settings_from(

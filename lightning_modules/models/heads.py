@@ -83,22 +83,34 @@ class BertForMaskedLM(nn.Module):
         return MaskedLMOutput(vocab_cross_entropy(logits, targets), logits, targets)
 
 
+POOLINGS = ("cls", "mean")
+
+
 class EncoderClassifier(nn.Module):
     """Encoder + dropout + a linear classifier: what BERT's two fine-tuning heads share.
 
-    `pooled` classifies the sequence from BERT's pooler ([CLS], dense, tanh); otherwise every
-    position gets its own label (tagging).
+    With a `pooling`, the sequence gets one label, from BERT's pooler (dense, tanh) over either
+    the [CLS] vector (`cls`, BERT) or the mean of the non-padding positions (`mean`). MLM alone
+    never trains the [CLS] output, so after a short pretraining the mean carries what the encoder
+    learned and [CLS] little of it. Without a pooling every position gets its own label (tagging).
     """
 
     def __init__(
-        self, config: EncoderConfig, num_labels: int, classifier_dropout: float, pooled: bool
+        self,
+        config: EncoderConfig,
+        num_labels: int,
+        classifier_dropout: float,
+        pooling: str | None,
     ) -> None:
         super().__init__()
         if num_labels < 2:
-            task = "classification" if pooled else "tagging"
+            task = "classification" if pooling else "tagging"
             raise ValueError(f"a {task} task needs at least 2 labels, got {num_labels}")
+        if pooling is not None and pooling not in POOLINGS:
+            raise ValueError(f"pooling={pooling!r} is not one of {POOLINGS}")
+        self.pooling = pooling
         self.encoder = BertEncoder(config)
-        self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if pooled else None
+        self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if pooling else None
         self.dropout = nn.Dropout(classifier_dropout)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         if self.pooler is not None:
@@ -111,23 +123,34 @@ class EncoderClassifier(nn.Module):
         attention_mask: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Logits `(batch, num_labels)` with the pooler, else `(batch, seq_len, num_labels)`;
+        """Logits `(batch, num_labels)` with a pooling, else `(batch, seq_len, num_labels)`;
         `token_type_ids` mark the second sentence of a pair."""
         hidden = self.encoder(input_ids, attention_mask, token_type_ids)
-        if self.pooler is not None:
-            hidden = torch.tanh(self.pooler(self.dropout(hidden[:, 0])))
-        return self.classifier(self.dropout(hidden))
+        if self.pooler is None:
+            return self.classifier(self.dropout(hidden))
+        if self.pooling == "mean":
+            weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            summary = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+        else:
+            summary = hidden[:, 0]
+        return self.classifier(self.dropout(torch.tanh(self.pooler(self.dropout(summary)))))
 
 
 class BertForSequenceClassification(EncoderClassifier):
-    """Encoder + BERT pooler ([CLS], dense, tanh) + linear classifier."""
+    """Encoder + BERT pooler over [CLS] (or the mean of the positions) + linear classifier."""
 
-    def __init__(self, config: EncoderConfig, num_labels: int, classifier_dropout: float) -> None:
-        super().__init__(config, num_labels, classifier_dropout, pooled=True)
+    def __init__(
+        self,
+        config: EncoderConfig,
+        num_labels: int,
+        classifier_dropout: float,
+        pooling: str = "cls",
+    ) -> None:
+        super().__init__(config, num_labels, classifier_dropout, pooling)
 
 
 class BertForTokenClassification(EncoderClassifier):
     """Encoder + a linear tagger on every position (BERT's NER head)."""
 
     def __init__(self, config: EncoderConfig, num_labels: int, classifier_dropout: float) -> None:
-        super().__init__(config, num_labels, classifier_dropout, pooled=False)
+        super().__init__(config, num_labels, classifier_dropout, pooling=None)

@@ -15,6 +15,10 @@ Tokenizer VERSION 4 (WordPiece trained deterministically, so its output changed)
 tokenizer's input keys; since then the tokenizer is published by content and later stages key on
 its content key, which only a build knows: `TOKENIZER_CONTENT` stands in for it, as `CORPUS` does
 for the corpus, so the shards, pretrain and finetune pins moved with the stand-in.
+Pretrain VERSION 3 and distill VERSION 2 key `model.*` as `model_in_key` (every option at its
+value or default, no display name: conf/model/base.yaml now spells every option out in every
+preset); finetune VERSION 5 adds `finetune.pooling` to each task's recipe. All pins but the
+tokenizer's and the shards' moved.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from flows.pipeline import PipelinePlan
 from flows.stages import distill, finetune, pretrain, tokenizer
 from flows.stages.distill_plan import plan_student
 from flows.stages.shards import stage as shards
+from flows.training.settings import model_in_key
 from flows.training.trainer import encoder_config
 
 CORPUS: dict[str, Any] = {"kind": "pinned-corpus"}
@@ -38,19 +43,19 @@ PINNED = {
     "smoke": {
         "tokenizer": "42adec7afb521f040291",
         "shards": "94fb36023401051d7de7",
-        "pretrain": "ec3ca85ce302b389749c",
-        "finetune": "1ee486c8e7e7882c2c7b",
+        "pretrain": "13cf8590ea42fd7dabc8",
+        "finetune": "77a12076352968b890b6",
     },
     "default": {
         "tokenizer": "fb4be842b66af12ba6ff",
         "shards": "b625087590a26be3806f",
-        "pretrain": "11b9e35538cde679f84d",
-        "finetune": "3203395ca4143af1f6ae",
+        "pretrain": "934bffc1ddef5f1895b4",
+        "finetune": "f6b9b5a459e8eb0ce9ea",
     },
 }
 # experiment=distilbert_smoke (its other stages are the smoke pins above: distillation moves none;
 # it keys on the tokenizer's content key, like the later stages).
-PINNED_DISTILL = "c3e8b0f2ac5679fccf73"
+PINNED_DISTILL = "3160c2942fc99692beea"
 
 
 def stage_keys(overrides: list[str]) -> dict[str, str]:
@@ -92,3 +97,10 @@ def test_the_distill_key_of_the_shipped_smoke_experiment_does_not_move() -> None
         settings, student, "weights:pinned", keys["shards"], TOKENIZER_CONTENT
     )
     assert stage_key(distill.STAGE, distill.VERSION, **record) == PINNED_DISTILL
+
+
+def test_a_model_option_keys_the_same_spelled_out_at_its_default_or_left_out() -> None:
+    short = {"name": "bert-tiny", "hidden_size": 128}
+    spelled = {"name": "renamed", "hidden_size": 128, "position_embedding": "absolute"}
+    assert model_in_key(short) == model_in_key(spelled)
+    assert model_in_key(short) != model_in_key({**short, "position_embedding": "rotary"})

@@ -236,6 +236,7 @@ CONFIG_CASES = [
     (["+trainr.max_steps=5"], r"^unknown config key trainr; valid keys at the top level: corpus"),
     (["+trainer.max_stepz=5"], r"unknown config key trainer\.max_stepz; valid keys under trainer"),
     (["finetune.seeds=0"], r"finetune\.seeds=0 must be at least 1"),
+    (["finetune.pooling=max"], r"finetune\.pooling='max' must be one of \('cls', 'mean'\)"),
     (
         ["finetune.catalog.pydoc_topics.recipe.epochs=0"],
         r"finetune\.catalog\.pydoc_topics\.recipe\.epochs=0 must be at least 1",

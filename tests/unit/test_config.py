@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+from omegaconf import OmegaConf
 
 from flows.core.config import CONF_DIR, compose_config, expand_sweeps
 from flows.core.settings import ConfigError
 from flows.pipeline import PipelinePlan
+from lightning_modules.models.encoder import EncoderConfig
 
 
 def test_default_config_composes_and_validates() -> None:
@@ -106,3 +110,18 @@ def test_multirun_sweeps_expand_to_their_product_and_lists_are_not_swept() -> No
         ["experiment=electra", "seed=1", "corpus.paths=[a.txt,b.txt]"],
         ["experiment=electra", "seed=2", "corpus.paths=[a.txt,b.txt]"],
     ]
+
+
+def test_every_model_option_is_a_key_of_every_preset_with_the_encoders_default() -> None:
+    """conf/model/base.yaml lists each EncoderConfig field at its default, so an option such as
+    `model.position_embedding=rotary` overrides on any preset without Hydra's `+`."""
+    base = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "model" / "base.yaml"))
+    assert isinstance(base, dict)
+    defaults = {
+        field.name: field.default
+        for field in dataclasses.fields(EncoderConfig)
+        if field.name not in ("vocab_size", "pad_token_id")
+    }
+    assert {key: base[key] for key in defaults} == defaults
+    config = compose_config(["model=bert-tiny", "model.position_embedding=rotary"])
+    assert PipelinePlan.from_config(config).pretrain.model["position_embedding"] == "rotary"

@@ -4,8 +4,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from flows.downstream.settings import POOLINGS
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
-from lightning_modules.models.heads import IGNORE_INDEX, BertForMaskedLM
+from lightning_modules.models.heads import (
+    IGNORE_INDEX,
+    BertForMaskedLM,
+    BertForSequenceClassification,
+)
+from lightning_modules.models.heads import (
+    POOLINGS as HEAD_POOLINGS,
+)
 from lightning_modules.optim import OptimizerSettings, build_optimizer
 
 TINY = {
@@ -84,3 +92,25 @@ def test_no_weight_decay_on_biases_and_layer_norms() -> None:
     for name, parameter in model.named_parameters():
         is_norm_or_bias = parameter.ndim < 2 or "norm" in name
         assert (id(parameter) in decayed) != is_norm_or_bias, name
+
+
+def test_mean_pooling_reads_every_real_token_and_no_padding() -> None:
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(EncoderConfig(**TINY), 2, 0.0, "mean").eval()
+    ids = torch.randint(5, 97, (1, 10))
+    padded = torch.cat([ids, torch.zeros(1, 6, dtype=torch.long)], dim=1)
+    mask = torch.cat([torch.ones(1, 10), torch.zeros(1, 6)], dim=1)
+    assert torch.allclose(model(ids, torch.ones(1, 10)), model(padded, mask), atol=1e-5)
+    last_changed = ids.clone()
+    last_changed[0, -1] = 4
+    assert not torch.allclose(model(ids, torch.ones(1, 10)), model(last_changed, torch.ones(1, 10)))
+
+
+def test_cls_pooling_classifies_from_the_first_position_as_bert_does() -> None:
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(EncoderConfig(**TINY), 2, 0.0, "cls").eval()
+    ids = torch.randint(5, 97, (1, 10))
+    hidden = model.encoder(ids)
+    expected = model.classifier(torch.tanh(model.pooler(hidden[:, 0])))
+    assert torch.allclose(model(ids, torch.ones(1, 10)), expected, atol=1e-6)
+    assert POOLINGS == HEAD_POOLINGS  # the config's choices are the head's

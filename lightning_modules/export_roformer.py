@@ -23,30 +23,35 @@ ROTATED = ("attention.self.query", "attention.self.key")
 POSITION_TABLE = "roformer.encoder.embed_positions.weight"
 
 
+# Each option RoFormer fixes: the value it needs, and what it lacks for any other.
+REQUIRED: dict[str, tuple[object, str]] = {
+    "position_embedding": ("rotary", "learned absolute positions"),
+    "rope_theta": (ROPE_THETA, "a RoPE base other than 10000"),
+    "norm_placement": ("post", "pre-LN blocks"),
+    "feed_forward": ("gelu", "a gated feed-forward"),
+    "linear_bias": (True, "bias-free linears"),
+    "norm_bias": (True, "shift-free LayerNorms"),
+}
+
+
 def roformer_gaps(config: EncoderConfig) -> list[str]:
     """What `RoFormerForMaskedLM` lacks to compute this model, one phrase per option."""
-    gaps = []
-    if config.position_embedding != "rotary":
-        gaps.append(
-            f"learned absolute positions (model.position_embedding={config.position_embedding})"
-        )
-    if config.rope_theta != ROPE_THETA:
-        gaps.append(f"a RoPE base other than 10000 (model.rope_theta={config.rope_theta})")
+    gaps = [
+        f"{lacks} (model.{key}={yaml_value(getattr(config, key))})"
+        for key, (needed, lacks) in REQUIRED.items()
+        if getattr(config, key) != needed
+    ]
     if config.has_local_layers:
-        gaps.append(
-            f"sliding-window layers (model.global_attention_every={config.global_attention_every})"
-        )
-    if config.norm_placement != "post":
-        gaps.append(f"pre-LN blocks (model.norm_placement={config.norm_placement})")
-    if config.feed_forward != "gelu":
-        gaps.append(f"a gated feed-forward (model.feed_forward={config.feed_forward})")
-    if not config.linear_bias:
-        gaps.append("bias-free linears (model.linear_bias=false)")
-    if not config.norm_bias:
-        gaps.append("shift-free LayerNorms (model.norm_bias=false)")
+        every = config.global_attention_every
+        gaps.append(f"sliding-window layers (model.global_attention_every={every})")
     if not config.type_vocab_size:
         gaps.append("embeddings without token types (model.type_vocab_size=0)")
     return gaps
+
+
+def yaml_value(value: object) -> str:
+    """A value as the config spells it (true/false), so the message can be pasted back."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def interleaved_order(num_heads: int, head_dim: int) -> torch.Tensor:

@@ -10,9 +10,13 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
+from flows.stages.objectives import ObjectiveSettings
+from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
+from flows.training.trainer import TrainerSettings
 from lightning_modules.export import can_export, export_huggingface
 from lightning_modules.models.encoder import EncoderConfig
-from tests.fakes import SPECIALS, perturbed, tiny_tokenizer
+from lightning_modules.models.serialization import load_masked_lm
+from tests.fakes import SPECIALS, WordShards, logits_match, perturbed, tiny_tokenizer
 
 ROTARY_BERT: dict[str, Any] = {  # `model=bert-tiny model.position_embedding=rotary`, smaller
     "hidden_size": 32,
@@ -111,3 +115,18 @@ def test_a_rotary_model_roformer_cannot_represent_is_refused_naming_the_keys(
         ValueError, match=f"^RoFormerForMaskedLM cannot represent this model; it lacks {lacks}$"
     ):
         export_huggingface(model, tmp_path / "t", SPECIALS, "wordpiece", True, tmp_path / "hf")
+
+
+def test_the_pretrain_stage_exports_a_rotary_bert_as_roformer(word_shards: WordShards) -> None:
+    from transformers import AutoModelForMaskedLM
+
+    steps = TrainerSettings(max_steps=2, warmup_steps=1, batch_size=4, val_every_steps=2)
+    settings = PretrainSettings(ROTARY_BERT, ObjectiveSettings(), steps, 0)
+    result = pretrain(settings, word_shards.shards, word_shards.tokenizer, word_shards.store)
+    assert result.outputs["huggingface_export"]
+    ours = load_masked_lm(result.path).eval()
+    theirs = AutoModelForMaskedLM.from_pretrained(result.path / HUGGINGFACE_DIR).eval()
+    assert type(theirs).__name__ == "RoFormerForMaskedLM"
+    assert logits_match(
+        lambda ids, mask: ours.head(ours.encoder(ids, mask)), theirs, ours.config.vocab_size
+    )

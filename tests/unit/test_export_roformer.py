@@ -14,7 +14,9 @@ from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
 from flows.training.trainer import TrainerSettings
 from lightning_modules.export import can_export, export_huggingface
+from lightning_modules.export_roformer import interleaved_order
 from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.rotary import RotaryEmbedding, apply_rotary
 from lightning_modules.models.serialization import load_masked_lm
 from tests.fakes import SPECIALS, WordShards, logits_match, perturbed, tiny_tokenizer
 
@@ -26,6 +28,29 @@ ROTARY_BERT: dict[str, Any] = {  # `model=bert-tiny model.position_embedding=rot
     "max_position_embeddings": 512,
     "position_embedding": "rotary",
 }
+
+
+def test_each_heads_pairs_i_and_i_plus_half_become_neighbours() -> None:
+    assert interleaved_order(num_heads=2, head_dim=4).tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
+
+
+def test_our_rotation_is_roformers_on_the_reordered_dimensions() -> None:
+    """Same frequencies, same direction: rotating then reordering is reordering then rotating
+    with RoFormer's own table and function."""
+    from transformers.models.roformer.modeling_roformer import (
+        RoFormerSelfAttention,
+        RoFormerSinusoidalPositionalEmbedding,
+    )
+
+    head_dim, seq_len = 16, 300
+    vectors = torch.randn(1, 1, seq_len, head_dim)
+    ours = apply_rotary(vectors, RotaryEmbedding(head_dim, 10_000.0)(torch.arange(seq_len)))
+    table = RoFormerSinusoidalPositionalEmbedding(seq_len, head_dim).create_weight()
+    order = interleaved_order(1, head_dim)
+    theirs, _ = RoFormerSelfAttention.apply_rotary_position_embeddings(
+        table[None, None], vectors[..., order], vectors[..., order]
+    )
+    torch.testing.assert_close(theirs, ours[..., order], atol=1e-5, rtol=0)
 
 
 @pytest.fixture(

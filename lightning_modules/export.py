@@ -4,7 +4,8 @@ The files are written directly (config.json, model.safetensors with `transformer
 names, tokenizer files), so exporting needs neither `transformers` nor a hub; only loading does.
 A masked LM is written as the `transformers` class that computes the same function: BERT;
 ALBERT when layers are shared; ELECTRA's generator class when embeddings are factorised only;
-ModernBERT when it uses any ModernBERT option (export_modernbert.py).
+RoFormer when it is BERT with rotary positions (export_roformer.py); ModernBERT when it uses the
+ModernBERT options (export_modernbert.py).
 """
 
 from __future__ import annotations
@@ -18,12 +19,19 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
+from lightning_modules.export_modernbert import ARCHITECTURE as MODERNBERT
 from lightning_modules.export_modernbert import (
-    check_representable,
     modernbert_config,
     modernbert_gaps,
     modernbert_tensors,
     special_token_ids,
+)
+from lightning_modules.export_roformer import ARCHITECTURE as ROFORMER
+from lightning_modules.export_roformer import (
+    interleave_rotary_pairs,
+    position_table,
+    roformer_fields,
+    roformer_gaps,
 )
 from lightning_modules.models.electra import ElectraForPreTraining
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
@@ -61,12 +69,18 @@ def weight_and_bias(module: nn.Module, name: str) -> Tensors:
 
 
 def embedding_tensors(encoder: BertEncoder, prefix: str) -> Tensors:
+    """The word, token-type and (without rotary positions) position tables, and their norm."""
     embeddings = encoder.embeddings
-    # hf_config has refused rotary and token-type-free models before any tensor is copied.
-    assert embeddings.position is not None and embeddings.token_type is not None
+    # Token-type-free models have been refused (hf_config, roformer_gaps) before any copy.
+    assert embeddings.token_type is not None
+    positions = (
+        {}
+        if embeddings.position is None
+        else {f"{prefix}position_embeddings.weight": copied(embeddings.position.weight)}
+    )
     return {
         f"{prefix}word_embeddings.weight": copied(embeddings.word.weight),
-        f"{prefix}position_embeddings.weight": copied(embeddings.position.weight),
+        **positions,
         f"{prefix}token_type_embeddings.weight": copied(embeddings.token_type.weight),
         **weight_and_bias(embeddings.norm, f"{prefix}LayerNorm"),
     }
@@ -139,11 +153,19 @@ MODERN_KEYS = (
 
 def modern_options(config: EncoderConfig) -> list[str]:
     """The ModernBERT options this config sets away from BERT's values (training-only ones,
-    such as `document_attention`, aside): a model with any of them exports as ModernBERT."""
+    such as `document_attention`, aside): a model with any of them exports as RoFormer or
+    ModernBERT, or not at all (`rotary_class`)."""
     changed = [key for key in MODERN_KEYS if getattr(config, key) != getattr(BERT_SHAPE, key)]
     if config.type_vocab_size == 0:
         changed.append("type_vocab_size")
     return [f"model.{key}={getattr(config, key)}" for key in changed]
+
+
+def rotary_class(config: EncoderConfig) -> tuple[str, list[str]]:
+    """Of RoFormer and ModernBERT, the class closest to a model with ModernBERT options (fewest
+    gaps, RoFormer on a tie) and what it lacks; nothing lacking: the model exports as it."""
+    candidates = ((ROFORMER, roformer_gaps(config)), (MODERNBERT, modernbert_gaps(config)))
+    return min(candidates, key=lambda candidate: len(candidate[1]))
 
 
 def can_export(model: nn.Module) -> bool:
@@ -151,11 +173,12 @@ def can_export(model: nn.Module) -> bool:
     config = model.config
     assert isinstance(config, EncoderConfig)
     if modern_options(config):
-        return isinstance(model, BertForMaskedLM) and not modernbert_gaps(config)
+        return isinstance(model, BertForMaskedLM) and not rotary_class(config)[1]
     return config.norm_placement == "post"
 
 
 def hf_config(config: EncoderConfig, architecture: str, **extra: Any) -> dict[str, Any]:
+    """config.json of a BERT-family class with learned positions; refuses any other option."""
     if config.norm_placement != "post":
         raise ValueError(
             f"model.norm_placement={config.norm_placement} has no {architecture} equivalent; "
@@ -163,6 +186,11 @@ def hf_config(config: EncoderConfig, architecture: str, **extra: Any) -> dict[st
         )
     if modern_options(config):
         raise ValueError(f"{architecture} has no equivalent of {', '.join(modern_options(config))}")
+    return bert_family_config(config, architecture, position_embedding_type="absolute", **extra)
+
+
+def bert_family_config(config: EncoderConfig, architecture: str, **extra: Any) -> dict[str, Any]:
+    """The config.json entries BERT, ALBERT, ELECTRA and RoFormer share."""
     return {
         "architectures": [architecture],
         "vocab_size": config.vocab_size,
@@ -178,7 +206,6 @@ def hf_config(config: EncoderConfig, architecture: str, **extra: Any) -> dict[st
         "initializer_range": config.initializer_range,
         "layer_norm_eps": config.layer_norm_eps,
         "pad_token_id": config.pad_token_id,
-        "position_embedding_type": "absolute",
         "tie_word_embeddings": True,
         **extra,
     }
@@ -221,6 +248,16 @@ def masked_lm_export(model: BertForMaskedLM) -> tuple[Tensors, dict[str, Any]]:
     return {**body, **head_tensors(head, *HEAD_NAMES[model_type])}, hf
 
 
+def roformer_export(model: BertForMaskedLM) -> tuple[Tensors, dict[str, Any]]:
+    """BERT's tensors under the `roformer.` prefix, query and key rows in RoFormer's pair order,
+    and the sinusoid table in place of the position table."""
+    config, encoder = model.config, model.encoder
+    body = interleave_rotary_pairs(bert_body_tensors(encoder, "roformer."), config)
+    hf = bert_family_config(config, ROFORMER, **roformer_fields(config))
+    head = head_tensors(model.head, *HEAD_NAMES["bert"])
+    return {**body, **position_table(encoder), **head}, hf
+
+
 def electra_export(model: ElectraForPreTraining) -> tuple[Tensors, dict[str, Any]]:
     """The discriminator (what fine-tuning uses) as `ElectraForPreTraining`."""
     config, head = model.config, model.discriminator_head
@@ -246,14 +283,22 @@ def export_huggingface(
     lowercase: bool,
     directory: Path,
 ) -> None:
-    """A masked LM as BertForMaskedLM, AlbertForMaskedLM, ElectraForMaskedLM or
-    ModernBertForMaskedLM by its shape; an ELECTRA model as ElectraForPreTraining (its
-    discriminator)."""
+    """A masked LM as BertForMaskedLM, AlbertForMaskedLM, ElectraForMaskedLM,
+    RoFormerForMaskedLM or ModernBertForMaskedLM by its shape; an ELECTRA model as
+    ElectraForPreTraining (its discriminator)."""
     if isinstance(model, BertForMaskedLM) and modern_options(model.config):
-        check_representable(model.config)
-        tensors = modernbert_tensors(model)
-        ids = special_token_ids(tokenizer_file, special_tokens)
-        config = modernbert_config(model.config, ids)
+        architecture, gaps = rotary_class(model.config)
+        if gaps:
+            raise ValueError(
+                f"{architecture} cannot represent this model; it lacks {'; '.join(gaps)}"
+            )
+        if architecture == ROFORMER:
+            tensors, config = roformer_export(model)
+        else:
+            tensors = modernbert_tensors(model)
+            config = modernbert_config(
+                model.config, special_token_ids(tokenizer_file, special_tokens)
+            )
     elif isinstance(model, ElectraForPreTraining):
         tensors, config = electra_export(model)
     else:

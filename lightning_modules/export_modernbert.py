@@ -2,7 +2,7 @@
 
 Our layer layout matches ModernBERT's (a fused QKV projection in the same (3, heads, head_dim)
 order, GeGLU's up-projection with the value half first), so every tensor is copied as it is; only
-the names change. A configuration the class cannot represent is refused with the options it lacks.
+the names change. `modernbert_gaps` lists what the class lacks for a model; export.py refuses.
 """
 
 from __future__ import annotations
@@ -48,12 +48,6 @@ def modernbert_gaps(config: EncoderConfig) -> list[str]:
     if config.share_layers:
         gaps.append("cross-layer sharing (model.share_layers=true)")
     return gaps
-
-
-def check_representable(config: EncoderConfig) -> None:
-    gaps = modernbert_gaps(config)
-    if gaps:
-        raise ValueError(f"{ARCHITECTURE} cannot represent this model; it lacks " + "; ".join(gaps))
 
 
 def modernbert_tensors(model: BertForMaskedLM) -> Tensors:

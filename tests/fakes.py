@@ -23,6 +23,8 @@ from flows.training.trainer import TrainerSettings
 
 if TYPE_CHECKING:
     from flows.downstream.recipe import ArmResult
+    from lightning_modules.models.encoder import EncoderConfig
+    from lightning_modules.models.heads import BertForMaskedLM
 
 GREEK_LETTERS = (
     "alpha",
@@ -168,6 +170,21 @@ def logits_match(
     return torch.allclose(mine[0], reference[0], atol=atol) and torch.allclose(
         mine[1, :9], reference[1, :9], atol=atol
     )
+
+
+def perturbed(config: EncoderConfig) -> BertForMaskedLM:
+    """A seeded masked LM in eval mode whose every parameter is nudged off its initial value
+    (non-trivial norms and biases), so an export that misplaces a tensor shows in the logits."""
+    import torch
+
+    from lightning_modules.models.heads import BertForMaskedLM
+
+    torch.manual_seed(0)
+    model = BertForMaskedLM(config)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    return model.eval()
 
 
 # Overrides that shrink any shipped preset to a 20-step pretraining on the demo corpus.

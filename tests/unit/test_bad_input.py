@@ -389,19 +389,25 @@ def test_an_encoder_of_another_shape_refuses_pretrained_weights(tmp_path: Path, 
         load_encoder_weights(other, pretrained.path)
 
 
-def test_exporting_what_modernbert_cannot_represent_names_the_options_it_lacks(
+def test_exporting_what_no_rotary_class_can_represent_names_what_the_closest_one_lacks(
     tmp_path: Path,
 ) -> None:
-    modern_but_post_ln = EncoderConfig(
+    """RoFormer lacks one option here, ModernBERT three (GeGLU, pre-LN, first norm): RoFormer's."""
+    rotary_without_token_types = EncoderConfig(
         vocab_size=50, hidden_size=32, num_heads=4, position_embedding="rotary", type_vocab_size=0
     )
     with pytest.raises(
         ValueError,
-        match=r"ModernBertForMaskedLM cannot represent this model; it lacks an ungated "
-        r"feed-forward \(model\.feed_forward=gelu\); post-LN blocks",
+        match=r"^RoFormerForMaskedLM cannot represent this model; it lacks embeddings without "
+        r"token types \(model\.type_vocab_size=0\)$",
     ):
         export_huggingface(
-            BertForMaskedLM(modern_but_post_ln), tmp_path, {}, "wordpiece", True, tmp_path / "hf"
+            BertForMaskedLM(rotary_without_token_types),
+            tmp_path,
+            {},
+            "wordpiece",
+            True,
+            tmp_path / "hf",
         )
 
 

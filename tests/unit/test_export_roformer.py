@@ -43,14 +43,15 @@ def test_our_rotation_is_roformers_on_the_reordered_dimensions() -> None:
     )
 
     head_dim, seq_len = 16, 300
-    vectors = torch.randn(1, 1, seq_len, head_dim)
+    vectors = torch.randn(1, 1, seq_len, head_dim, generator=torch.Generator().manual_seed(0))
     ours = apply_rotary(vectors, RotaryEmbedding(head_dim, 10_000.0)(torch.arange(seq_len)))
     table = RoFormerSinusoidalPositionalEmbedding(seq_len, head_dim).create_weight()
     order = interleaved_order(1, head_dim)
     theirs, _ = RoFormerSelfAttention.apply_rotary_position_embeddings(
         table[None, None], vectors[..., order], vectors[..., order]
     )
-    torch.testing.assert_close(theirs, ours[..., order], atol=1e-5, rtol=0)
+    # Angles reach 300 radians: fp32 rounds their sin/cos at ~1e-5, differently in each table.
+    torch.testing.assert_close(theirs, ours[..., order], atol=1e-4, rtol=0)
 
 
 @pytest.fixture(

@@ -7,16 +7,17 @@ block attends to its own block and its two neighbours: every key any of its quer
 times. Masked keys get exactly zero weight, so the result equals dense attention under the banded
 mask up to the order of floating-point sums (`tests/unit/test_local_attention.py`).
 
-Each block goes through `scaled_dot_product_attention` as one batch entry (heads x blocks), with
-a boolean mask for the band's edges, the row's ends, padding and documents. Measured on this CPU
-(4 heads x 64, 8,192 tokens, forward + backward, 2026-12-01): 0.29-0.35 CPU-s at 512-2,048 tokens
-per row, against 0.26 / 0.45 / 0.82 for SDPA under the dense band; explicit matmuls with an
-additive bias were no faster (0.41-0.44) and kept 1.5x the activations for backward.
+Each block goes through `scaled_dot_product_attention` (the fused CPU kernel) as one batch entry
+(heads x blocks), with a boolean mask for the band's edges, the row's ends, padding and documents.
+Measured on this CPU (4 heads x 64, 8,192 tokens, forward + backward, 1 thread, 2026-12-01):
+0.10-0.13 CPU-s at 512, 1,024 and 2,048 tokens per row, against 0.18 / 0.35 / 0.68 for SDPA under
+the dense band. Explicit matmuls with an additive bias were slower and kept 1.5x the activations.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -110,8 +111,33 @@ def local_attention(
 
 def neighbourhoods(keys: torch.Tensor, window: LocalWindow) -> torch.Tensor:
     """`(batch, heads, blocks, 3 * block, head_dim)`: each block's keys (or values) with its
-    neighbours'; concatenated views, whose backward is a plain sum of slices."""
-    block, blocks = window.block, window.blocks
-    padded = F.pad(keys, (0, 0, block, (blocks + 1) * block - window.seq_len))
-    padded = padded.unflatten(2, (blocks + 2, block))
-    return torch.cat((padded[:, :, :-2], padded[:, :, 1:-1], padded[:, :, 2:]), dim=3)
+    neighbours'."""
+    return _Neighbourhoods.apply(keys, window.block, window.blocks)
+
+
+class _Neighbourhoods(torch.autograd.Function):
+    """Padding and three shifted concatenated views, with a backward that sums the three slices
+    of the gradient into one buffer: autograd's own (a zero-filled full-size buffer per slice,
+    then the padding's) took a third of a local layer's attention time on CPU."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any, keys: torch.Tensor, block: int, blocks: int
+    ) -> torch.Tensor:
+        ctx.seq_len = keys.shape[2]
+        padded = F.pad(keys, (0, 0, block, (blocks + 1) * block - ctx.seq_len))
+        padded = padded.unflatten(2, (blocks + 2, block))
+        return torch.cat((padded[:, :, :-2], padded[:, :, 1:-1], padded[:, :, 2:]), dim=3)
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: Any, gradient: torch.Tensor
+    ) -> tuple[torch.Tensor, None, None]:
+        batch, heads, blocks, span, head_dim = gradient.shape
+        block = span // 3
+        padded = gradient.new_zeros(batch, heads, blocks + 2, block, head_dim)
+        padded[:, :, :-2] += gradient[:, :, :, :block]
+        padded[:, :, 1:-1] += gradient[:, :, :, block : 2 * block]
+        padded[:, :, 2:] += gradient[:, :, :, 2 * block :]
+        keys = padded.view(batch, heads, (blocks + 2) * block, head_dim)
+        return keys[:, :, block : block + ctx.seq_len], None, None

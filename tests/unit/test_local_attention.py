@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lightning_modules.models.local_attention import local_attention, local_window
+from lightning_modules.models.local_attention import local_attention, local_window, neighbourhoods
 
 # fp32: masked keys weigh exactly zero in both; only the order of the sums differs.
 FP32_CLOSE = {"atol": 2e-6, "rtol": 1e-5}
@@ -83,3 +83,9 @@ def test_a_bf16_model_keeps_its_dtype_through_the_fp32_softmax() -> None:
     assert blocked.dtype == torch.bfloat16
     dense = F.scaled_dot_product_attention(*tensors, attn_mask=band(40, 8))
     torch.testing.assert_close(blocked.float(), dense.float(), atol=2e-2, rtol=2e-2)
+
+
+def test_the_neighbourhood_gather_has_the_exact_gradient() -> None:
+    keys = torch.randn(1, 2, 11, 3, dtype=torch.float64, requires_grad=True)
+    plan = local_window(11, 4, 2, torch.device("cpu"))
+    assert torch.autograd.gradcheck(lambda tensor: neighbourhoods(tensor, plan), (keys,))

@@ -7,7 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lightning_modules.models.encoder import BertEncoder, EncoderConfig
 from lightning_modules.models.local_attention import local_attention, local_window, neighbourhoods
+from lightning_modules.models.taps import tapped
 
 # fp32: masked keys weigh exactly zero in both; only the order of the sums differs.
 FP32_CLOSE = {"atol": 2e-6, "rtol": 1e-5}
@@ -89,3 +91,17 @@ def test_the_neighbourhood_gather_has_the_exact_gradient() -> None:
     keys = torch.randn(1, 2, 11, 3, dtype=torch.float64, requires_grad=True)
     plan = local_window(11, 4, 2, torch.device("cpu"))
     assert torch.autograd.gradcheck(lambda tensor: neighbourhoods(tensor, plan), (keys,))
+
+
+def test_attention_maps_of_a_local_layer_keep_to_the_band() -> None:
+    # Distillation reads attention maps through taps: a local layer's plan becomes its dense mask.
+    torch.manual_seed(0)
+    config = EncoderConfig(
+        vocab_size=60, hidden_size=32, num_heads=4, global_attention_every=2, local_attention=4
+    )
+    encoder = BertEncoder(config).eval()
+    with torch.no_grad(), tapped(encoder, attention=True) as taps:
+        encoder(torch.randint(5, 60, (2, 16)))
+    local_map = taps.attention(1)
+    assert float(local_map[..., ~band(16, 4)].max()) == 0.0
+    torch.testing.assert_close(local_map.sum(-1), torch.ones(2, 4, 16))

@@ -102,6 +102,6 @@ def test_attention_maps_of_a_local_layer_keep_to_the_band() -> None:
     encoder = BertEncoder(config).eval()
     with torch.no_grad(), tapped(encoder, attention=True) as taps:
         encoder(torch.randint(5, 60, (2, 16)))
-    local_map = taps.attention(1)
+    local_map = taps.attention(1).detach()
     assert float(local_map[..., ~band(16, 4)].max()) == 0.0
     torch.testing.assert_close(local_map.sum(-1), torch.ones(2, 4, 16))

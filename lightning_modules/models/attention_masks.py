@@ -1,7 +1,8 @@
-"""Boolean attention masks (True: may attend) for padding, sliding windows and documents.
+"""Boolean attention masks (True: may attend) for padding and documents.
 
 Masks broadcast to SDPA's `(batch, heads, query, key)`; `None` means "attend everywhere" and keeps
-the fused kernels' fastest path, so a mask is built only where one is needed.
+the fused kernels' fastest path, so a mask is built only where one is needed. Sliding windows
+are not a dense mask: `local_attention.py` plans them block by block.
 """
 
 from __future__ import annotations
@@ -14,13 +15,6 @@ def padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
     if attention_mask is None or bool(attention_mask.all()):
         return None
     return attention_mask.bool()[:, None, None, :]
-
-
-def sliding_window_mask(seq_len: int, window: int, device: torch.device) -> torch.Tensor:
-    """`(query, key)`: keys within `window // 2` positions either side, as ModernBERT's local
-    layers (a window of 128 sees 64 tokens each way)."""
-    positions = torch.arange(seq_len, device=device)
-    return (positions[:, None] - positions[None, :]).abs() <= window // 2
 
 
 def document_mask(document_ids: torch.Tensor) -> torch.Tensor:

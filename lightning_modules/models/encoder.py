@@ -20,15 +20,17 @@ from lightning_modules.models.attention_masks import (
     combine,
     document_mask,
     padding_mask,
-    sliding_window_mask,
 )
 from lightning_modules.models.feed_forward import GatedFeedForward
+from lightning_modules.models.local_attention import LocalWindow, local_attention, local_window
 from lightning_modules.models.rotary import RotaryEmbedding, RotaryTables, apply_rotary
 
 NORM_PLACEMENTS = ("post", "pre")
 POSITION_EMBEDDINGS = ("absolute", "rotary")
 FEED_FORWARDS = ("gelu", "geglu")
 GLOBAL, LOCAL = "global", "local"
+# What a layer attends under: a dense boolean mask (None: everywhere), or a sliding-window plan.
+AttentionMask = torch.Tensor | LocalWindow | None
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,7 @@ class SelfAttention(nn.Module):
     def forward(
         self,
         hidden: torch.Tensor,
-        attn_mask: torch.Tensor | None,
+        attn_mask: AttentionMask,
         rotary: RotaryTables | None = None,
     ) -> torch.Tensor:
         batch, seq_len, width = hidden.shape
@@ -210,13 +212,13 @@ class SelfAttention(nn.Module):
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         if rotary is not None:
             query, key = apply_rotary(query, rotary), apply_rotary(key, rotary)
-        context = F.scaled_dot_product_attention(
-            query,
-            key,
-            value,
-            attn_mask=attn_mask,
-            dropout_p=self.attention_dropout if self.training else 0.0,
-        )
+        dropout = self.attention_dropout if self.training else 0.0
+        if isinstance(attn_mask, LocalWindow):
+            context = local_attention(query, key, value, attn_mask, dropout)
+        else:
+            context = F.scaled_dot_product_attention(
+                query, key, value, attn_mask=attn_mask, dropout_p=dropout
+            )
         return self.out(context.transpose(1, 2).reshape(batch, seq_len, width))
 
 
@@ -253,7 +255,7 @@ class EncoderLayer(nn.Module):
     def forward(
         self,
         hidden: torch.Tensor,
-        attn_mask: torch.Tensor | None,
+        attn_mask: AttentionMask,
         rotary: RotaryTables | None = None,
     ) -> torch.Tensor:
         if self.pre_norm:
@@ -339,16 +341,22 @@ class BertEncoder(nn.Module):
         device: torch.device,
         attention_mask: torch.Tensor | None,
         document_ids: torch.Tensor | None,
-    ) -> dict[str, torch.Tensor | None]:
-        """Global and sliding-window layers' masks: padding, documents, and the band."""
-        shared = combine(
-            padding_mask(attention_mask),
-            None if document_ids is None else document_mask(document_ids),
-        )
-        masks = {GLOBAL: shared, LOCAL: shared}
-        if self.config.has_local_layers:
-            band = sliding_window_mask(seq_len, self.config.local_attention, device)
-            masks[LOCAL] = combine(shared, band)
+    ) -> dict[str, AttentionMask]:
+        """Global layers' dense mask (padding, documents) and the sliding-window layers' plan
+        (the same, within the band), shared by every layer of its kind in this forward."""
+        keys = padding_mask(attention_mask)
+        shared = combine(keys, None if document_ids is None else document_mask(document_ids))
+        masks: dict[str, AttentionMask] = {GLOBAL: shared, LOCAL: shared}
+        # A window reaching every key is global attention: the dense path is then the cheaper.
+        if self.config.has_local_layers and self.config.local_attention // 2 < seq_len - 1:
+            masks[LOCAL] = local_window(
+                seq_len,
+                self.config.local_attention,
+                self.config.num_heads,
+                device,
+                None if keys is None else attention_mask,
+                document_ids,
+            )
         return masks
 
     def rotary_tables(self, seq_len: int, device: torch.device) -> dict[str, RotaryTables] | None:

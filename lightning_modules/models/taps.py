@@ -17,7 +17,8 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from lightning_modules.models.encoder import BertEncoder, SelfAttention
+from lightning_modules.models.encoder import AttentionMask, BertEncoder, SelfAttention
+from lightning_modules.models.local_attention import LocalWindow
 
 
 @dataclass
@@ -25,7 +26,7 @@ class Tapped:
     """What one forward produced: `hidden[0]` is the embedding output, `hidden[i]` layer i's."""
 
     hidden: list[torch.Tensor] = field(default_factory=list)
-    attention_inputs: list[tuple[SelfAttention, torch.Tensor, torch.Tensor | None]] = field(
+    attention_inputs: list[tuple[SelfAttention, torch.Tensor, AttentionMask]] = field(
         default_factory=list
     )
 
@@ -36,9 +37,12 @@ class Tapped:
 
 
 def attention_probabilities(
-    block: SelfAttention, hidden: torch.Tensor, mask: torch.Tensor | None
+    block: SelfAttention, hidden: torch.Tensor, mask: AttentionMask
 ) -> torch.Tensor:
-    """softmax(QK^T / sqrt(d)) as `F.scaled_dot_product_attention` computes it inside."""
+    """softmax(QK^T / sqrt(d)) as `F.scaled_dot_product_attention` computes it inside (a
+    sliding-window layer's plan as its dense mask)."""
+    if isinstance(mask, LocalWindow):
+        mask = mask.dense()
     batch, seq_len, _ = hidden.shape
     qkv = block.qkv(hidden).view(batch, seq_len, 3, block.num_heads, block.head_dim)
     query, key, _ = qkv.permute(2, 0, 3, 1, 4).unbind(0)

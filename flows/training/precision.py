@@ -5,18 +5,9 @@ gradients (`_step_supports_amp_scaling`, which fused AdamW sets), because a Grad
 to unscale before the clip. bf16 has no scaler, so there is nothing to unscale and clipping is
 plain `clip_grad_norm_`, as in 32-true. Measured on bert-mini (1 thread, CPU): fused AdamW
 steps in 6-7 ms against 20 ms for the foreach and for-loop versions.
-
-It also lets attention's math path (SDPA on a CPU whenever attention dropout is on) multiply in
-bf16: by default that path casts bf16 queries, keys and values up to fp32 first, which made its
-batched matmuls 13% of a bf16 bert-mini step on CPU; in bf16 they take under half that time.
-Softmax and the matmuls still accumulate in fp32 inside their kernels; the final loss at equal
-steps stays within 1% of fp32 (tests/unit/test_bf16_loss.py).
 """
 
 from __future__ import annotations
-
-from collections.abc import Generator
-from contextlib import contextmanager
 
 import torch
 from pytorch_lightning.plugins.precision import MixedPrecision, Precision
@@ -41,14 +32,3 @@ class BF16MixedPrecision(MixedPrecision):
     ) -> None:
         # The base class's clipping: there is no scaler, so no unscaling to wait for.
         Precision.clip_gradients(self, optimizer, clip_val, gradient_clip_algorithm)
-
-    @contextmanager
-    def forward_context(self) -> Generator[None, None, None]:
-        """Autocast, with bf16 reductions allowed in SDPA's math path (module docstring)."""
-        allowed = torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()
-        torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)
-        try:
-            with super().forward_context():
-                yield
-        finally:
-            torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(allowed)

@@ -22,6 +22,7 @@ from lightning_modules.models.attention_masks import (
     padding_mask,
     sliding_window_mask,
 )
+from lightning_modules.models.dropout import Dropout, dropout
 from lightning_modules.models.feed_forward import GatedFeedForward
 from lightning_modules.models.rotary import RotaryEmbedding, RotaryTables, apply_rotary
 
@@ -175,7 +176,7 @@ class Embeddings(nn.Module):
             nn.Embedding(config.type_vocab_size, width) if config.type_vocab_size else None
         )
         self.norm = nn.LayerNorm(width, eps=config.layer_norm_eps, bias=config.norm_bias)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
         hidden = self.word(input_ids)
@@ -210,14 +211,38 @@ class SelfAttention(nn.Module):
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         if rotary is not None:
             query, key = apply_rotary(query, rotary), apply_rotary(key, rotary)
-        context = F.scaled_dot_product_attention(
-            query,
-            key,
-            value,
-            attn_mask=attn_mask,
-            dropout_p=self.attention_dropout if self.training else 0.0,
-        )
+        if self.training and self.attention_dropout and hidden.device.type == "cpu":
+            context = attention_with_dropout(query, key, value, attn_mask, self.attention_dropout)
+        else:
+            context = F.scaled_dot_product_attention(
+                query,
+                key,
+                value,
+                attn_mask=attn_mask,
+                dropout_p=self.attention_dropout if self.training else 0.0,
+            )
         return self.out(context.transpose(1, 2).reshape(batch, seq_len, width))
+
+
+def attention_with_dropout(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    p: float,
+) -> torch.Tensor:
+    """SDPA's math path with the CPU dropout of models/dropout.py on the attention weights.
+
+    With dropout on, SDPA on a CPU runs these steps (no fused CPU kernel takes dropout), but it
+    casts bf16 inputs up to fp32 first (its batched matmuls were 13% of a bf16 bert-mini step)
+    and draws the largest dropout mask of the step (heads x seq_len^2 per row) through the slow
+    Bernoulli sampler. Here the matmuls run in the inputs' dtype, accumulating in fp32 inside the
+    kernel. Masks are boolean and never mask a whole row (attention_masks.py).
+    """
+    scores = (query * query.shape[-1] ** -0.5) @ key.transpose(-2, -1)
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    return dropout(scores.softmax(-1), p, training=True) @ value
 
 
 class FeedForward(nn.Module):
@@ -247,7 +272,7 @@ class EncoderLayer(nn.Module):
             else FeedForward(config)
         )
         self.feed_forward_norm = layer_norm(config, config.hidden_size)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         self.pre_norm = config.norm_placement == "pre"
 
     def forward(

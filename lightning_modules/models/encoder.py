@@ -237,12 +237,15 @@ def attention_with_dropout(
     casts bf16 inputs up to fp32 first (its batched matmuls were 13% of a bf16 bert-mini step)
     and draws the largest dropout mask of the step (heads x seq_len^2 per row) through the slow
     Bernoulli sampler. Here the matmuls run in the inputs' dtype, accumulating in fp32 inside the
-    kernel. Masks are boolean and never mask a whole row (attention_masks.py).
+    kernel. A query row whose keys are all masked (padding under `document_attention`) gets zero
+    weights, as in SDPA, not the NaNs a softmax over nothing gives.
     """
     scores = (query * query.shape[-1] ** -0.5) @ key.transpose(-2, -1)
-    if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
-    return dropout(scores.softmax(-1), p, training=True) @ value
+    if attn_mask is None:
+        return dropout(scores.softmax(-1), p, training=True) @ value
+    weights = scores.masked_fill(~attn_mask, float("-inf")).softmax(-1)
+    weights = weights.masked_fill(~attn_mask.any(-1, keepdim=True), 0.0)
+    return dropout(weights, p, training=True) @ value
 
 
 class FeedForward(nn.Module):

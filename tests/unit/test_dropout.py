@@ -43,11 +43,12 @@ def test_the_seed_fixes_the_mask_and_eval_is_the_identity() -> None:
 
 
 def test_attention_with_dropout_is_sdpa_when_nothing_is_dropped() -> None:
-    """p below 1/65,536 keeps every weight, so the rest of the path must be SDPA's math."""
+    """p below 1/65,536 keeps every weight, so the rest of the path must be SDPA's math, zeros
+    for a query with no key to attend to included."""
     generator = torch.Generator().manual_seed(0)
     query, key, value = (torch.randn(2, 4, 16, 8, generator=generator) for _ in range(3))
     mask = torch.rand(2, 1, 16, 16, generator=generator) < 0.7
-    mask |= torch.eye(16, dtype=torch.bool)  # no all-masked row
+    mask[0, 0, 3] = False  # a query whose keys are all masked, as padding under document attention
     expected = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
     assert torch.allclose(
         attention_with_dropout(query, key, value, mask, 1e-9), expected, atol=1e-6

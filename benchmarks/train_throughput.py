@@ -146,7 +146,12 @@ def run_cloze(
 
 
 def bare_loop(module: Any, loader: Any, precision: str, timer: StepTimer) -> None:
-    """What the Trainer does per step, minus Lightning: autocast, backward, clip, step."""
+    """What the Trainer does per step, minus Lightning: autocast (the Trainer's own bf16
+    context, flows/training/precision.py), backward, clip, step."""
+    from contextlib import nullcontext
+
+    from flows.training.precision import BF16MixedPrecision
+
     configured = module.configure_optimizers()
     optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
     module.train()
@@ -155,7 +160,8 @@ def bare_loop(module: Any, loader: Any, precision: str, timer: StepTimer) -> Non
     for step in range(timer.total_steps):
         timer.before(step)
         batch = {name: t.to(device, non_blocking=True) for name, t in next(batches).items()}
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+        bf16 = precision == "bf16-mixed"
+        with BF16MixedPrecision(device.type).forward_context() if bf16 else nullcontext():
             loss = module.model(batch["input_ids"], batch["labels"]).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

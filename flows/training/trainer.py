@@ -52,7 +52,7 @@ def make_trainer(
         # Lets bf16 runs clip gradients with fused AdamW (precision.py says why).
         plugins.append(BF16MixedPrecision(settings.accelerator))
         precision = None
-    return pl.Trainer(
+    trainer = pl.Trainer(
         accelerator=settings.accelerator,
         **placement,
         plugins=plugins,
@@ -70,6 +70,11 @@ def make_trainer(
         deterministic=True,
         **limits,
     )
+    # `deterministic=True` turns on `torch.use_deterministic_algorithms`, which also fills every
+    # new tensor with NaN so reads of uninitialised memory show: 800 `fill_` calls per bf16
+    # bert-mini step on CPU, 4.5% of it. The algorithms stay deterministic without the fill.
+    torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
+    return trainer
 
 
 def lightning_strategy(settings: TrainerSettings) -> str | Strategy:

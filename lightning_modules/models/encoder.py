@@ -21,6 +21,7 @@ from lightning_modules.models.attention_masks import (
     document_mask,
     padding_mask,
 )
+from lightning_modules.models.dropout import Dropout, dropout
 from lightning_modules.models.feed_forward import GatedFeedForward
 from lightning_modules.models.local_attention import LocalWindow, local_attention, local_window
 from lightning_modules.models.rotary import RotaryEmbedding, RotaryTables, apply_rotary
@@ -177,7 +178,7 @@ class Embeddings(nn.Module):
             nn.Embedding(config.type_vocab_size, width) if config.type_vocab_size else None
         )
         self.norm = nn.LayerNorm(width, eps=config.layer_norm_eps, bias=config.norm_bias)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
         hidden = self.word(input_ids)
@@ -215,11 +216,37 @@ class SelfAttention(nn.Module):
         dropout = self.attention_dropout if self.training else 0.0
         if isinstance(attn_mask, LocalWindow):
             context = local_attention(query, key, value, attn_mask, dropout)
+        elif dropout and hidden.device.type == "cpu":
+            context = attention_with_dropout(query, key, value, attn_mask, dropout)
         else:
             context = F.scaled_dot_product_attention(
                 query, key, value, attn_mask=attn_mask, dropout_p=dropout
             )
         return self.out(context.transpose(1, 2).reshape(batch, seq_len, width))
+
+
+def attention_with_dropout(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    p: float,
+) -> torch.Tensor:
+    """SDPA's math path with the CPU dropout of models/dropout.py on the attention weights.
+
+    With dropout on, SDPA on a CPU runs these steps (no fused CPU kernel takes dropout), but it
+    casts bf16 inputs up to fp32 first (its batched matmuls were 13% of a bf16 bert-mini step)
+    and draws the largest dropout mask of the step (heads x seq_len^2 per row) through the slow
+    Bernoulli sampler. Here the matmuls run in the inputs' dtype, accumulating in fp32 inside the
+    kernel. A query row whose keys are all masked (padding under `document_attention`) gets zero
+    weights, as in SDPA, not the NaNs a softmax over nothing gives.
+    """
+    scores = (query * query.shape[-1] ** -0.5) @ key.transpose(-2, -1)
+    if attn_mask is None:
+        return dropout(scores.softmax(-1), p, training=True) @ value
+    weights = scores.masked_fill(~attn_mask, float("-inf")).softmax(-1)
+    weights = weights.masked_fill(~attn_mask.any(-1, keepdim=True), 0.0)
+    return dropout(weights, p, training=True) @ value
 
 
 class FeedForward(nn.Module):
@@ -249,7 +276,7 @@ class EncoderLayer(nn.Module):
             else FeedForward(config)
         )
         self.feed_forward_norm = layer_norm(config, config.hidden_size)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         self.pre_norm = config.norm_placement == "pre"
 
     def forward(

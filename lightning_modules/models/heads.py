@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lightning_modules.models.dropout import Dropout
 from lightning_modules.models.encoder import (
     BertEncoder,
     Embeddings,
@@ -111,7 +112,7 @@ class EncoderClassifier(nn.Module):
         self.pooling = pooling
         self.encoder = BertEncoder(config)
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if pooling else None
-        self.dropout = nn.Dropout(classifier_dropout)
+        self.dropout = Dropout(classifier_dropout)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         if self.pooler is not None:
             init_bert_weights(self.pooler, config.initializer_range)

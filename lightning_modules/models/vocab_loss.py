@@ -3,9 +3,11 @@
 The masked positions' logits are the largest activation of a pretraining step (positions x
 vocabulary). `F.cross_entropy(logits.float(), targets)` writes an fp32 copy, an fp32
 log-softmax, an fp32 gradient and a zero-filled buffer for it: four passes over the largest
-tensor, measured at a quarter of a bf16 bert-mini step on CPU. Here the softmax is computed once,
-in row chunks that stay in cache, in fp32 whatever the logits' dtype, and written straight into
-the gradient buffer in the logits' dtype. Backward only scales that buffer.
+tensor, measured at a quarter of a bf16 bert-mini step on CPU. Here one `log_softmax` per chunk
+of rows (which stays in cache) gives fp32 log-probabilities whatever the logits' dtype: the loss
+picks from them and their `exp` is written straight into the gradient buffer in the logits'
+dtype. Backward only scales that buffer. (620 x 30,522 bf16 logits, one thread: 43 ms forward and
+backward, against 70 ms with a separate `logsumexp`, subtraction and `exp` per chunk.)
 """
 
 from __future__ import annotations
@@ -23,23 +25,22 @@ class _VocabCrossEntropy(torch.autograd.Function):
         ctx: Any, logits: torch.Tensor, targets: torch.Tensor
     ) -> torch.Tensor:
         rows = logits.shape[0]
-        log_normalisers = torch.empty(rows, dtype=torch.float32, device=logits.device)
+        picked = torch.empty(rows, dtype=torch.float32, device=logits.device)
         keep_gradient = ctx.needs_input_grad[0]
         gradient = torch.empty_like(logits) if keep_gradient else None
         for start in range(0, rows, ROWS_PER_CHUNK):
-            chunk = logits[start : start + ROWS_PER_CHUNK].float()
-            log_normalisers[start : start + ROWS_PER_CHUNK] = torch.logsumexp(chunk, dim=-1)
+            chunk = slice(start, start + ROWS_PER_CHUNK)
+            # One fused pass from the logits' dtype to fp32 log-probabilities.
+            log_probs = torch.log_softmax(logits[chunk], dim=-1, dtype=torch.float32)
+            picked[chunk] = log_probs.gather(1, targets[chunk, None]).squeeze(1)
             if gradient is not None:
-                # Out of place: for fp32 logits `chunk` is the logits themselves, not a copy.
-                shifted = chunk - log_normalisers[start : start + ROWS_PER_CHUNK, None]
-                gradient[start : start + ROWS_PER_CHUNK] = shifted.exp_()
-        picked = logits.gather(1, targets[:, None]).squeeze(1).float()
+                gradient[chunk] = log_probs.exp_()
         if gradient is not None:
             # d loss_i / d logits_i = softmax_i - one_hot(target_i), before the 1/rows of the mean.
             gradient[torch.arange(rows, device=logits.device), targets] -= 1
         ctx.save_for_backward(gradient)
         ctx.scaled = False
-        return (log_normalisers - picked).mean()
+        return -picked.mean()
 
     @staticmethod
     def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]

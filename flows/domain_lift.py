@@ -10,8 +10,6 @@ Each step is an ordinary pipeline run, cached by the artifact store like any oth
 
 from __future__ import annotations
 
-import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -22,7 +20,7 @@ from flows.core.config import compose_config
 from flows.core.logs import setup_logging
 from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
-from flows.downstream.report import paired_interval, std
+from flows.downstream.pairing import ArmScores, paired_difference, read_arm
 from flows.plan import load_run_config, start_services
 from flows.stages.finetune import ARMS, RESULTS_FILE, FinetuneOutputs
 from flows.tracking.links import run_label
@@ -43,32 +41,24 @@ def run_step(experiment: str, overrides: list[str]) -> tuple[dict[str, Any], flo
     return summary, time.perf_counter() - started
 
 
-def seed_scores(summary: dict[str, Any]) -> dict[str, list[float]]:
-    """Per-seed test scores of each arm, in seed order (the order both steps share)."""
-    arms = json.loads((Path(summary["stages"]["finetune"]["path"]) / RESULTS_FILE).read_text())
-    return {
-        arm: [
-            run["test"][METRIC] for run in sorted(arms[TASK][arm]["runs"], key=lambda r: r["seed"])
-        ]
-        for arm in ARMS
-    }
+def seed_scores(summary: dict[str, Any]) -> dict[str, ArmScores]:
+    """Per-seed test scores of each arm (the seeds both steps share)."""
+    results = Path(summary["stages"]["finetune"]["path"]) / RESULTS_FILE
+    return {arm: read_arm(results, TASK, arm, METRIC) for arm in ARMS}
 
 
-def lift(better: list[float], base: list[float], confidence: float) -> str:
-    differences = [b - a for b, a in zip(better, base, strict=True)]
-    interval = paired_interval(differences, confidence)
-    ci = f" [{interval[0]:+.3f}, {interval[1]:+.3f}]" if interval else ""
-    return f"{statistics.fmean(differences):+.3f}{ci}"
+def lift(better: ArmScores, base: ArmScores, confidence: float) -> str:
+    return paired_difference(better, base, confidence).text
 
 
 def row(
-    name: str, tokens: str, scores: list[float], lifts: str, stage: FinetuneOutputs
+    name: str, tokens: str, scores: ArmScores, lifts: str, stage: FinetuneOutputs
 ) -> tuple[str, ...]:
     arm = stage.figures[TASK].arms["random_init" if name == "random init" else "pretrained"]
     return (
         name,
         tokens,
-        f"{statistics.fmean(scores):.3f} ± {std(scores):.3f}",
+        scores.summary,
         lifts,
         f"{arm.learning_rate:g}",
         f"{arm.epochs_mean:.1f}",
@@ -111,10 +101,11 @@ def render(general: dict[str, Any], domain: dict[str, Any]) -> str:
         ),
     ]
     lines = [markdown_table(header, rows)]
-    if second["random_init"] != first["random_init"]:
+    if second["random_init"].by_seed != first["random_init"].by_seed:
         lines.append(
-            f"\nnote: step 2's random-init arm scored {second['random_init']}, step 1's "
-            f"{first['random_init']}; the table uses step 1's (same seeds, recipe, vocabulary)"
+            f"\nnote: step 2's random-init arm scored {second['random_init'].by_seed}, step 1's "
+            f"{first['random_init'].by_seed}; the table uses step 1's (same seeds, recipe, "
+            "vocabulary)"
         )
     return "\n".join(lines)
 

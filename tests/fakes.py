@@ -7,6 +7,7 @@ the comparison of an exported model's logits against `transformers`.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import subprocess
@@ -233,6 +234,23 @@ def finetune_outputs(arms: dict[str, ArmResult], **extra: Any) -> dict[str, Any]
         "t.caps": "",
         **extra,
     }
+
+
+def write_results(
+    directory: Path, arms: dict[str, dict[int, float]], train_examples: int | None = 500
+) -> Path:
+    """A finetune artifact's results.json for task `t`: each arm's test accuracy per seed, and
+    the recipe's sampling fields (what decides each seed's labelled sample)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    task: dict[str, Any] = {
+        arm: {
+            "runs": [{"seed": seed, "test": {"accuracy": score}} for seed, score in by_seed.items()]
+        }
+        for arm, by_seed in arms.items()
+    }
+    task["recipe"] = {"train_examples": train_examples, "validation_examples": 1000}
+    (directory / "results.json").write_text(json.dumps({"t": task}))
+    return directory
 
 
 PIPELINE_STAGES = ("tokenizer", "shards", "pretrain", "finetune")

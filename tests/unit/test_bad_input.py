@@ -41,7 +41,7 @@ from lightning_modules.export import export_huggingface
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import load_encoder_weights
-from tests.fakes import GREEK_LETTERS, greek_text
+from tests.fakes import GREEK_LETTERS, greek_text, write_results
 
 TEXT = "a paragraph with comfortably more than five words in it, numbered {}"
 
@@ -715,3 +715,26 @@ def test_bad_run_form_parameters(parameters: dict[str, Any], message: str) -> No
     with pytest.raises(ConfigError) as error:
         read_form(**parameters)
     assert str(error.value).startswith(message), error.value
+
+
+# `python -m flows.compare.arms`: (arguments after --task t, with {a} a run holding arm `student`
+# at seeds 1 and 2, and {b} one holding `pretrained` at seeds 1 and 3), the one-line error.
+ARM_PAIR_CASES = [
+    (["{a}", "{b}:pretrained"], "error: '{a}': give a finetune artifact directory and an arm"),
+    (["{a}/missing:student", "{b}:pretrained"], "error: {a}/missing/results.json: no such file"),
+    (["{a}:teacher", "{b}:pretrained"], "error: {a}/results.json: task 't' has no arm 'teacher'"),
+    (["{a}:student", "{b}:pretrained"], "error: {a}:student has seeds [1, 2], {b}:pretrained has"),
+]
+
+
+@pytest.mark.parametrize(("arguments", "message"), ARM_PAIR_CASES, ids=lambda c: str(c)[:30])
+def test_bad_arm_pairs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
+) -> None:
+    from flows.compare.arms import main as compare_arms
+
+    a = write_results(tmp_path / "a", {"student": {1: 0.6, 2: 0.7}})
+    b = write_results(tmp_path / "b", {"pretrained": {1: 0.5, 3: 0.6}})
+    filled = [argument.format(a=a, b=b) for argument in arguments]
+    assert compare_arms(["--task", "t", *filled]) == 2
+    assert capsys.readouterr().err.startswith(message.format(a=a, b=b))

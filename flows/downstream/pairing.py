@@ -1,0 +1,111 @@
+"""Arms of different runs, paired by seed: the comparisons one run's table cannot hold.
+
+A finetune artifact's `results.json` keeps every run's seed and test scores. A finetune seed fixes
+the labelled sample, the head's init and the data order, so two arms scored on the same task at
+the same seeds pair like the two arms of one run: their per-seed differences remove that shared
+noise, and a paired t-interval over them is the claim's interval. Examples: the domain-continued
+model against the general one (`flows/domain_lift.py`), a distilled student against the same
+student pretrained from scratch (`python -m flows.compare.arms`).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flows.core.settings import ConfigError
+from flows.downstream.report import paired_interval, std
+
+# Recipe fields that decide which labelled examples a seed draws: arms pair only if they agree.
+SAMPLING_FIELDS = ("train_examples", "validation_examples")
+
+
+@dataclass(frozen=True)
+class ArmScores:
+    """One arm's test score per seed on one task, and where it was read."""
+
+    source: str
+    task: str
+    metric: str
+    by_seed: dict[int, float]
+    sampling: dict[str, Any]
+
+    @property
+    def summary(self) -> str:
+        scores = list(self.by_seed.values())
+        return f"{statistics.fmean(scores):.3f} ± {std(scores):.3f}"
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """`better - base` per shared seed: its mean and its paired t-interval (None at one seed)."""
+
+    differences: list[float]
+    interval: tuple[float, float] | None
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.differences)
+
+    @property
+    def text(self) -> str:
+        ci = f" [{self.interval[0]:+.3f}, {self.interval[1]:+.3f}]" if self.interval else ""
+        return f"{self.mean:+.3f}{ci}"
+
+
+def read_arm(results: Path, task: str, arm: str, metric: str | None = None) -> ArmScores:
+    """An arm's per-seed test scores from a finetune artifact's `results.json`.
+
+    `metric` defaults to the first test metric the runs recorded (the task's own comes first).
+    """
+    if not results.is_file():
+        raise ConfigError(f"{results}: no such file; give a finetune artifact directory")
+    tasks = json.loads(results.read_text())
+    if task not in tasks:
+        raise ConfigError(f"{results}: no task {task!r}; it has {sorted(tasks)}")
+    record = tasks[task]
+    if arm not in record or "runs" not in record[arm]:
+        arms = sorted(name for name, entry in record.items() if "runs" in entry)
+        raise ConfigError(f"{results}: task {task!r} has no arm {arm!r}; it has {arms}")
+    runs = record[arm]["runs"]
+    metrics = list(runs[0]["test"])
+    chosen = metric or metrics[0]
+    if chosen not in metrics:
+        raise ConfigError(
+            f"{results}: {task}/{arm} has no test metric {chosen!r}; it has {metrics}"
+        )
+    recipe = record.get("recipe", {})
+    return ArmScores(
+        source=f"{results.parent}:{arm}",
+        task=task,
+        metric=chosen,
+        by_seed={int(run["seed"]): float(run["test"][chosen]) for run in runs},
+        sampling={name: recipe.get(name) for name in SAMPLING_FIELDS},
+    )
+
+
+def paired_difference(better: ArmScores, base: ArmScores, confidence: float) -> PairedDifference:
+    """`better - base` at each seed; refuses arms that were not scored alike at the same seeds."""
+    if (better.task, better.metric) != (base.task, base.metric):
+        raise ConfigError(
+            f"{better.source} ({better.task} {better.metric}) and {base.source} "
+            f"({base.task} {base.metric}) score different things; they cannot pair"
+        )
+    if sorted(better.by_seed) != sorted(base.by_seed):
+        raise ConfigError(
+            f"{better.source} has seeds {sorted(better.by_seed)}, {base.source} has "
+            f"{sorted(base.by_seed)}; arms pair by seed, so rerun one with the other's "
+            "finetune.seeds and seed"
+        )
+    for name in SAMPLING_FIELDS:
+        if better.sampling[name] != base.sampling[name]:
+            raise ConfigError(
+                f"finetune.{name} is {better.sampling[name]} for {better.source} and "
+                f"{base.sampling[name]} for {base.source}: the same seed drew different "
+                "labelled samples, so the arms cannot pair"
+            )
+    differences = [better.by_seed[seed] - base.by_seed[seed] for seed in sorted(base.by_seed)]
+    return PairedDifference(differences, paired_interval(differences, confidence))

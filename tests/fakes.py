@@ -237,18 +237,23 @@ def finetune_outputs(arms: dict[str, ArmResult], **extra: Any) -> dict[str, Any]
 
 
 def write_results(
-    directory: Path, arms: dict[str, dict[int, float]], train_examples: int | None = 500
+    directory: Path, arms: dict[str, dict[int, float]], **sampling: int | None
 ) -> Path:
     """A finetune artifact's results.json for task `t`: each arm's test accuracy per seed, and
-    the recipe's sampling fields (what decides each seed's labelled sample)."""
+    the recipe's sampling fields (what decides each seed's examples), overridable by name."""
     directory.mkdir(parents=True, exist_ok=True)
     task: dict[str, Any] = {
         arm: {
-            "runs": [{"seed": seed, "test": {"accuracy": score}} for seed, score in by_seed.items()]
+            "runs": [{"seed": seed, "test": {"accuracy": score}} for seed, score in scores.items()]
         }
-        for arm, by_seed in arms.items()
+        for arm, scores in arms.items()
     }
-    task["recipe"] = {"train_examples": train_examples, "validation_examples": 1000}
+    task["recipe"] = {
+        "train_examples": 500,
+        "validation_examples": 1000,
+        "test_examples": None,
+        **sampling,
+    }
     (directory / "results.json").write_text(json.dumps({"t": task}))
     return directory
 

@@ -20,7 +20,7 @@ from flows.core.settings import ConfigError
 from flows.downstream.report import paired_interval, std
 
 # Recipe fields that decide which labelled examples a seed draws: arms pair only if they agree.
-SAMPLING_FIELDS = ("train_examples", "validation_examples")
+SAMPLING_FIELDS = ("train_examples", "validation_examples", "test_examples")
 
 
 @dataclass(frozen=True)

@@ -52,19 +52,20 @@ def test_one_seed_gives_a_difference_without_an_interval(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(
-    ("second_seeds", "second_examples", "message"),
+    ("second_seeds", "sampling", "message"),
     [
-        ((1, 2, 3), 500, "arms pair by seed"),
-        (SEEDS, 1000, "finetune.train_examples is 500 for"),
+        ((1, 2, 3), {}, "arms pair by seed"),
+        (SEEDS, {"train_examples": 1000}, "finetune.train_examples is 500 for"),
+        (SEEDS, {"test_examples": 200}, "finetune.test_examples is None for"),
     ],
-    ids=["other seeds", "other labelled samples"],
+    ids=["other seeds", "other labelled samples", "another test subset"],
 )
 def test_arms_that_were_not_scored_alike_are_refused(
-    tmp_path: Path, second_seeds: tuple[int, ...], second_examples: int, message: str
+    tmp_path: Path, second_seeds: tuple[int, ...], sampling: dict[str, int], message: str
 ) -> None:
     first = write_results(tmp_path / "a", {"student": dict.fromkeys(SEEDS, 0.7)})
     second = write_results(
-        tmp_path / "b", {"pretrained": dict.fromkeys(second_seeds, 0.6)}, second_examples
+        tmp_path / "b", {"pretrained": dict.fromkeys(second_seeds, 0.6)}, **sampling
     )
     with pytest.raises(ConfigError, match=message):
         paired_difference(arm_of(first), arm_of(second, "pretrained"), 0.95)

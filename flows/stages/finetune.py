@@ -79,6 +79,11 @@ class FinetuneOutputs(StageOutputs):
         }
 
 
+def unused_by(spec: TaskSpec) -> set[str]:
+    """Recipe fields a task's head ignores: tagging heads score every token, so no pooling."""
+    return {"pooling"} if spec.kind == "token_classification" else set()
+
+
 def stage_settings(
     settings: FinetuneSettings, seed: int, trainer: TrainerSettings
 ) -> dict[str, Any]:
@@ -93,7 +98,7 @@ def stage_settings(
         "specs": {
             spec.name: {
                 **spec.model_dump(exclude={"recipe"}),
-                "recipe": settings.recipe_for(spec).model_dump(),
+                "recipe": settings.recipe_for(spec).model_dump(exclude=unused_by(spec)),
                 "data": source_fingerprint(spec, data_dir),
             }
             for spec in settings.specs()

@@ -154,16 +154,13 @@ ModelSettings: type[ModelShape] = create_model(  # type: ignore[call-overload]
 
 
 def model_in_key(model: Mapping[str, Any]) -> dict[str, Any]:
-    """`model.*` as an artifact key holds it: every encoder option at its value or its default,
-    without the display `name`. A default spelled out in a preset or left out then keys the same,
-    and renaming a preset moves no key; `vocab_size` and `pad_token_id` come in with the
-    tokenizer's key."""
-    options = {
-        name: field.default
-        for name, field in ModelSettings.model_fields.items()
-        if name not in ("name", "vocab_size", "pad_token_id")
-    }
-    return {**options, **{key: value for key, value in model.items() if key != "name"}}
+    """`model.*` as an artifact key holds it: every encoder option, validated (so `0` and `0.0`,
+    or a default spelled out in a preset and one left out, key the same), without the display
+    `name`. Renaming a preset moves no key. `vocab_size` and `pad_token_id` come in with the
+    tokenizer's key; placeholders stand in for them here only to validate the rest."""
+    placeholders = {"vocab_size": 1, "pad_token_id": 0}
+    settings = settings_from(ModelSettings, {**model, **placeholders}, "model")
+    return settings.model_dump(exclude={"name", *placeholders})
 
 
 def encoder_config(model: Mapping[str, Any], vocab_size: int, pad_token_id: int) -> EncoderConfig:

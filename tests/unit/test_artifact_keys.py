@@ -17,12 +17,14 @@ its content key, which only a build knows: `TOKENIZER_CONTENT` stands in for it,
 for the corpus, so the shards, pretrain and finetune pins moved with the stand-in.
 Pretrain VERSION 3 and distill VERSION 2 key `model.*` as `model_in_key` (every option at its
 value or default, no display name: conf/model/base.yaml now spells every option out in every
-preset); finetune VERSION 5 adds `finetune.pooling` to each task's recipe. All pins but the
+preset); finetune VERSION 5 adds `finetune.pooling` to each classification task's recipe (tagging
+tasks ignore it). All pins but the
 tokenizer's and the shards' moved.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,9 +34,11 @@ from flows.core.config import compose_config
 from flows.pipeline import PipelinePlan
 from flows.stages import distill, finetune, pretrain, tokenizer
 from flows.stages.distill_plan import plan_student
+from flows.stages.finetune import FinetuneSettings
 from flows.stages.shards import stage as shards
 from flows.training.settings import model_in_key
-from flows.training.trainer import encoder_config
+from flows.training.trainer import TrainerSettings, encoder_config
+from tests.fakes import write_word_tasks
 
 CORPUS: dict[str, Any] = {"kind": "pinned-corpus"}
 TOKENIZER_CONTENT = "pinned-tokenizer-content"  # the built tokenizer's content key
@@ -103,4 +107,24 @@ def test_a_model_option_keys_the_same_spelled_out_at_its_default_or_left_out() -
     short = {"name": "bert-tiny", "hidden_size": 128}
     spelled = {"name": "renamed", "hidden_size": 128, "position_embedding": "absolute"}
     assert model_in_key(short) == model_in_key(spelled)
+    # an integer given for a float option is the same value (`model.dropout=0`, `rope_theta=1e4`)
+    assert model_in_key({**short, "dropout": 0, "rope_theta": 10000}) == model_in_key(
+        {**short, "dropout": 0.0, "rope_theta": 10000.0}
+    )
     assert model_in_key(short) != model_in_key({**short, "position_embedding": "rotary"})
+
+
+def test_pooling_keys_classification_tasks_only(tmp_path: Path) -> None:
+    """A tagging head scores every token: `finetune.pooling` changes nothing it computes."""
+    catalog = write_word_tasks(tmp_path)
+
+    def recipes(pooling: str) -> dict[str, Any]:
+        settings = FinetuneSettings(
+            tasks=["pairs", "tags"], catalog=catalog, data_dir=str(tmp_path), pooling=pooling
+        )
+        keyed = finetune.stage_settings(settings, 1, TrainerSettings())["specs"]
+        return {task: spec["recipe"] for task, spec in keyed.items()}
+
+    cls, mean = recipes("cls"), recipes("mean")
+    assert cls["tags"] == mean["tags"]
+    assert cls["pairs"] != mean["pairs"]

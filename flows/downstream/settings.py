@@ -18,8 +18,8 @@ from pydantic_core import PydanticCustomError
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
 from flows.downstream.load import Sampling, check_tasks
 from flows.downstream.spec import BASELINES, TaskSpec, default_data_dir, task_specs
+from lightning_modules.models.heads import POOLINGS
 
-POOLINGS = ("cls", "mean")  # lightning_modules.models.heads.POOLINGS
 PositiveRate = Annotated[Number, bounds(gt=0)]
 
 

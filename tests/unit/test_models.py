@@ -4,15 +4,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from flows.downstream.settings import POOLINGS
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
 from lightning_modules.models.heads import (
     IGNORE_INDEX,
     BertForMaskedLM,
     BertForSequenceClassification,
-)
-from lightning_modules.models.heads import (
-    POOLINGS as HEAD_POOLINGS,
 )
 from lightning_modules.optim import OptimizerSettings, build_optimizer
 
@@ -113,4 +109,3 @@ def test_cls_pooling_classifies_from_the_first_position_as_bert_does() -> None:
     hidden = model.encoder(ids)
     expected = model.classifier(torch.tanh(model.pooler(hidden[:, 0])))
     assert torch.allclose(model(ids, torch.ones(1, 10)), expected, atol=1e-6)
-    assert POOLINGS == HEAD_POOLINGS  # the config's choices are the head's

@@ -33,12 +33,18 @@ PATHS = ("cloze", "cloze_all_global", "transformers", "transformers_sparse")
 
 
 def shape(seq_len: int) -> dict[str, Any]:
-    """modernbert-mini (conf/model/modernbert-mini.yaml) with the benchmark's vocabulary."""
+    """modernbert-mini (conf/model/modernbert-mini.yaml over base.yaml, as Hydra composes them)
+    with the benchmark's vocabulary."""
     import yaml
 
-    preset = yaml.safe_load(Path("conf/model/modernbert-mini.yaml").read_text())
-    preset.pop("name")
-    return {**preset, "vocab_size": VOCAB, "pad_token_id": 0, "max_position_embeddings": seq_len}
+    base, preset = (
+        yaml.safe_load(Path(f"conf/model/{name}.yaml").read_text())
+        for name in ("base", "modernbert-mini")
+    )
+    values = {**base, **preset}
+    for key in ("name", "defaults"):
+        values.pop(key)
+    return {**values, "vocab_size": VOCAB, "pad_token_id": 0, "max_position_embeddings": seq_len}
 
 
 def rows(seq_len: int, tokens_per_step: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

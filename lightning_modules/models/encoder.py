@@ -213,6 +213,9 @@ class SelfAttention(nn.Module):
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         if rotary is not None:
             query, key = apply_rotary(query, rotary), apply_rotary(key, rotary)
+            # Rotated queries and keys are new tensors: a compact copy of the values lets the
+            # projection's output (three times the size) go instead of being kept for backward.
+            value = value.transpose(1, 2).contiguous().transpose(1, 2)
         dropout = self.attention_dropout if self.training else 0.0
         if isinstance(attn_mask, LocalWindow):
             context = local_attention(query, key, value, attn_mask, dropout)
@@ -379,7 +382,6 @@ class BertEncoder(nn.Module):
             masks[LOCAL] = local_window(
                 seq_len,
                 self.config.local_attention,
-                self.config.num_heads,
                 device,
                 None if keys is None else attention_mask,
                 document_ids,

@@ -7,16 +7,24 @@ block attends to its own block and its two neighbours: every key any of its quer
 times. Masked keys get exactly zero weight, so the result equals dense attention under the banded
 mask up to the order of floating-point sums (`tests/unit/test_local_attention.py`).
 
-Each block goes through `scaled_dot_product_attention` (the fused CPU kernel) as one batch entry
-(heads x blocks), with a boolean mask for the band's edges, the row's ends, padding and documents.
-Measured on this CPU (4 heads x 64, 8,192 tokens, forward + backward, 1 thread, 2026-12-01):
-0.10-0.13 CPU-s at 512, 1,024 and 2,048 tokens per row, against 0.18 / 0.35 / 0.68 for SDPA under
-the dense band. Explicit matmuls with an additive bias were slower and kept 1.5x the activations.
+Each block goes through the fused attention kernel as one batch entry (rows x blocks, heads
+inside), with a mask for the band's edges, the row's ends, padding and documents. Laid out so,
+the blocks' queries and outputs are views of the `(batch, seq_len, heads, head_dim)` tensors
+around them: no copies in or out. Measured on this CPU (4 heads x 64, 8,192 tokens, forward +
+backward, 1 thread, 2026-12-01): 0.10-0.13 CPU-s at 512, 1,024 and 2,048 tokens per row, against
+0.18 / 0.35 / 0.68 for SDPA under the dense band. Explicit matmuls with an additive bias were
+slower and kept 1.5x the activations.
+
+Memory: each block's keys and values with its neighbours' are three copies of the keys and values,
+the largest thing a local layer would keep for backward (24 of its 79 MiB at 4,096 tokens of
+modernbert-mini). On CPU without dropout they are rebuilt in backward instead (one copy each,
+about 1 ms), and the fused kernel's own backward is called directly
+(docs/results/2026-12-01-modernbert-memory.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -30,21 +38,41 @@ class LocalWindow:
 
     seq_len: int
     block: int
-    heads: int
-    mask: torch.Tensor  # (batch or 1, heads * blocks, block, 3 * block), True: may attend
+    allowed: torch.Tensor  # (batch or 1, blocks, block, 3 * block), True: may attend
+    # The kernel's masks, built on first use and shared by every local layer of this forward.
+    _kernel_masks: dict[tuple[int, torch.dtype], torch.Tensor] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def blocks(self) -> int:
-        return self.mask.shape[1] // self.heads
+        return self.allowed.shape[1]
+
+    def kernel_mask(self, batch: int, dtype: torch.dtype) -> torch.Tensor:
+        """`(batch * blocks, 1, block, 3 * block)`, broadcast over heads: boolean for
+        `scaled_dot_product_attention`, additive (0 or -inf) in `dtype` for the fused CPU kernel,
+        which takes no boolean mask."""
+        key = (batch, dtype)
+        if key not in self._kernel_masks:
+            allowed = self.allowed.expand(batch, -1, -1, -1).reshape(
+                -1, 1, self.block, 3 * self.block
+            )
+            self._kernel_masks[key] = (
+                allowed
+                if dtype == torch.bool
+                else torch.zeros((), dtype=dtype).masked_fill(~allowed, float("-inf"))
+            )
+        return self._kernel_masks[key]
 
     def dense(self) -> torch.Tensor:
         """The same permissions as a `(batch or 1, 1, query, key)` mask, for attention maps and
         tests; the kernel never builds it."""
-        allowed = self.mask[:, : self.blocks]  # every head has the same mask
-        batch, padded = allowed.shape[0], self.blocks * self.block
-        dense = allowed.new_zeros(batch, self.blocks, self.block, padded + 2 * self.block)
+        batch, padded = self.allowed.shape[0], self.blocks * self.block
+        dense = self.allowed.new_zeros(batch, self.blocks, self.block, padded + 2 * self.block)
         for index in range(self.blocks):
-            dense[:, index, :, index * self.block : (index + 3) * self.block] = allowed[:, index]
+            dense[:, index, :, index * self.block : (index + 3) * self.block] = self.allowed[
+                :, index
+            ]
         dense = dense.reshape(batch, padded, -1)[:, : self.seq_len]
         return dense[:, None, :, self.block : self.block + self.seq_len]
 
@@ -52,7 +80,6 @@ class LocalWindow:
 def local_window(
     seq_len: int,
     window: int,
-    heads: int,
     device: torch.device,
     key_mask: torch.Tensor | None = None,
     document_ids: torch.Tensor | None = None,
@@ -73,9 +100,7 @@ def local_window(
         queries = F.pad(document_ids, (0, blocks * block - seq_len), value=-1)
         documents = spans(document_ids, block, blocks, fill=-1)
         allowed = allowed & (queries.view(-1, blocks, block)[..., None] == documents[:, :, None])
-    # Heads x blocks is one batch dimension of the kernel: the mask repeats over heads, once.
-    mask = allowed.repeat(1, heads, 1, 1)
-    return LocalWindow(seq_len, block, heads, mask)
+    return LocalWindow(seq_len, block, allowed)
 
 
 def spans(values: torch.Tensor, block: int, blocks: int, fill: int | bool) -> torch.Tensor:
@@ -95,49 +120,135 @@ def local_attention(
     """`(batch, heads, seq_len, head_dim)` in and out: attention within `window`, block by block.
 
     A query that may see no key (a pad far from any real token) gets zeros, as SDPA gives it.
+    The result is laid out `(batch, seq_len, heads, head_dim)` in memory, so merging the heads
+    after a transpose is a view.
     """
-    batch, heads, seq_len, head_dim = query.shape
-    padded, block = window.blocks * window.block, window.block
-    queries = F.pad(query, (0, 0, 0, padded - seq_len)).reshape(batch, -1, block, head_dim)
+    if dropout_p == 0.0 and query.device.type == "cpu":
+        return _RecomputedNeighbourhoods.apply(query, key, value, window)
+    batch, _, seq_len, _ = query.shape
     context = F.scaled_dot_product_attention(
-        queries,
-        neighbourhoods(key, window).flatten(1, 2),
-        neighbourhoods(value, window).flatten(1, 2),
-        attn_mask=window.mask,
+        block_queries(query, window),
+        neighbourhoods(key, window),
+        neighbourhoods(value, window),
+        attn_mask=window.kernel_mask(batch, torch.bool),
         dropout_p=dropout_p,
     )
-    return context.view(batch, heads, padded, head_dim)[:, :, :seq_len]
+    return unblock(context, batch, seq_len)
+
+
+def block_queries(query: torch.Tensor, window: LocalWindow) -> torch.Tensor:
+    """`(batch * blocks, heads, block, head_dim)`: a view of the queries when the row fills
+    whole blocks and they are laid out `(batch, seq_len, heads, head_dim)` (rotary's output)."""
+    rows = query.transpose(1, 2)  # (batch, seq_len, heads, head_dim)
+    padding = window.blocks * window.block - window.seq_len
+    if padding:
+        rows = F.pad(rows, (0, 0, 0, 0, 0, padding))
+    return rows.unflatten(1, (window.blocks, window.block)).flatten(0, 1).transpose(1, 2)
+
+
+def unblock(context: torch.Tensor, batch: int, seq_len: int) -> torch.Tensor:
+    """The inverse of `block_queries`: `(batch, heads, seq_len, head_dim)`, the padding cut."""
+    _, heads, _, head_dim = context.shape
+    rows = context.transpose(1, 2).reshape(batch, -1, heads, head_dim)
+    return rows[:, :seq_len].transpose(1, 2)
 
 
 def neighbourhoods(keys: torch.Tensor, window: LocalWindow) -> torch.Tensor:
-    """`(batch, heads, blocks, 3 * block, head_dim)`: each block's keys (or values) with its
+    """`(batch * blocks, heads, 3 * block, head_dim)`: each block's keys (or values) with its
     neighbours'."""
     return _Neighbourhoods.apply(keys, window.block, window.blocks)
 
 
+def gather(keys: torch.Tensor, block: int, blocks: int) -> torch.Tensor:
+    """`neighbourhoods` without autograd: padding and three shifted concatenated views."""
+    rows = keys.transpose(1, 2)  # (batch, seq_len, heads, head_dim)
+    padded = F.pad(rows, (0, 0, 0, 0, block, (blocks + 1) * block - rows.shape[1]))
+    padded = padded.unflatten(1, (blocks + 2, block))
+    spans = torch.cat((padded[:, :-2], padded[:, 1:-1], padded[:, 2:]), dim=2)
+    return spans.flatten(0, 1).transpose(1, 2)
+
+
+def scatter(gradient: torch.Tensor, batch: int, seq_len: int) -> torch.Tensor:
+    """The gradient of `gather`: the three slices of each span summed into one buffer (autograd's
+    own zero-fills a full-size buffer per slice, then the padding's: a third of a local layer's
+    attention time on CPU)."""
+    _, heads, span, head_dim = gradient.shape
+    block = span // 3
+    spans = gradient.transpose(1, 2).unflatten(0, (batch, -1))  # (batch, blocks, span, heads, d)
+    blocks = spans.shape[1]
+    padded = gradient.new_zeros(batch, blocks + 2, block, heads, head_dim)
+    padded[:, :-2] += spans[:, :, :block]
+    padded[:, 1:-1] += spans[:, :, block : 2 * block]
+    padded[:, 2:] += spans[:, :, 2 * block :]
+    rows = padded.view(batch, (blocks + 2) * block, heads, head_dim)
+    return rows[:, block : block + seq_len].transpose(1, 2)
+
+
 class _Neighbourhoods(torch.autograd.Function):
-    """Padding and three shifted concatenated views, with a backward that sums the three slices
-    of the gradient into one buffer: autograd's own (a zero-filled full-size buffer per slice,
-    then the padding's) took a third of a local layer's attention time on CPU."""
+    """`gather` with `scatter` as its backward."""
 
     @staticmethod
     def forward(  # type: ignore[override]
         ctx: Any, keys: torch.Tensor, block: int, blocks: int
     ) -> torch.Tensor:
-        ctx.seq_len = keys.shape[2]
-        padded = F.pad(keys, (0, 0, block, (blocks + 1) * block - ctx.seq_len))
-        padded = padded.unflatten(2, (blocks + 2, block))
-        return torch.cat((padded[:, :, :-2], padded[:, :, 1:-1], padded[:, :, 2:]), dim=3)
+        ctx.batch, ctx.seq_len = keys.shape[0], keys.shape[2]
+        return gather(keys, block, blocks)
 
     @staticmethod
     def backward(  # type: ignore[override]
         ctx: Any, gradient: torch.Tensor
     ) -> tuple[torch.Tensor, None, None]:
-        batch, heads, blocks, span, head_dim = gradient.shape
-        block = span // 3
-        padded = gradient.new_zeros(batch, heads, blocks + 2, block, head_dim)
-        padded[:, :, :-2] += gradient[:, :, :, :block]
-        padded[:, :, 1:-1] += gradient[:, :, :, block : 2 * block]
-        padded[:, :, 2:] += gradient[:, :, :, 2 * block :]
-        keys = padded.view(batch, heads, (blocks + 2) * block, head_dim)
-        return keys[:, :, block : block + ctx.seq_len], None, None
+        return scatter(gradient, ctx.batch, ctx.seq_len), None, None
+
+
+class _RecomputedNeighbourhoods(torch.autograd.Function):
+    """Blocked attention through the fused CPU kernel, keeping for backward the keys and values
+    (one copy each) instead of their three-block neighbourhoods (three copies each), which
+    backward gathers again. The kernel's own backward gets exactly what autograd would pass it."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        window: LocalWindow,
+    ) -> torch.Tensor:
+        batch = query.shape[0]
+        queries = block_queries(query, window)
+        mask = window.kernel_mask(batch, query.dtype)
+        context, log_sum_exp = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            queries,
+            gather(key, window.block, window.blocks),
+            gather(value, window.block, window.blocks),
+            attn_mask=mask,
+        )
+        ctx.save_for_backward(queries, key, value, context, log_sum_exp, mask)
+        ctx.window = window
+        return unblock(context, batch, window.seq_len)
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: Any, gradient: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
+        queries, key, value, context, log_sum_exp, mask = ctx.saved_tensors
+        window, batch = ctx.window, key.shape[0]
+        grad_query, grad_keys, grad_values = (
+            torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+                block_queries(gradient, window),
+                queries,
+                gather(key, window.block, window.blocks),
+                gather(value, window.block, window.blocks),
+                context,
+                log_sum_exp,
+                0.0,
+                False,
+                attn_mask=mask,
+            )
+        )
+        return (
+            unblock(grad_query, batch, window.seq_len),
+            scatter(grad_keys, batch, window.seq_len),
+            scatter(grad_values, batch, window.seq_len),
+            None,
+        )

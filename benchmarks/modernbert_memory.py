@@ -16,9 +16,10 @@ from __future__ import annotations
 import argparse
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+from unittest.mock import patch
 
 import torch
 from torch import nn
@@ -78,6 +79,27 @@ def module_stack(network: nn.Module) -> Iterator[list[str]]:
             handle.remove()
 
 
+@contextmanager
+def observing_inner_hooks(record: Callable[[torch.Tensor], Any]) -> Iterator[None]:
+    """Saved-tensor hooks the model opens itself (models/recompute.py) replace the outer ones
+    while open: what their pack keeps as a tensor is passed to `record` too; what it packs as
+    a recipe to recompute costs no memory and is not."""
+    real = torch.autograd.graph.saved_tensors_hooks
+
+    class Observed(real):  # type: ignore[misc,valid-type]
+        def __init__(self, pack: Callable[[torch.Tensor], Any], unpack: Any) -> None:
+            def observed(tensor: torch.Tensor) -> Any:
+                packed = pack(tensor)
+                if isinstance(packed, torch.Tensor):
+                    record(packed)
+                return packed
+
+            super().__init__(observed, unpack)
+
+    with patch.object(torch.autograd.graph, "saved_tensors_hooks", Observed):
+        yield
+
+
 def kept_for_backward(path: str, seq_len: int, tokens_per_step: int) -> list[dict[str, Any]]:
     """One forward of `path`: the bytes kept for backward, by (module, producing op)."""
     torch.manual_seed(0)
@@ -95,7 +117,10 @@ def kept_for_backward(path: str, seq_len: int, tokens_per_step: int) -> list[dic
                 saved[pointer] = (tensor.untyped_storage().nbytes(), op, where)
             return tensor
 
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        with (
+            observing_inner_hooks(pack),
+            torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor),
+        ):
             loss_of(ids, labels)
     totals: dict[tuple[str, str], int] = defaultdict(int)
     for size, op, where in saved.values():

@@ -24,6 +24,7 @@ from lightning_modules.models.attention_masks import (
 from lightning_modules.models.dropout import Dropout, dropout
 from lightning_modules.models.feed_forward import GatedFeedForward
 from lightning_modules.models.local_attention import LocalWindow, local_attention, local_window
+from lightning_modules.models.recompute import norms_recomputed
 from lightning_modules.models.rotary import RotaryEmbedding, RotaryTables, apply_rotary
 
 NORM_PLACEMENTS = ("post", "pre")
@@ -289,9 +290,11 @@ class EncoderLayer(nn.Module):
         rotary: RotaryTables | None = None,
     ) -> torch.Tensor:
         if self.pre_norm:
-            attended = self.attention(self.attention_norm(hidden), attn_mask, rotary)
-            hidden = hidden + self.dropout(attended)
-            return hidden + self.dropout(self.feed_forward(self.feed_forward_norm(hidden)))
+            with norms_recomputed() as normed:
+                attended = self.attention(normed(self.attention_norm, hidden), attn_mask, rotary)
+                hidden = hidden + self.dropout(attended)
+                normed_hidden = normed(self.feed_forward_norm, hidden)
+                return hidden + self.dropout(self.feed_forward(normed_hidden))
         hidden = self.attention_norm(
             hidden + self.dropout(self.attention(hidden, attn_mask, rotary))
         )

@@ -40,13 +40,21 @@ def gate(projected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
 
 
 class _GatedDown(torch.autograd.Function):
-    """`F.linear(gelu(a) * b, weight, bias)`, keeping only `[a, b]` for backward."""
+    """`F.linear(gelu(a) * b, weight, bias)`, keeping only `[a, b]` for backward.
+
+    Under autocast (bf16-mixed training) backward recomputes under the forward's autocast state,
+    so the product and the matmuls are in the dtypes the forward used; each gradient is returned
+    in its input's dtype, as autograd's casts return them.
+    """
 
     @staticmethod
     def forward(  # type: ignore[override]
         ctx: Any, projected: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     ) -> torch.Tensor:
+        device = projected.device.type
+        ctx.autocast = (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
         ctx.save_for_backward(projected, weight)
+        ctx.bias_dtype = None if bias is None else bias.dtype
         return F.linear(gate(projected)[2], weight, bias)
 
     @staticmethod
@@ -54,12 +62,15 @@ class _GatedDown(torch.autograd.Function):
         ctx: Any, gradient: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         projected, weight = ctx.saved_tensors
-        value, activated, product = gate(projected)
-        rows = gradient.reshape(-1, gradient.shape[-1])
-        grad_product = (rows @ weight).view(product.shape)
-        grad_weight = rows.t() @ product.reshape(-1, product.shape[-1])
-        grad_bias = rows.sum(0) if ctx.needs_input_grad[2] else None
-        gates = projected.chunk(2, dim=-1)[1]
-        grad_value = torch.ops.aten.gelu_backward(grad_product * gates, value)
-        grad_gates = grad_product * activated
-        return torch.cat((grad_value, grad_gates), dim=-1), grad_weight, grad_bias
+        enabled, dtype = ctx.autocast
+        with torch.autocast(projected.device.type, dtype=dtype, enabled=enabled):
+            value, activated, product = gate(projected)
+            rows = gradient.reshape(-1, gradient.shape[-1])
+            grad_product = (rows @ weight).view(product.shape).to(product.dtype)
+            grad_weight = rows.t() @ product.reshape(-1, product.shape[-1])
+            grad_bias = rows.sum(0).to(ctx.bias_dtype) if ctx.needs_input_grad[2] else None
+            gates = projected.chunk(2, dim=-1)[1]
+            grad_value = torch.ops.aten.gelu_backward(grad_product * gates, value)
+            grad_gates = grad_product * activated
+        grad_projected = torch.cat((grad_value, grad_gates), dim=-1).to(projected.dtype)
+        return grad_projected, grad_weight.to(weight.dtype), grad_bias

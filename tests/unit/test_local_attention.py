@@ -185,3 +185,19 @@ def test_with_attention_dropout_each_query_still_reaches_only_its_band() -> None
     (gradient,) = torch.autograd.grad(context[:, :, 50].sum(), key)
     reached = gradient.abs().sum((0, 1, 3)) > 0
     assert reached.nonzero().flatten().tolist() == list(range(46, 55))
+
+
+def test_bf16_gradients_of_the_recomputing_path_equal_autograds() -> None:
+    x = inputs(200)
+    leaves = [x[name].bfloat16().requires_grad_() for name in ("query", "key", "value")]
+    plan = local_window(200, 16, torch.device("cpu"), x["real"])
+    ours, theirs = local_attention(*leaves, plan), autograd_blocked_attention(*leaves, plan)
+    assert torch.equal(ours, theirs)
+    upstream = torch.randn_like(ours)
+    for mine, reference in zip(
+        torch.autograd.grad(ours, leaves, upstream),
+        torch.autograd.grad(theirs, leaves, upstream),
+        strict=True,
+    ):
+        assert mine.dtype == torch.bfloat16
+        torch.testing.assert_close(mine, reference, atol=1e-2, rtol=1e-2)

@@ -100,8 +100,11 @@ def observing_inner_hooks(record: Callable[[torch.Tensor], Any]) -> Iterator[Non
         yield
 
 
-def kept_for_backward(path: str, seq_len: int, tokens_per_step: int) -> list[dict[str, Any]]:
-    """One forward of `path`: the bytes kept for backward, by (module, producing op)."""
+def kept_for_backward(
+    path: str, seq_len: int, tokens_per_step: int, bf16: bool
+) -> list[dict[str, Any]]:
+    """One forward of `path` (under bf16 autocast, as `trainer.precision=bf16-mixed`, with
+    `bf16`): the bytes kept for backward, by (module, producing op)."""
     torch.manual_seed(0)
     network, loss_of = build(path, shape(seq_len))
     ids, labels = rows(seq_len, tokens_per_step, seed=1)
@@ -120,6 +123,7 @@ def kept_for_backward(path: str, seq_len: int, tokens_per_step: int) -> list[dic
         with (
             observing_inner_hooks(pack),
             torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor),
+            torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16),
         ):
             loss_of(ids, labels)
     totals: dict[tuple[str, str], int] = defaultdict(int)
@@ -149,10 +153,11 @@ def main() -> None:
     parser.add_argument("--seq-len", type=int, default=1024)
     parser.add_argument("--tokens-per-step", type=int, default=4096)
     parser.add_argument("--paths", nargs="+", default=["cloze", "transformers"])
+    parser.add_argument("--bf16", action="store_true", help="under bf16 autocast (bf16-mixed)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     for path in args.paths:
-        table = kept_for_backward(path, args.seq_len, args.tokens_per_step)
+        table = kept_for_backward(path, args.seq_len, args.tokens_per_step, args.bf16)
         total = sum(row["saved_mb"] for row in table)
         print(f"\n{path}: {total:.1f} MB kept for backward\n")
         print(markdown_table(table, ["module", "op", "saved_mb"]))

@@ -211,7 +211,9 @@ class SelfAttention(nn.Module):
     ) -> torch.Tensor:
         batch, seq_len, width = hidden.shape
         qkv = self.qkv(hidden).view(batch, seq_len, 3, self.num_heads, self.head_dim)
-        query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        # Unbinding the projection's own axis: backward stacks the three gradients straight into
+        # the projection's layout (unbinding a permuted copy cost a strided copy of all three).
+        query, key, value = (part.transpose(1, 2) for part in qkv.unbind(2))
         if rotary is not None:
             query, key = apply_rotary(query, rotary), apply_rotary(key, rotary)
             # Rotated queries and keys are new tensors: a compact copy of the values lets the

@@ -17,8 +17,8 @@ slower and kept 1.5x the activations.
 
 Memory: each block's keys and values with its neighbours' are three copies of the keys and values,
 the largest thing a local layer would keep for backward (24 of its 79 MiB at 4,096 tokens of
-modernbert-mini). On CPU without dropout they are rebuilt in backward instead (one copy each,
-about 1 ms), and the fused kernel's own backward is called directly
+modernbert-mini). On CPU without dropout, outside `torch.compile`, they are rebuilt in backward
+instead (one copy each, about 1 ms), and the fused kernel's own backward is called directly
 (docs/results/2026-12-01-modernbert-memory.md).
 """
 
@@ -123,7 +123,9 @@ def local_attention(
     The result is laid out `(batch, seq_len, heads, head_dim)` in memory, so merging the heads
     after a transpose is a view.
     """
-    if dropout_p == 0.0 and query.device.type == "cpu":
+    # Under torch.compile autograd's path is traced: the compiler plans what backward keeps (and
+    # cannot trace a function whose output is a view of what it saves).
+    if dropout_p == 0.0 and query.device.type == "cpu" and not torch.compiler.is_compiling():
         return _RecomputedNeighbourhoods.apply(query, key, value, window)
     batch, _, seq_len, _ = query.shape
     context = F.scaled_dot_product_attention(
@@ -223,7 +225,7 @@ class _RecomputedNeighbourhoods(torch.autograd.Function):
             gather(value, window.block, window.blocks),
             attn_mask=mask,
         )
-        ctx.save_for_backward(queries, key, value, context, log_sum_exp, mask)
+        ctx.save_for_backward(query, key, value, context, log_sum_exp, mask)
         ctx.window = window
         return unblock(context, batch, window.seq_len)
 
@@ -231,12 +233,12 @@ class _RecomputedNeighbourhoods(torch.autograd.Function):
     def backward(  # type: ignore[override]
         ctx: Any, gradient: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
-        queries, key, value, context, log_sum_exp, mask = ctx.saved_tensors
+        query, key, value, context, log_sum_exp, mask = ctx.saved_tensors
         window, batch = ctx.window, key.shape[0]
         grad_query, grad_keys, grad_values = (
             torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
                 block_queries(gradient, window),
-                queries,
+                block_queries(query, window),
                 gather(key, window.block, window.blocks),
                 gather(value, window.block, window.blocks),
                 context,

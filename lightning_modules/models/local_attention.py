@@ -15,10 +15,9 @@ backward, 1 thread, 2026-12-01): 0.10-0.13 CPU-s at 512, 1,024 and 2,048 tokens 
 0.18 / 0.35 / 0.68 for SDPA under the dense band. Explicit matmuls with an additive bias were
 slower and kept 1.5x the activations.
 
-Memory: each block's keys and values with its neighbours' are three copies of the keys and values,
-the largest thing a local layer would keep for backward (24 of its 79 MiB at 4,096 tokens of
-modernbert-mini). On CPU without dropout, outside `torch.compile`, they are rebuilt in backward
-instead (one copy each, about 1 ms), and the fused kernel's own backward is called directly
+Memory: each block's keys and values with its neighbours' are not copied three times (24 of a
+local layer's 79 MiB kept for backward at 4,096 tokens of modernbert-mini, before): they are
+overlapping views of one padded copy of the keys and of the values, which is all SDPA keeps
 (docs/results/2026-12-01-modernbert-memory.md).
 """
 
@@ -49,18 +48,14 @@ class LocalWindow:
         return self.allowed.shape[1]
 
     def kernel_mask(self, batch: int, dtype: torch.dtype) -> torch.Tensor:
-        """`(batch * blocks, 1, block, 3 * block)`, broadcast over heads: boolean for
-        `scaled_dot_product_attention`, additive (0 or -inf) in `dtype` for the fused CPU kernel,
-        which takes no boolean mask."""
+        """`(batch * blocks, 1, block, 3 * block)`, broadcast over heads, additive (0 or -inf) in
+        `dtype`: SDPA would convert a boolean mask so in every layer, and the fused CPU kernel
+        keeps it for backward each time."""
         key = (batch, dtype)
         if key not in self._kernel_masks:
-            allowed = self.allowed.expand(batch, -1, -1, -1).reshape(
-                -1, 1, self.block, 3 * self.block
-            )
-            self._kernel_masks[key] = (
-                allowed
-                if dtype == torch.bool
-                else torch.zeros((), dtype=dtype).masked_fill(~allowed, float("-inf"))
+            allowed = self.allowed.expand(batch, -1, -1, -1).flatten(0, 1)[:, None]
+            self._kernel_masks[key] = torch.zeros((), dtype=dtype).masked_fill(
+                ~allowed, float("-inf")
             )
         return self._kernel_masks[key]
 
@@ -123,16 +118,12 @@ def local_attention(
     The result is laid out `(batch, seq_len, heads, head_dim)` in memory, so merging the heads
     after a transpose is a view.
     """
-    # Under torch.compile autograd's path is traced: the compiler plans what backward keeps (and
-    # cannot trace a function whose output is a view of what it saves).
-    if dropout_p == 0.0 and query.device.type == "cpu" and not torch.compiler.is_compiling():
-        return _RecomputedNeighbourhoods.apply(query, key, value, window)
     batch, _, seq_len, _ = query.shape
     context = F.scaled_dot_product_attention(
         block_queries(query, window),
         neighbourhoods(key, window),
         neighbourhoods(value, window),
-        attn_mask=window.kernel_mask(batch, torch.bool),
+        attn_mask=window.kernel_mask(batch, query.dtype),
         dropout_p=dropout_p,
     )
     return unblock(context, batch, seq_len)
@@ -162,28 +153,38 @@ def neighbourhoods(keys: torch.Tensor, window: LocalWindow) -> torch.Tensor:
 
 
 def gather(keys: torch.Tensor, block: int, blocks: int) -> torch.Tensor:
-    """`neighbourhoods` without autograd: padding and three shifted concatenated views."""
+    """`neighbourhoods` without autograd, as overlapping views of one padded copy.
+
+    The rows are laid end to end with one block of zeros before and after, so block `i` of the
+    whole batch spans positions `[i * block, (i + 3) * block)`: a single stride per dimension.
+    At a row's first and last block this span reaches into the neighbouring row; those keys are
+    outside the row, masked by the plan, and get exactly zero weight (and zero gradient).
+    """
+    batch, heads, seq_len, head_dim = keys.shape
     rows = keys.transpose(1, 2)  # (batch, seq_len, heads, head_dim)
-    padded = F.pad(rows, (0, 0, 0, 0, block, (blocks + 1) * block - rows.shape[1]))
-    padded = padded.unflatten(1, (blocks + 2, block))
-    spans = torch.cat((padded[:, :-2], padded[:, 1:-1], padded[:, 2:]), dim=2)
-    return spans.flatten(0, 1).transpose(1, 2)
+    if blocks * block != seq_len:
+        rows = F.pad(rows, (0, 0, 0, 0, 0, blocks * block - seq_len))
+    flat = F.pad(rows.reshape(-1, heads, head_dim), (0, 0, 0, 0, block, block))
+    spans = flat.as_strided(
+        (batch * blocks, 3 * block, heads, head_dim),
+        (block * heads * head_dim, heads * head_dim, head_dim, 1),
+    )
+    return spans.transpose(1, 2)
 
 
 def scatter(gradient: torch.Tensor, batch: int, seq_len: int) -> torch.Tensor:
     """The gradient of `gather`: the three slices of each span summed into one buffer (autograd's
     own zero-fills a full-size buffer per slice, then the padding's: a third of a local layer's
     attention time on CPU)."""
-    _, heads, span, head_dim = gradient.shape
+    spans = gradient.transpose(1, 2)  # (batch * blocks, span, heads, head_dim)
+    total, span, heads, head_dim = spans.shape
     block = span // 3
-    spans = gradient.transpose(1, 2).unflatten(0, (batch, -1))  # (batch, blocks, span, heads, d)
-    blocks = spans.shape[1]
-    padded = gradient.new_zeros(batch, blocks + 2, block, heads, head_dim)
-    padded[:, :-2] += spans[:, :, :block]
-    padded[:, 1:-1] += spans[:, :, block : 2 * block]
-    padded[:, 2:] += spans[:, :, 2 * block :]
-    rows = padded.view(batch, (blocks + 2) * block, heads, head_dim)
-    return rows[:, block : block + seq_len].transpose(1, 2)
+    padded = gradient.new_zeros(total + 2, block, heads, head_dim)
+    padded[:-2] += spans[:, :block]
+    padded[1:-1] += spans[:, block : 2 * block]
+    padded[2:] += spans[:, 2 * block :]
+    rows = padded[1:-1].view(batch, -1, heads, head_dim)
+    return rows[:, :seq_len].transpose(1, 2)
 
 
 class _Neighbourhoods(torch.autograd.Function):
@@ -201,56 +202,3 @@ class _Neighbourhoods(torch.autograd.Function):
         ctx: Any, gradient: torch.Tensor
     ) -> tuple[torch.Tensor, None, None]:
         return scatter(gradient, ctx.batch, ctx.seq_len), None, None
-
-
-class _RecomputedNeighbourhoods(torch.autograd.Function):
-    """Blocked attention through the fused CPU kernel, keeping for backward the keys and values
-    (one copy each) instead of their three-block neighbourhoods (three copies each), which
-    backward gathers again. The kernel's own backward gets exactly what autograd would pass it."""
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: Any,
-        query: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        window: LocalWindow,
-    ) -> torch.Tensor:
-        batch = query.shape[0]
-        queries = block_queries(query, window)
-        mask = window.kernel_mask(batch, query.dtype)
-        context, log_sum_exp = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            queries,
-            gather(key, window.block, window.blocks),
-            gather(value, window.block, window.blocks),
-            attn_mask=mask,
-        )
-        ctx.save_for_backward(query, key, value, context, log_sum_exp, mask)
-        ctx.window = window
-        return unblock(context, batch, window.seq_len)
-
-    @staticmethod
-    def backward(  # type: ignore[override]
-        ctx: Any, gradient: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
-        query, key, value, context, log_sum_exp, mask = ctx.saved_tensors
-        window, batch = ctx.window, key.shape[0]
-        grad_query, grad_keys, grad_values = (
-            torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-                block_queries(gradient, window),
-                block_queries(query, window),
-                gather(key, window.block, window.blocks),
-                gather(value, window.block, window.blocks),
-                context,
-                log_sum_exp,
-                0.0,
-                False,
-                attn_mask=mask,
-            )
-        )
-        return (
-            unblock(grad_query, batch, window.seq_len),
-            scatter(grad_keys, batch, window.seq_len),
-            scatter(grad_values, batch, window.seq_len),
-            None,
-        )

@@ -10,14 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
-from lightning_modules.models.local_attention import (
-    LocalWindow,
-    block_queries,
-    local_attention,
-    local_window,
-    neighbourhoods,
-    unblock,
-)
+from lightning_modules.models.local_attention import local_attention, local_window, neighbourhoods
 from lightning_modules.models.taps import tapped
 
 # fp32: masked keys weigh exactly zero in both; only the order of the sums differs.
@@ -116,21 +109,8 @@ def test_attention_maps_of_a_local_layer_keep_to_the_band() -> None:
     torch.testing.assert_close(local_map.sum(-1), torch.ones(2, 4, 16))
 
 
-def autograd_blocked_attention(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: LocalWindow
-) -> torch.Tensor:
-    """The same blocks through SDPA and autograd, which keeps the three-block copies."""
-    context = F.scaled_dot_product_attention(
-        block_queries(query, plan),
-        neighbourhoods(key, plan),
-        neighbourhoods(value, plan),
-        attn_mask=plan.kernel_mask(query.shape[0], torch.bool),
-    )
-    return unblock(context, query.shape[0], plan.seq_len)
-
-
-def saved_bytes(function: Callable[[], torch.Tensor]) -> int:
-    """Bytes of the storages autograd keeps for backward while `function` runs."""
+def saved_storages(function: Callable[[], torch.Tensor]) -> list[int]:
+    """Bytes of each storage autograd keeps for backward while `function` runs."""
     storages: dict[int, int] = {}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
@@ -139,32 +119,20 @@ def saved_bytes(function: Callable[[], torch.Tensor]) -> int:
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         function()
-    return sum(storages.values())
+    return sorted(storages.values())
 
 
-def test_rebuilding_the_neighbourhoods_in_backward_changes_no_output_and_no_gradient() -> None:
-    x = inputs(300)  # 300 tokens: the last block is padded
-    leaves = [x[name].requires_grad_() for name in ("query", "key", "value")]
-    plan = local_window(300, 16, torch.device("cpu"), x["real"], x["documents"])
-    ours, theirs = local_attention(*leaves, plan), autograd_blocked_attention(*leaves, plan)
-    assert torch.equal(ours, theirs)
-    upstream = torch.randn_like(ours)
-    for mine, reference in zip(
-        torch.autograd.grad(ours, leaves, upstream),
-        torch.autograd.grad(theirs, leaves, upstream),
-        strict=True,
-    ):
-        torch.testing.assert_close(mine, reference, atol=1e-6, rtol=1e-6)
-
-
-def test_backward_keeps_the_keys_and_values_once_not_their_three_block_copies() -> None:
+def test_backward_keeps_one_copy_of_the_keys_and_values_not_three() -> None:
     x = inputs(256)
     leaves = [x[name].requires_grad_() for name in ("query", "key", "value")]
     plan = local_window(256, 32, torch.device("cpu"))
-    ours = saved_bytes(lambda: local_attention(*leaves, plan))
-    autograd = saved_bytes(lambda: autograd_blocked_attention(*leaves, plan))
-    # Three copies each of the keys and values, less the one of each kept instead.
-    assert ours <= autograd - 4 * x["key"].nbytes
+    mask = plan.kernel_mask(2, torch.float32)
+    kept = saved_storages(lambda: local_attention(*leaves, plan))
+    kept.remove(mask.nbytes)  # one additive mask, shared by every local layer of a forward
+    # Queries, output, log-sum-exp, and the keys and values each padded by a block at both ends
+    # of the batch; three-block copies would make it 8 key-sized tensors.
+    one_copy = x["key"].nbytes + 2 * plan.block * 3 * 8 * 4
+    assert max(kept) <= one_copy and sum(kept) <= 5 * x["key"].nbytes
 
 
 def test_the_result_is_laid_out_for_merging_heads_without_a_copy() -> None:
@@ -185,19 +153,3 @@ def test_with_attention_dropout_each_query_still_reaches_only_its_band() -> None
     (gradient,) = torch.autograd.grad(context[:, :, 50].sum(), key)
     reached = gradient.abs().sum((0, 1, 3)) > 0
     assert reached.nonzero().flatten().tolist() == list(range(46, 55))
-
-
-def test_bf16_gradients_of_the_recomputing_path_equal_autograds() -> None:
-    x = inputs(200)
-    leaves = [x[name].bfloat16().requires_grad_() for name in ("query", "key", "value")]
-    plan = local_window(200, 16, torch.device("cpu"), x["real"])
-    ours, theirs = local_attention(*leaves, plan), autograd_blocked_attention(*leaves, plan)
-    assert torch.equal(ours, theirs)
-    upstream = torch.randn_like(ours)
-    for mine, reference in zip(
-        torch.autograd.grad(ours, leaves, upstream),
-        torch.autograd.grad(theirs, leaves, upstream),
-        strict=True,
-    ):
-        assert mine.dtype == torch.bfloat16
-        torch.testing.assert_close(mine, reference, atol=1e-2, rtol=1e-2)

@@ -70,7 +70,11 @@ class _GatedDown(torch.autograd.Function):
             grad_weight = rows.t() @ product.reshape(-1, product.shape[-1])
             grad_bias = rows.sum(0).to(ctx.bias_dtype) if ctx.needs_input_grad[2] else None
             gates = projected.chunk(2, dim=-1)[1]
-            grad_value = torch.ops.aten.gelu_backward(grad_product * gates, value)
-            grad_gates = grad_product * activated
-        grad_projected = torch.cat((grad_value, grad_gates), dim=-1).to(projected.dtype)
+            # Both halves written in place into one buffer: no concatenation.
+            grad_projected = torch.empty_like(projected)
+            grad_value, grad_gates = grad_projected.chunk(2, dim=-1)
+            torch.ops.aten.gelu_backward.grad_input(
+                grad_product * gates, value, grad_input=grad_value
+            )
+            torch.mul(grad_product, activated, out=grad_gates)
         return grad_projected, grad_weight.to(weight.dtype), grad_bias

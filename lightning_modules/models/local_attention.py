@@ -54,7 +54,7 @@ class LocalWindow:
         key = (batch, dtype)
         if key not in self._kernel_masks:
             allowed = self.allowed.expand(batch, -1, -1, -1).flatten(0, 1)[:, None]
-            self._kernel_masks[key] = torch.zeros((), dtype=dtype).masked_fill(
+            self._kernel_masks[key] = allowed.new_zeros((), dtype=dtype).masked_fill(
                 ~allowed, float("-inf")
             )
         return self._kernel_masks[key]

@@ -39,7 +39,7 @@ def peak_rss_mb() -> float:
 
 def _child(target: Callable[..., dict[str, Any]], kwargs: dict[str, Any], queue: Any) -> None:
     result = target(**kwargs)
-    result["peak_rss_mb"] = peak_rss_mb()
+    result.setdefault("peak_rss_mb", peak_rss_mb())  # a target may read it before extra work
     # Paths that spread work over processes (num_proc, num_workers): the largest worker's peak.
     result["worker_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     queue.put(result)

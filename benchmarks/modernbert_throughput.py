@@ -5,7 +5,9 @@ local against one global layer alone, so the cost of length shows for each kind 
 Every path trains the same shape (fp32, AdamW) on the same seeded token rows with the same 30%
 masked labels, in its own process (peak RSS is its own; `transformers` is imported by every path,
 so the baselines match). `train_mb` is the growth of RSS over the timed steps (the high-water
-mark is reset after the model and data are built), the memory training itself takes.
+mark is reset after the model and data are built), the memory training itself takes; it
+includes the freed pages glibc keeps in its heap. `allocated_mb` (one more step, see
+`AllocatedPeak`) is the most the tensors take at once, without those pages.
 `transformers` runs as shipped (dense logits) and with `sparse_prediction` (logits at masked
 positions only, as Cloze always does).
 Wall time on a shared machine measures the neighbours too: tokens per CPU-second are reported
@@ -17,14 +19,16 @@ beside it, with the fp32 matmul peak of this run. Ratios only; never read one nu
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from benchmarks.common import in_child_process, markdown_table
+from benchmarks.common import in_child_process, markdown_table, peak_rss_mb
 from benchmarks.step_timer import matmul_peaks
 
 VOCAB = 8000
@@ -33,12 +37,18 @@ PATHS = ("cloze", "cloze_all_global", "transformers", "transformers_sparse")
 
 
 def shape(seq_len: int) -> dict[str, Any]:
-    """modernbert-mini (conf/model/modernbert-mini.yaml) with the benchmark's vocabulary."""
+    """modernbert-mini (conf/model/modernbert-mini.yaml over base.yaml, as Hydra composes them)
+    with the benchmark's vocabulary."""
     import yaml
 
-    preset = yaml.safe_load(Path("conf/model/modernbert-mini.yaml").read_text())
-    preset.pop("name")
-    return {**preset, "vocab_size": VOCAB, "pad_token_id": 0, "max_position_embeddings": seq_len}
+    base, preset = (
+        yaml.safe_load(Path(f"conf/model/{name}.yaml").read_text())
+        for name in ("base", "modernbert-mini")
+    )
+    values = {**base, **preset}
+    for key in ("name", "defaults"):
+        values.pop(key)
+    return {**values, "vocab_size": VOCAB, "pad_token_id": 0, "max_position_embeddings": seq_len}
 
 
 def rows(seq_len: int, tokens_per_step: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,13 +116,64 @@ def run_path(
             wall += time.perf_counter() - started
             cpu += time.process_time() - started_cpu
     tokens = ids.numel() * steps
-    return {
+    result = {
         "tokens_per_s": tokens / wall,
         "tokens_per_cpu_s": tokens / cpu,
         "train_mb": resident_mb("VmHWM") - built_mb,
+        "peak_rss_mb": peak_rss_mb(),  # before the measuring step below adds its own overhead
         "parameters": sum(parameter.numel() for parameter in network.parameters()),
         "loss": loss.item(),
     }
+    with AllocatedPeak() as allocated:
+        loss_of(ids, labels).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return {**result, "allocated_mb": allocated.peak_mb}
+
+
+class _MallInfo(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in [
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        ]
+    ]
+
+
+class AllocatedPeak(TorchDispatchMode):
+    """The most memory allocated at once during one step, over what was allocated before it:
+    glibc's bytes in use (heap chunks plus mmapped blocks, `mallinfo2`) sampled after every op,
+    forward and backward. Unlike RSS it leaves out freed pages glibc keeps in its heap (on this
+    machine, 300-600 MB after a few steps of either library): the memory the tensors take, what a
+    caching allocator on a GPU would report as its peak."""
+
+    def __enter__(self) -> AllocatedPeak:
+        self._mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+        self._mallinfo2.restype = _MallInfo
+        self._start = self._peak = self._in_use()
+        return super().__enter__()
+
+    def _in_use(self) -> int:
+        info = self._mallinfo2()
+        return info.uordblks + info.hblkhd
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        self._peak = max(self._peak, self._in_use())
+        return out
+
+    @property
+    def peak_mb(self) -> float:
+        return (self._peak - self._start) / 1024 / 1024
 
 
 def layer_costs(seq_len: int, tokens: int, repeats: int, threads: int) -> dict:
@@ -196,6 +257,8 @@ def main() -> None:
                     "cpu_speed_vs_hf": result["tokens_per_cpu_s"] / reference["tokens_per_cpu_s"],
                     "peak_vs_hf": result["peak_rss_mb"] / reference["peak_rss_mb"],
                     "train_mb_vs_hf": result["train_mb"] / reference["train_mb"],
+                    "allocated_mb": result["allocated_mb"],
+                    "allocated_vs_hf": result["allocated_mb"] / reference["allocated_mb"],
                     "parameters": result["parameters"],
                 }
             )

@@ -24,6 +24,7 @@ from lightning_modules.models.attention_masks import (
 from lightning_modules.models.dropout import Dropout, dropout
 from lightning_modules.models.feed_forward import GatedFeedForward
 from lightning_modules.models.local_attention import LocalWindow, local_attention, local_window
+from lightning_modules.models.recompute import norms_recomputed
 from lightning_modules.models.rotary import RotaryEmbedding, RotaryTables, apply_rotary
 
 NORM_PLACEMENTS = ("post", "pre")
@@ -210,9 +211,14 @@ class SelfAttention(nn.Module):
     ) -> torch.Tensor:
         batch, seq_len, width = hidden.shape
         qkv = self.qkv(hidden).view(batch, seq_len, 3, self.num_heads, self.head_dim)
-        query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        # Unbinding the projection's own axis: backward stacks the three gradients straight into
+        # the projection's layout (unbinding a permuted copy cost a strided copy of all three).
+        query, key, value = (part.transpose(1, 2) for part in qkv.unbind(2))
         if rotary is not None:
             query, key = apply_rotary(query, rotary), apply_rotary(key, rotary)
+            # Rotated queries and keys are new tensors: a compact copy of the values lets the
+            # projection's output (three times the size) go instead of being kept for backward.
+            value = value.transpose(1, 2).contiguous().transpose(1, 2)
         dropout = self.attention_dropout if self.training else 0.0
         if isinstance(attn_mask, LocalWindow):
             context = local_attention(query, key, value, attn_mask, dropout)
@@ -286,9 +292,11 @@ class EncoderLayer(nn.Module):
         rotary: RotaryTables | None = None,
     ) -> torch.Tensor:
         if self.pre_norm:
-            attended = self.attention(self.attention_norm(hidden), attn_mask, rotary)
-            hidden = hidden + self.dropout(attended)
-            return hidden + self.dropout(self.feed_forward(self.feed_forward_norm(hidden)))
+            with norms_recomputed() as normed:
+                attended = self.attention(normed(self.attention_norm, hidden), attn_mask, rotary)
+                hidden = hidden + self.dropout(attended)
+                normed_hidden = normed(self.feed_forward_norm, hidden)
+                return hidden + self.dropout(self.feed_forward(normed_hidden))
         hidden = self.attention_norm(
             hidden + self.dropout(self.attention(hidden, attn_mask, rotary))
         )
@@ -379,7 +387,6 @@ class BertEncoder(nn.Module):
             masks[LOCAL] = local_window(
                 seq_len,
                 self.config.local_attention,
-                self.config.num_heads,
                 device,
                 None if keys is None else attention_mask,
                 document_ids,

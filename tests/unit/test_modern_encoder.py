@@ -140,3 +140,25 @@ def test_rotary_models_run_past_512_tokens() -> None:
 def test_bad_options_name_their_key(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         EncoderConfig(vocab_size=60, hidden_size=32, num_heads=4, **options)
+
+
+def test_a_compiled_modern_model_computes_and_trains_as_in_eager_mode() -> None:
+    # trainer.compile: dynamo and AOT autograd trace the gated feed-forward's autograd function
+    # and autograd's path of the local layers (aot_eager: the tracing without code generation).
+    torch.manual_seed(0)
+    config = EncoderConfig(
+        **{**MODERN, "vocab_size": 60, "hidden_size": 32, "num_layers": 3, "num_heads": 4},
+        intermediate_size=48,
+    )
+    model = BertForMaskedLM(config)
+    ids = torch.randint(5, 60, (2, 40))
+    labels = torch.where(torch.rand(2, 40) < 0.3, ids, -100)
+    eager = model(ids, labels).loss
+    expected = torch.autograd.grad(eager, list(model.parameters()))
+    model.encoder.compile(backend="aot_eager")
+    compiled = model(ids, labels).loss
+    assert torch.equal(compiled, eager)
+    for ours, theirs in zip(
+        torch.autograd.grad(compiled, list(model.parameters())), expected, strict=True
+    ):
+        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5)

@@ -7,7 +7,8 @@ Here the default generator fills 64-bit words whole (4 elements per draw), each 
 when its 16 bits fall below a threshold, and the kept elements are scaled by the inverse of the
 exact keep probability, so the output's expectation is the input up to the scale's rounding to
 the input's dtype (bf16 at p = 0.1: 1.109375 for 1.1111, as `F.dropout` rounds it). The keep
-probability is `1 - p` rounded to 1/65,536. On other devices `F.dropout` is used: GPUs draw in their fused kernel.
+probability is `1 - p` rounded to 1/65,536. On other devices `F.dropout` is used: GPUs draw in
+their fused kernel.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ install: $(STAMP)
 demo: $(STAMP)  ## the whole pipeline on the embedded default corpus (make demo ARGS="model=bert-mini")
 	$(BIN)/python -m flows $(ARGS)
 
-domain-lift: $(STAMP)  ## Wikipedia -> +PubMed -> NCBI-disease NER vs random init, 5 seeds (~30 min on 2 idle CPUs)
+domain-lift: $(STAMP)  ## Wikipedia -> +PubMed -> NCBI-disease NER vs random init, 10 seeds (~25 min on 2 idle CPUs)
 	$(BIN)/python -m flows.domain_lift $(ARGS)
 
 test: $(STAMP)  ## fast suite: unit tests plus a tiny end-to-end pipeline

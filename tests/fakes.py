@@ -23,6 +23,8 @@ from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.training.trainer import TrainerSettings
 
 if TYPE_CHECKING:
+    import torch
+
     from flows.downstream.recipe import ArmResult
     from lightning_modules.models.encoder import EncoderConfig
     from lightning_modules.models.heads import BertForMaskedLM
@@ -234,6 +236,23 @@ def finetune_outputs(arms: dict[str, ArmResult], **extra: Any) -> dict[str, Any]
         "t.caps": "",
         **extra,
     }
+
+
+def gradient_pairs(
+    ours: torch.Tensor, theirs: torch.Tensor, leaves: Sequence[torch.Tensor]
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The gradients of two outputs with respect to `leaves` under one random upstream gradient,
+    paired leaf by leaf: how a rewritten backward is checked against autograd's."""
+    import torch
+
+    upstream = torch.randn_like(ours)
+    return list(
+        zip(
+            torch.autograd.grad(ours, leaves, upstream),
+            torch.autograd.grad(theirs, leaves, upstream),
+            strict=True,
+        )
+    )
 
 
 def write_results(

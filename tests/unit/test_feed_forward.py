@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from lightning_modules.models.feed_forward import GatedFeedForward
+from tests.fakes import gradient_pairs
 
 
 def reference(block: GatedFeedForward, hidden: torch.Tensor) -> torch.Tensor:
@@ -21,13 +22,7 @@ def test_outputs_and_gradients_equal_autograds_bit_for_bit(bias: bool) -> None:
     hidden = torch.randn(3, 5, 16, requires_grad=True)
     ours, theirs = block(hidden), reference(block, hidden)
     assert torch.equal(ours, theirs)
-    upstream = torch.randn_like(ours)
-    leaves = [hidden, *block.parameters()]
-    for mine, expected in zip(
-        torch.autograd.grad(ours, leaves, upstream),
-        torch.autograd.grad(theirs, leaves, upstream),
-        strict=True,
-    ):
+    for mine, expected in gradient_pairs(ours, theirs, [hidden, *block.parameters()]):
         assert torch.equal(mine, expected)
 
 
@@ -61,12 +56,6 @@ def test_under_bf16_autocast_gradients_match_autograds_in_their_parameters_dtype
     with torch.autocast("cpu", dtype=torch.bfloat16):
         ours, theirs = block(hidden), reference(block, hidden)
     assert ours.dtype == torch.bfloat16 and torch.equal(ours, theirs)
-    upstream = torch.randn_like(ours)
-    leaves = [hidden, *block.parameters()]
-    for mine, expected in zip(
-        torch.autograd.grad(ours, leaves, upstream),
-        torch.autograd.grad(theirs, leaves, upstream),
-        strict=True,
-    ):
+    for mine, expected in gradient_pairs(ours, theirs, [hidden, *block.parameters()]):
         assert mine.dtype == expected.dtype == torch.float32
         torch.testing.assert_close(mine, expected, atol=1e-2, rtol=1e-2)

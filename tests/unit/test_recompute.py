@@ -10,7 +10,7 @@ from torch import nn
 
 from lightning_modules.models.encoder import EncoderConfig, EncoderLayer
 from lightning_modules.models.recompute import norms_recomputed
-from tests.fakes import MODERNBERT_OPTIONS
+from tests.fakes import MODERNBERT_OPTIONS, gradient_pairs
 
 
 def test_the_output_is_freed_when_the_context_closes_and_backward_recomputes_it() -> None:
@@ -41,11 +41,5 @@ def test_a_pre_ln_layer_computes_and_differentiates_bit_for_bit_as_without_recom
     middle = hidden + layer.attention(layer.attention_norm(hidden), None)
     theirs = middle + layer.feed_forward(layer.feed_forward_norm(middle))
     assert torch.equal(ours, theirs)
-    upstream = torch.randn_like(ours)
-    leaves = [hidden, *layer.parameters()]
-    for mine, reference in zip(
-        torch.autograd.grad(ours, leaves, upstream),
-        torch.autograd.grad(theirs, leaves, upstream),
-        strict=True,
-    ):
+    for mine, reference in gradient_pairs(ours, theirs, [hidden, *layer.parameters()]):
         assert torch.equal(mine, reference)

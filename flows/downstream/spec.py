@@ -32,6 +32,8 @@ SPLITS = ("train", "validation", "test")
 ARMS = ("pretrained", "random_init")
 STUDENT_ARM = "student"  # a third arm when the run distilled a student (flows/stages/distill.py)
 # What a task of each kind is compared against besides random init (flows/downstream/baselines.py).
+# Task fields the finetune key holds only when set (TaskSpec.key_record).
+OPT_IN_FIELDS = ("drop_contained_rows",)
 BASELINES = {
     "classification": ("majority", "tfidf_logreg"),
     "token_classification": ("seen_entities",),
@@ -86,6 +88,9 @@ class TaskSpec(Settings):
     hub_name: str | None = None
     hub_config: str | None = None
     min_words: Annotated[int, bounds(ge=1)] = 5
+    # Keep only train rows that are not spans of longer rows (SST: whole sentences, not the
+    # phrases of their parse trees; flows/downstream/contained.py).
+    drop_contained_rows: bool = False
     recipe: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -125,7 +130,18 @@ class TaskSpec(Settings):
             check_labels(self, self.labels)
         if self.format != "pydoc_topics":
             self._check_sources(key)
+        if self.drop_contained_rows and (self.kind != "classification" or self.pair_column):
+            raise ConfigError(
+                f"{key}.drop_contained_rows compares single texts: it applies to classification "
+                "tasks without a pair_column; remove it from this task"
+            )
         return self
+
+    def key_record(self) -> dict[str, Any]:
+        """The spec as the finetune stage's key holds it: an opt-in field that is off stays out,
+        so adding one moves no existing task's key."""
+        off = {name for name in OPT_IN_FIELDS if not getattr(self, name)}
+        return self.model_dump(exclude={"recipe", *off})
 
     def _check_sources(self, key: str) -> None:
         if self.train is None or self.test is None:

@@ -97,7 +97,7 @@ def stage_settings(
         ),
         "specs": {
             spec.name: {
-                **spec.model_dump(exclude={"recipe"}),
+                **spec.key_record(),
                 "recipe": settings.recipe_for(spec).model_dump(exclude=unused_by(spec)),
                 "data": source_fingerprint(spec, data_dir),
             }

@@ -32,6 +32,7 @@ import pytest
 
 from flows.core.artifacts import stage_key
 from flows.core.config import compose_config
+from flows.downstream.spec import TaskSpec
 from flows.pipeline import PipelinePlan
 from flows.stages import distill, finetune, pretrain, tokenizer
 from flows.stages.distill_plan import plan_student
@@ -129,3 +130,12 @@ def test_pooling_keys_classification_tasks_only(tmp_path: Path) -> None:
     cls, mean = recipes("cls"), recipes("mean")
     assert cls["tags"] == mean["tags"]
     assert cls["pairs"] != mean["pairs"]
+
+
+def test_an_opt_in_task_field_keys_the_task_only_when_set() -> None:
+    """Adding `drop_contained_rows` moved no task's key; setting it moves its task's."""
+    task = {"format": "glue", "labels": ["0", "1"], "train": "t.tsv", "test": "t.tsv"}
+    off = TaskSpec(name="t", **task).key_record()
+    assert "drop_contained_rows" not in off
+    assert TaskSpec(name="t", **task, drop_contained_rows=False).key_record() == off
+    assert TaskSpec(name="t", **task, drop_contained_rows=True).key_record() != off

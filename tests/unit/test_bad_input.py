@@ -247,6 +247,18 @@ CONFIG_CASES = [
         r"finetune\.catalog\.pydoc_topics\.recipe: batch_size, classifier_dropout, epochs",
     ),
     (
+        [
+            "finetune.tasks=[ncbi_disease]",
+            "+finetune.catalog.ncbi_disease.drop_contained_rows=true",
+        ],
+        r"finetune\.catalog\.ncbi_disease\.drop_contained_rows compares single texts: it applies "
+        r"to classification tasks without a pair_column; remove it from this task",
+    ),
+    (
+        ["finetune.tasks=[mrpc]", "+finetune.catalog.mrpc.drop_contained_rows=true"],
+        r"finetune\.catalog\.mrpc\.drop_contained_rows compares single texts",
+    ),
+    (
         ["finetune.catalog.pydoc_topics.recipe.learning_rates=[]"],
         r"finetune\.catalog\.pydoc_topics\.recipe\.learning_rates=\[\] must be a non-empty list",
     ),

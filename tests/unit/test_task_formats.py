@@ -95,6 +95,34 @@ def test_a_train_label_missing_from_test_is_reported_not_refused(tmp_path: Path)
     assert data.absent_from_test == ["2", "3"]
 
 
+def test_dropping_contained_rows_keeps_whole_sentences_in_file_order(tmp_path: Path) -> None:
+    """SST labels every phrase of a sentence's parse tree; the option keeps the sentences. A
+    row is contained only as whole words ("art" is not inside "a smart film"), and a repeated
+    text keeps its first row."""
+    rows = [
+        ("fine", 1),
+        ("a smart film , and a fine one", 1),
+        ("art", 0),
+        ("a fine one", 1),
+        ("a dull film", 0),
+        ("a dull film", 1),
+        ("dull", 0),
+    ]
+    text = "sentence\tlabel\n" + "".join(f"{row}\t{label}\n" for row, label in rows)
+    (tmp_path / "t.tsv").write_text(text)
+    spec = TaskSpec(
+        name="t", format="glue", labels=["0", "1"], train="t.tsv", validation="t.tsv",
+        test="t.tsv", drop_contained_rows=True,
+    )  # fmt: skip
+    data = load_task(spec, tmp_path, ALL)
+    assert data.splits["train"] == [
+        TextExample("a smart film , and a fine one", None, 1),
+        TextExample("art", None, 0),
+        TextExample("a dull film", None, 0),
+    ]
+    assert len(data.splits["test"]) == len(rows)  # only the train pool is filtered
+
+
 def test_jsonl_token_classification_reads_token_and_tag_lists(tmp_path: Path) -> None:
     rows = [
         {"tokens": ["fever", "and", "cough"], "tags": ["B-Disease", "O", "B-Disease"]},

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TORCH_VERSION ?= 2.13.0
 ARGS ?=
 
-.PHONY: install demo domain-lift test test-slow lint format docs bench compare ui clean
+.PHONY: install demo domain-lift sst2-lift test test-slow lint format docs bench compare ui clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,9 @@ demo: $(STAMP)  ## the whole pipeline on the embedded default corpus (make demo 
 
 domain-lift: $(STAMP)  ## Wikipedia -> +PubMed -> NCBI-disease NER vs random init, 10 seeds (~25 min on 2 idle CPUs)
 	$(BIN)/python -m flows.domain_lift $(ARGS)
+
+sst2-lift: $(STAMP)  ## Wikipedia -> +SST-2 train text -> SST-2 at 500 labels vs random init, 5 seeds
+	$(BIN)/python -m flows.domain_lift --experiment sst2 $(ARGS)
 
 test: $(STAMP)  ## fast suite: unit tests plus a tiny end-to-end pipeline
 	$(BIN)/python -m pytest -m "not slow" -q

@@ -1,17 +1,21 @@
-"""`python -m flows.domain_lift [OVERRIDE ...]`: the BioBERT effect in miniature, one command.
+"""`python -m flows.domain_lift [--experiment pubmed|sst2] [OVERRIDE ...]`: general pretraining,
+then pretraining continued on the task's own domain, each scored against random init: one command.
 
-Step 1 (`experiment=domain_lift_general`) pretrains on Wikipedia and scores NCBI-disease NER
-from that model and from random init. Step 2 (`experiment=domain_lift_pubmed`) continues step
-1's model on PubMed abstracts with step 1's tokenizer and scores the same task the same way.
-Same seeds, recipe and vocabulary in both steps, so the random-init arms are the same runs and
-the two pretrained arms pair by seed: the domain-over-general lift is a paired interval too.
-Each step is an ordinary pipeline run, cached by the artifact store like any other.
+`pubmed` (the default) is the BioBERT effect in miniature: step 1 (`experiment=domain_lift_general`)
+pretrains on Wikipedia and scores NCBI-disease NER; step 2 (`experiment=domain_lift_pubmed`)
+continues step 1's model on PubMed abstracts with step 1's tokenizer and scores the same task the
+same way. `sst2` is task-adaptive pretraining: step 1 `experiment=sst2_lift` (Wikipedia), step 2
+`experiment=sst2_tapt` (the text of SST-2's train file, labels unread). Same seeds, recipe and
+vocabulary in both steps, so the random-init arms are the same runs and the two pretrained arms
+pair by seed: the adapted-over-general lift is a paired interval too. Each step is an ordinary
+pipeline run, cached by the artifact store like any other.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +29,28 @@ from flows.plan import load_run_config, start_services
 from flows.stages.finetune import ARMS, RESULTS_FILE, FinetuneOutputs
 from flows.tracking.links import run_label
 
-TASK = "ncbi_disease"
-METRIC = "entity_f1"
+
+@dataclass(frozen=True)
+class Adaptation:
+    """A two-step experiment: its two presets, the task both score, and what each step reads."""
+
+    general: str
+    adapted: str
+    task: str
+    metric: str
+    general_text: str
+    adapted_text: str
+
+
+ADAPTATIONS = {
+    "pubmed": Adaptation(
+        "domain_lift_general", "domain_lift_pubmed", "ncbi_disease", "entity_f1", "Wikipedia",
+        "PubMed",
+    ),
+    "sst2": Adaptation(
+        "sst2_lift", "sst2_tapt", "sst2", "accuracy", "Wikipedia", "SST-2 train text"
+    ),
+}  # fmt: skip
 
 
 def run_step(experiment: str, overrides: list[str]) -> tuple[dict[str, Any], float]:
@@ -41,10 +65,10 @@ def run_step(experiment: str, overrides: list[str]) -> tuple[dict[str, Any], flo
     return summary, time.perf_counter() - started
 
 
-def seed_scores(summary: dict[str, Any]) -> dict[str, ArmScores]:
+def seed_scores(summary: dict[str, Any], experiment: Adaptation) -> dict[str, ArmScores]:
     """Per-seed test scores of each arm (the seeds both steps share)."""
     results = Path(summary["stages"]["finetune"]["path"]) / RESULTS_FILE
-    return {arm: read_arm(results, TASK, arm, METRIC) for arm in ARMS}
+    return {arm: read_arm(results, experiment.task, arm, experiment.metric) for arm in ARMS}
 
 
 def lift(better: ArmScores, base: ArmScores, confidence: float) -> str:
@@ -52,9 +76,9 @@ def lift(better: ArmScores, base: ArmScores, confidence: float) -> str:
 
 
 def row(
-    name: str, tokens: str, scores: ArmScores, lifts: str, stage: FinetuneOutputs
+    name: str, tokens: str, scores: ArmScores, lifts: str, stage: FinetuneOutputs, task: str
 ) -> tuple[str, ...]:
-    arm = stage.figures[TASK].arms["random_init" if name == "random init" else "pretrained"]
+    arm = stage.figures[task].arms["random_init" if name == "random init" else "pretrained"]
     return (
         name,
         tokens,
@@ -65,9 +89,12 @@ def row(
     )
 
 
-def render(general: dict[str, Any], domain: dict[str, Any]) -> str:
-    """The table of docs/results/: F1 per model, each lift as a paired t-interval over seeds."""
-    first, second = seed_scores(general), seed_scores(domain)
+def render(
+    general: dict[str, Any], domain: dict[str, Any], experiment: Adaptation = ADAPTATIONS["pubmed"]
+) -> str:
+    """The table of docs/results/: the score per model, each lift a paired t-interval over seeds."""
+    first, second = seed_scores(general, experiment), seed_scores(domain, experiment)
+    task = experiment.task
     fine = FinetuneOutputs.from_manifest(general["stages"]["finetune"])
     fine_domain = FinetuneOutputs.from_manifest(domain["stages"]["finetune"])
     confidence = fine.confidence
@@ -77,27 +104,29 @@ def render(general: dict[str, Any], domain: dict[str, Any]) -> str:
     header = [
         "model",
         "MLM tokens seen",
-        f"NCBI-disease test {METRIC}",
+        f"{task} test {experiment.metric}",
         f"lift over random init; over general [{pct} CI, paired t]",
         "lr",
         "epochs",
     ]
     rows = [
-        row("random init", "0", first["random_init"], "", fine),
+        row("random init", "0", first["random_init"], "", fine, task),
         row(
             "general",
-            f"{general_tokens / 1e6:.2f} M Wikipedia",
+            f"{general_tokens / 1e6:.2f} M {experiment.general_text}",
             first["pretrained"],
             lift(first["pretrained"], first["random_init"], confidence),
             fine,
+            task,
         ),
         row(
             "general + domain",
-            f"+ {domain_tokens / 1e6:.2f} M PubMed",
+            f"+ {domain_tokens / 1e6:.2f} M {experiment.adapted_text}",
             second["pretrained"],
             f"{lift(second['pretrained'], first['random_init'], confidence)}; "
             f"{lift(second['pretrained'], first['pretrained'], confidence)}",
             fine_domain,
+            task,
         ),
     ]
     lines = [markdown_table(header, rows)]
@@ -110,17 +139,31 @@ def render(general: dict[str, Any], domain: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def chosen(argv: list[str]) -> tuple[Adaptation, list[str]]:
+    """`--experiment NAME` (default pubmed) and the overrides after it."""
+    if argv[:1] != ["--experiment"]:
+        return ADAPTATIONS["pubmed"], argv
+    if len(argv) < 2 or argv[1] not in ADAPTATIONS:
+        raise ConfigError(
+            f"--experiment needs one of {', '.join(ADAPTATIONS)} (got "
+            f"{argv[1] if len(argv) > 1 else 'nothing'!r}); e.g. python -m flows.domain_lift "
+            "--experiment sst2"
+        )
+    return ADAPTATIONS[argv[1]], argv[2:]
+
+
 def main(argv: list[str]) -> int:
     """Overrides apply to both steps (e.g. trainer.threads=2 finetune.train_examples=500)."""
     setup_logging()
     try:
-        general, general_seconds = run_step("domain_lift_general", argv)
+        experiment, overrides = chosen(argv)
+        general, general_seconds = run_step(experiment.general, overrides)
         start = general["stages"]["pretrain"]["path"]
         reuse = [f"pretrain.init_from={start}", f"tokenizer.from_artifact={start}"]
-        domain, domain_seconds = run_step("domain_lift_pubmed", reuse + argv)
+        domain, domain_seconds = run_step(experiment.adapted, reuse + overrides)
     except ConfigError as error:
         return fail(error)
-    print(render(general, domain))
+    print(render(general, domain, experiment))
     print(
         f"\nstep 1 (general pretraining + evaluation): {general_seconds / 60:.1f} min; step 2 "
         f"(continued pretraining + evaluation): {domain_seconds / 60:.1f} min; pretraining fit: "

@@ -256,10 +256,14 @@ def gradient_pairs(
 
 
 def write_results(
-    directory: Path, arms: dict[str, dict[int, float]], **sampling: int | None
+    directory: Path,
+    arms: dict[str, dict[int, float]],
+    train_pool: int = 6000,
+    **sampling: int | None,
 ) -> Path:
     """A finetune artifact's results.json for task `t`: each arm's test accuracy per seed, and
-    the recipe's sampling fields (what decides each seed's examples), overridable by name."""
+    what decides each seed's examples: the recipe's sampling fields, overridable by name, and
+    the train pool the labelled sample is drawn from."""
     directory.mkdir(parents=True, exist_ok=True)
     task: dict[str, Any] = {
         arm: {
@@ -273,6 +277,7 @@ def write_results(
         "test_examples": None,
         **sampling,
     }
+    task["caps"] = {"train_examples": {"used": task["recipe"]["train_examples"], "of": train_pool}}
     (directory / "results.json").write_text(json.dumps({"t": task}))
     return directory
 

@@ -30,9 +30,10 @@ FORMAT_BY_SUFFIX = {
     ".json": "jsonl",
     ".ndjson": "jsonl",
     ".csv": "csv",
+    ".tsv": "tsv",
     ".parquet": "parquet",
 }
-FORMATS = ("auto", "txt", "jsonl", "csv", "parquet", "wikiextractor", "pubtator")
+FORMATS = ("auto", "txt", "jsonl", "csv", "tsv", "parquet", "wikiextractor", "pubtator")
 Lines = Iterator[tuple[int, str]]
 
 
@@ -289,6 +290,30 @@ def csv_rows(path: Path, lines: Lines, text_field: str, rules: ReadRules) -> Ite
         ) from error
 
 
+def tsv_rows(path: Path, lines: Lines, text_field: str) -> Iterator[str]:
+    """One document per row of a tab-separated file with a header, split on tabs with no quoting
+    (GLUE's convention: a quote character is text). A labelled task file read this way gives its
+    text without its labels, for pretraining on a task's own domain (docs/guides/corpora.md)."""
+    column = -1
+    for number, line in lines:
+        fields = line.rstrip("\r\n").split("\t")
+        if column < 0:
+            if text_field not in fields:
+                raise CorpusInputError(
+                    f"{path}:{number} has no column {text_field!r} (columns: "
+                    f"{', '.join(fields)}); set corpus.text_field"
+                )
+            column = fields.index(text_field)
+        elif len(fields) > column:
+            if fields[column].strip():
+                yield fields[column]
+        elif line.strip():
+            raise CorpusInputError(
+                f"{path}:{number} has {len(fields)} tab-separated fields, but column "
+                f"{text_field!r} is field {column + 1}: fix or remove the row"
+            )
+
+
 def parquet_rows(path: Path, text_field: str) -> Iterator[str]:
     import pyarrow.parquet as pq
 
@@ -313,6 +338,8 @@ def read_documents(
         yield from jsonl_records(path, lines, text_field)
     elif file_format == "csv":
         yield from csv_rows(path, lines, text_field, rules)
+    elif file_format == "tsv":
+        yield from tsv_rows(path, lines, text_field)
     elif file_format == "wikiextractor":
         yield from wikiextractor_documents(path, lines, rules, stats)
     elif file_format == "pubtator":

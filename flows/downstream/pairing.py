@@ -21,6 +21,8 @@ from flows.downstream.report import paired_interval, std
 
 # Recipe fields that decide which labelled examples a seed draws: arms pair only if they agree.
 SAMPLING_FIELDS = ("train_examples", "validation_examples", "test_examples")
+# So does the pool a limited-label sample is drawn from (another file, or `drop_contained_rows`).
+TRAIN_POOL = "train_pool"
 
 
 @dataclass(frozen=True)
@@ -78,12 +80,13 @@ def read_arm(results: Path, task: str, arm: str, metric: str | None = None) -> A
             f"{results}: {task}/{arm} has no test metric {chosen!r}; it has {metrics}"
         )
     recipe = record.get("recipe", {})
+    pool = record.get("caps", {}).get("train_examples", {}).get("of")
     return ArmScores(
         source=f"{results.parent}:{arm}",
         task=task,
         metric=chosen,
         by_seed={int(run["seed"]): float(run["test"][chosen]) for run in runs},
-        sampling={name: recipe.get(name) for name in SAMPLING_FIELDS},
+        sampling={**{name: recipe.get(name) for name in SAMPLING_FIELDS}, TRAIN_POOL: pool},
     )
 
 
@@ -100,10 +103,15 @@ def paired_difference(better: ArmScores, base: ArmScores, confidence: float) -> 
             f"{sorted(base.by_seed)}; arms pair by seed, so rerun one with the other's "
             "finetune.seeds and seed"
         )
-    for name in SAMPLING_FIELDS:
+    for name in (*SAMPLING_FIELDS, TRAIN_POOL):
         if better.sampling[name] != base.sampling[name]:
+            what = (
+                "the train pool a seed's sample is drawn from"
+                if name == TRAIN_POOL
+                else f"finetune.{name}"
+            )
             raise ConfigError(
-                f"finetune.{name} is {better.sampling[name]} for {better.source} and "
+                f"{what} is {better.sampling[name]} for {better.source} and "
                 f"{base.sampling[name]} for {base.source}: the same seed drew different "
                 "labelled samples, so the arms cannot pair"
             )

@@ -150,6 +150,16 @@ FILE_CASES = [
         r"truncated or not really the format its suffix says",
     ),
     FileCase(
+        "tsv without the column",
+        lambda d: write(d / "a.tsv", f"sentence\tlabel\n{TEXT}\t1\n"),
+        r"a\.tsv:1 has no column 'text' \(columns: sentence, label\); set corpus\.text_field",
+    ),
+    FileCase(
+        "tsv row short of the text column",
+        lambda d: write(d / "a.tsv", f"label\ttext\n1\t{TEXT}\n0\n"),
+        r"a\.tsv:3 has 1 tab-separated fields, but column 'text' is field 2: fix or remove the row",
+    ),
+    FileCase(
         "csv field over the field limit",
         lambda d: write(d / "wide.csv", 'text\n"' + ("x" * 80 + "\n") * 9 + '"\n'),
         r"wide\.csv:\d+ is not readable CSV \(field larger than field limit \(401\)\); a field may "
@@ -750,3 +760,13 @@ def test_bad_arm_pairs(
     filled = [argument.format(a=a, b=b) for argument in arguments]
     assert compare_arms(["--task", "t", *filled]) == 2
     assert capsys.readouterr().err.startswith(message.format(a=a, b=b))
+
+
+@pytest.mark.parametrize("arguments", [["--experiment", "wiki"], ["--experiment"]])
+def test_an_unknown_two_step_experiment_is_refused_before_any_run(
+    capsys: pytest.CaptureFixture[str], arguments: list[str]
+) -> None:
+    from flows.domain_lift import main as domain_lift
+
+    assert domain_lift(arguments) == 2
+    assert capsys.readouterr().err.startswith("error: --experiment needs one of pubmed, sst2 (got")

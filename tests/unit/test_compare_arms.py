@@ -57,8 +57,9 @@ def test_one_seed_gives_a_difference_without_an_interval(tmp_path: Path) -> None
         ((1, 2, 3), {}, "arms pair by seed"),
         (SEEDS, {"train_examples": 1000}, "finetune.train_examples is 500 for"),
         (SEEDS, {"test_examples": 200}, "finetune.test_examples is None for"),
+        (SEEDS, {"train_pool": 60000}, "the train pool a seed's sample is drawn from is 6000 for"),
     ],
-    ids=["other seeds", "other labelled samples", "another test subset"],
+    ids=["other seeds", "other labelled samples", "another test subset", "another train pool"],
 )
 def test_arms_that_were_not_scored_alike_are_refused(
     tmp_path: Path, second_seeds: tuple[int, ...], sampling: dict[str, int], message: str

@@ -59,6 +59,17 @@ def test_csv_and_parquet_read_the_configured_column(tmp_path: Path) -> None:
         read(tmp_path / "a.csv")
 
 
+def test_tsv_reads_the_named_column_split_on_tabs_with_quotes_as_text(tmp_path: Path) -> None:
+    """A labelled GLUE file gives its sentences, not its labels: task-adaptive pretraining."""
+    rows = [f"{DOCS[0]}\t1", '"a quoted" film , with enough words\t0', "", f"{DOCS[1]}\t0"]
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
+    assert read(tmp_path / "train.tsv", text_field="sentence") == [
+        DOCS[0],
+        '"a quoted" film , with enough words',
+        DOCS[1],
+    ]
+
+
 def test_wikiextractor_blocks_drop_titles_and_stub_articles(tmp_path: Path) -> None:
     (tmp_path / "AA").mkdir()
     (tmp_path / "AA" / "wiki_00").write_text(

@@ -163,16 +163,15 @@ def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
         index = LabelIndex(spec, labels)
         read = {split: read_split(spec, split, data_dir, index) for split in SPLITS}
         splits = {split: examples for split, examples in read.items() if examples is not None}
-        if spec.drop_contained_rows:
-            whole = whole_rows(splits["train"])
-            log.info(
-                "task %s: %d of %d train rows are spans of longer rows, dropped "
-                "(drop_contained_rows)",
-                spec.name,
-                len(splits["train"]) - len(whole),
-                len(splits["train"]),
-            )
-            splits["train"] = whole
+    if spec.drop_contained_rows:
+        whole = whole_rows(splits["train"])
+        log.info(
+            "task %s: %d of %d train rows are spans of longer rows, dropped (drop_contained_rows)",
+            spec.name,
+            len(splits["train"]) - len(whole),
+            len(splits["train"]),
+        )
+        splits["train"] = whole
     pools = {}
     if "validation" not in splits:
         shuffled = random.Random(sampling.seed).sample(splits["train"], len(splits["train"]))

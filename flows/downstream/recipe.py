@@ -1,20 +1,22 @@
 """One task, both arms, n seeds: the runs behind a lift that a tuned control cannot erase.
 
 Per arm, the learning rate is chosen on the validation split from `finetune.learning_rates`
-(with the first seed), then the remaining seeds train at that rate. Each run keeps its best
-validation epoch (early stopping with `finetune.patience` under a generous `finetune.epochs`); a run
-whose best epoch is the last allowed may still have been improving and is flagged `capped`; an
-arm whose chosen rate is the lowest or highest of the grid is flagged `grid_edge`. In
-limited-label mode each seed trains on its own labelled sample. Test scores are computed once per
-run, after training, and never steer a choice.
+(mean score over the first `finetune.grid_seeds` seeds, by default the first alone), then the
+remaining seeds train at that rate. Each run keeps its best validation epoch (early stopping with
+`finetune.patience` under a generous `finetune.epochs`); a run whose best epoch is the last
+allowed may still have been improving and is flagged `capped`; an arm whose chosen rate is the
+lowest or highest of the grid is flagged `grid_edge`. In limited-label mode each seed trains on
+its own labelled sample. Test scores are computed once per run, after training, and never steer
+a choice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from statistics import fmean
+from typing import Any, Self
 
 import pytorch_lightning as pl
 import torch
@@ -57,11 +59,28 @@ class RunResult:
 @dataclass
 class ArmResult:
     learning_rate: float
-    grid: dict[str, float]  # learning rate -> validation score of the first seed
+    grid: dict[str, float]  # learning rate -> mean validation score over `grid_seeds` seeds
     runs: list[RunResult] = field(default_factory=list)
     # "lowest" or "highest" when the chosen rate is an end of a grid of two or more rates: the best
     # rate may lie outside the grid. None inside the grid, or for a one-rate grid (no choice).
     grid_edge: str | None = None
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], predictions: list[Any] | None = None) -> Self:
+        """An arm read back from its JSON (`asdict`); `predictions`, one list per run, when the
+        record was stored without them (results.json keeps them in predictions.json)."""
+        runs = record["runs"]
+        if predictions is not None:
+            runs = [
+                {**run, "test_predictions": predicted}
+                for run, predicted in zip(runs, predictions, strict=True)
+            ]
+        return cls(
+            record["learning_rate"],
+            record["grid"],
+            [RunResult(**run) for run in runs],
+            record["grid_edge"],
+        )
 
 
 def grid_edge(chosen: float, grid: list[float]) -> str | None:
@@ -183,17 +202,19 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
 
 
 def evaluate_arm(run: TaskRun, arm: str, seeds: list[int]) -> ArmResult:
-    grid = [train_once(run, arm, rate, seeds[0]) for rate in run.settings.learning_rates]
-    best = max(grid, key=lambda result: result.validation_score)  # the first of equals wins
+    """Each rate of the grid scored on the first `grid_seeds` seeds (mean validation score; the
+    first of equals wins), then the other seeds at the chosen rate."""
+    rates = run.settings.learning_rates
+    tuning = seeds[: run.settings.grid_seeds]
+    grid = [(rate, [train_once(run, arm, rate, seed) for seed in tuning]) for rate in rates]
+    scores = [fmean(result.validation_score for result in runs) for _, runs in grid]
+    best = scores.index(max(scores))
+    chosen, runs = grid[best]
     result = ArmResult(
-        best.learning_rate,
-        {f"{r.learning_rate:g}": r.validation_score for r in grid},
-        [best],
-        grid_edge(best.learning_rate, run.settings.learning_rates),
+        chosen,
+        {f"{rate:g}": score for (rate, _), score in zip(grid, scores, strict=True)},
+        list(runs),
+        grid_edge(chosen, rates),
     )
-    result.runs += [train_once(run, arm, best.learning_rate, seed) for seed in seeds[1:]]
+    result.runs += [train_once(run, arm, chosen, seed) for seed in seeds[len(tuning) :]]
     return result
-
-
-def evaluate_task(run: TaskRun, seeds: list[int]) -> dict[str, ArmResult]:
-    return {arm: evaluate_arm(run, arm, seeds) for arm in run.arms}

@@ -58,6 +58,10 @@ class Recipe(Settings):
     section = "finetune"
     seeds: Annotated[int, bounds(ge=1)] = 3
     learning_rates: Grid = Field(default_factory=lambda: [1e-4, 3e-4, 1e-3])
+    # Seeds each rate of the grid is scored on; the best mean validation score wins. 1 (the first
+    # seed) is cheapest; with few labels one seed's validation score is noisy, and `seeds` scores
+    # the grid on every seed, the chosen rate's runs then being the arm's runs.
+    grid_seeds: Annotated[int, bounds(ge=1)] = 1
     max_length: Annotated[int, bounds(ge=8)] = 128
     epochs: Annotated[int, bounds(ge=1)] = 5
     patience: Annotated[int, bounds(ge=1)] = 2
@@ -74,6 +78,20 @@ class Recipe(Settings):
 
     def sampling(self, seed: int) -> Sampling:
         return Sampling(self.validation_examples, self.test_examples, seed)
+
+    def key_record(self, unused: set[str]) -> dict[str, Any]:
+        """The recipe as a finetune key holds it, less the fields the task's head ignores; an
+        opt-in field left at its default stays out, so adding one moves no existing key."""
+        off = {
+            name
+            for name in OPT_IN_RECIPE_FIELDS
+            if getattr(self, name) == Recipe.model_fields[name].default
+        }
+        return self.model_dump(exclude=unused | off)
+
+
+# Recipe fields the key holds only when set off their default (Recipe.key_record).
+OPT_IN_RECIPE_FIELDS = ("grid_seeds",)
 
 
 RECIPE_FIELDS = tuple(Recipe.model_fields)
@@ -103,7 +121,13 @@ class FinetuneSettings(Recipe):
         checkpoint_fractions(self.checkpoints)
         for spec in self.specs():  # an unknown task or a bad entry fails before any stage runs
             self.baselines_for(spec)
-            self.recipe_for(spec)
+            recipe = self.recipe_for(spec)
+            if recipe.grid_seeds > recipe.seeds:
+                key = recipe_key(spec.name, "grid_seeds", spec.recipe)
+                raise ConfigError(
+                    f"{key}={recipe.grid_seeds} scores the learning-rate grid on more seeds than "
+                    f"task {spec.name} runs ({recipe.seeds}); set it to at most {recipe.seeds}"
+                )
         return self
 
     def recipe_for(self, spec: TaskSpec) -> Recipe:
@@ -172,9 +196,10 @@ def recipe_text(recipe: Recipe, from_task: list[str]) -> str:
         )
         if value is not None
     )
+    scored = f" (chosen on {plural(recipe.grid_seeds, 'seed')})" if recipe.grid_seeds > 1 else ""
     text = (
         f"{plural(recipe.seeds, 'seed')}, learning rates "
-        f"{'/'.join(f'{rate:g}' for rate in recipe.learning_rates)}, at most "
+        f"{'/'.join(f'{rate:g}' for rate in recipe.learning_rates)}{scored}, at most "
         f"{plural(recipe.epochs, 'epoch')} (patience {recipe.patience}), max_length "
         f"{recipe.max_length}, batch {recipe.batch_size}" + (f", at most {caps}" if caps else "")
     )

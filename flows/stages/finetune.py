@@ -27,11 +27,12 @@ from flows.downstream.encoding import encode
 from flows.downstream.figures import TaskFigures
 from flows.downstream.load import TaskData, load_task, source_fingerprint, train_sample
 from flows.downstream.per_class import mean_report, per_class
-from flows.downstream.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_task
+from flows.downstream.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_arm
 from flows.downstream.report import bar_chart, baseline_outputs, markdown_table, task_outputs
 from flows.downstream.settings import RECIPE_FIELDS, FinetuneSettings
 from flows.downstream.spec import ARMS, TaskSpec
 from flows.downstream.speed import inference_tokens_per_second
+from flows.stages.control_arm import CONTROL_ARM, control_arm, control_record
 from flows.stages.tokenizer import load_tokenizer
 from flows.training.settings import TrainerSettings
 from lightning_modules.models.encoder import BertEncoder
@@ -84,6 +85,16 @@ def unused_by(spec: TaskSpec) -> set[str]:
     return {"pooling"} if spec.kind == "token_classification" else set()
 
 
+def task_settings(settings: FinetuneSettings, spec: TaskSpec, data_dir: Path) -> dict[str, Any]:
+    """What changes one task's runs: its spec, its recipe (less what its head ignores) and the
+    content of its data files."""
+    return {
+        **spec.key_record(),
+        "recipe": settings.recipe_for(spec).key_record(unused_by(spec)),
+        "data": source_fingerprint(spec, data_dir),
+    }
+
+
 def stage_settings(
     settings: FinetuneSettings, seed: int, trainer: TrainerSettings
 ) -> dict[str, Any]:
@@ -95,14 +106,7 @@ def stage_settings(
             settings,
             exclude=("log_every_steps", "catalog", "data_dir", "checkpoints", *RECIPE_FIELDS),
         ),
-        "specs": {
-            spec.name: {
-                **spec.key_record(),
-                "recipe": settings.recipe_for(spec).model_dump(exclude=unused_by(spec)),
-                "data": source_fingerprint(spec, data_dir),
-            }
-            for spec in settings.specs()
-        },
+        "specs": {spec.name: task_settings(settings, spec, data_dir) for spec in settings.specs()},
         "seed": seed,
         "precision": trainer.precision,
         "grad_clip": trainer.grad_clip,
@@ -281,7 +285,19 @@ def finetune(
                 student_dir,
             )
             baselines = run_baselines(data, settings, seeds)
-            arms = evaluate_task(task_run, seeds)
+            control = control_record(
+                task_settings(settings, spec, settings.resolved_data_dir()),
+                seed,
+                trainer_settings,
+                task_run.encoder,
+                tokenizer_ref,
+            )
+            arms = {
+                arm: control_arm(task_run, seeds, control, store)
+                if arm == CONTROL_ARM
+                else evaluate_arm(task_run, arm, seeds)
+                for arm in task_run.arms
+            }
             outputs.update(sizes)
             outputs[f"{spec.name}.recipe"] = settings.recipe_text(spec)
             outputs[f"{spec.name}.recipe_set_by_task"] = ",".join(sorted(spec.recipe))

@@ -19,7 +19,7 @@ from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.settings import ConfigError
 from flows.downstream.curve import CURVE_STAGE, flat_points, plot_curves, point
 from flows.downstream.figures import TaskFigures
-from flows.downstream.recipe import ArmResult, LoggerFactory, RunResult, evaluate_arm
+from flows.downstream.recipe import ArmResult, LoggerFactory, evaluate_arm
 from flows.downstream.report import task_outputs
 from flows.downstream.settings import FinetuneSettings
 from flows.stages.finetune import (
@@ -58,15 +58,10 @@ def control_arms(finetune_ref: ArtifactRef) -> dict[str, ArmResult]:
     """Each task's random-init arm of the finetune stage, with its test predictions."""
     results = json.loads((finetune_ref.path / RESULTS_FILE).read_text())
     predictions = json.loads((finetune_ref.path / PREDICTIONS_FILE).read_text())
-    arms = {}
-    for task, record in results.items():
-        arm = record["random_init"]
-        runs = [
-            RunResult(**run, test_predictions=predicted)
-            for run, predicted in zip(arm["runs"], predictions[task]["random_init"], strict=True)
-        ]
-        arms[task] = ArmResult(arm["learning_rate"], arm["grid"], runs, arm["grid_edge"])
-    return arms
+    return {
+        task: ArmResult.from_record(record["random_init"], predictions[task]["random_init"])
+        for task, record in results.items()
+    }
 
 
 def evaluate_checkpoint(

@@ -269,6 +269,11 @@ CONFIG_CASES = [
         r"finetune\.catalog\.mrpc\.drop_contained_rows compares single texts",
     ),
     (
+        ["finetune.grid_seeds=6"],
+        r"finetune\.grid_seeds=6 scores the learning-rate grid on more seeds than task "
+        r"pydoc_topics runs \(5\); set it to at most 5",
+    ),
+    (
         ["finetune.catalog.pydoc_topics.recipe.learning_rates=[]"],
         r"finetune\.catalog\.pydoc_topics\.recipe\.learning_rates=\[\] must be a non-empty list",
     ),

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import random
+from statistics import fmean
+from types import SimpleNamespace
+from typing import cast
 
 import numpy as np
 import pytest
 
+from flows.downstream import recipe
 from flows.downstream.baselines import C_GRID, evaluate_baselines, seen_entities
 from flows.downstream.bootstrap import bootstrap_lift, example_statistics, metric_from_totals
 from flows.downstream.encoding import score
 from flows.downstream.load import train_sample
 from flows.downstream.readers import TaggedSentence, TextExample
+from flows.downstream.recipe import RunResult, TaskRun
+from flows.downstream.settings import Recipe
 from flows.downstream.spec import TaskSpec
 
 NER_LABELS = ["O", "B-Disease", "I-Disease", "B-Chemical", "I-Chemical"]
@@ -119,3 +125,32 @@ def test_seen_entities_tags_train_entity_strings_longest_first() -> None:
         "I-Disease",
         "B-Chemical",
     ]
+
+
+# Validation score of each (learning rate, seed): 1e-3 wins on seed 0 alone, 3e-4 on the mean.
+NOISY_GRID = {
+    (3e-4, 0): 0.70, (3e-4, 1): 0.72, (3e-4, 2): 0.71,
+    (1e-3, 0): 0.74, (1e-3, 1): 0.60, (1e-3, 2): 0.62,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("grid_seeds", "chosen", "trained"), [(1, 1e-3, 4), (3, 3e-4, 6)])
+def test_the_grid_is_scored_on_the_mean_of_grid_seeds_and_no_run_is_trained_twice(
+    monkeypatch: pytest.MonkeyPatch, grid_seeds: int, chosen: float, trained: int
+) -> None:
+    """Fine-tuning itself is replaced by the table above: this is the choice, not the training."""
+    calls: list[tuple[float, int]] = []
+
+    def scored(run: TaskRun, arm: str, rate: float, seed: int) -> RunResult:
+        calls.append((rate, seed))
+        return RunResult(arm, rate, seed, NOISY_GRID[rate, seed], 1, False, {}, [])
+
+    monkeypatch.setattr(recipe, "train_once", scored)
+    settings = Recipe(seeds=3, learning_rates=[3e-4, 1e-3], grid_seeds=grid_seeds)
+    arm = recipe.evaluate_arm(cast(TaskRun, SimpleNamespace(settings=settings)), "x", [0, 1, 2])
+    assert arm.learning_rate == chosen and len(calls) == trained
+    assert [run.seed for run in arm.runs] == [0, 1, 2]
+    assert {run.learning_rate for run in arm.runs} == {chosen}
+    assert arm.grid["0.0003"] == pytest.approx(
+        fmean(NOISY_GRID[3e-4, s] for s in range(grid_seeds))
+    )

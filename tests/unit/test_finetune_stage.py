@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from flows.stages.finetune import FinetuneOutputs, FinetuneSettings, finetune, stage_settings
+from flows.core.artifacts import ArtifactStore, stage_key
+from flows.stages.control_arm import CONTROL_STAGE, control_record
+from flows.stages.finetune import (
+    FinetuneOutputs,
+    FinetuneSettings,
+    finetune,
+    stage_settings,
+    task_settings,
+)
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
+from lightning_modules.models.serialization import load_encoder_config
 from tests.fakes import TASK_WORDS, TINY_ENCODER, WordShards
 from tests.fakes import TINY_TRAINER as TRAINER
 
@@ -217,3 +227,53 @@ def test_relations_marked_in_the_text_run_as_plain_classification(
     assert results["relations"]["labels"]["names"] == ["CAUSES", "TREATS"]
     assert set(results["relations"]["pretrained"]["per_class"]) == {"CAUSES", "TREATS"}
     assert 0 <= ref.outputs["relations.pretrained_macro_f1_mean"] <= 1
+
+
+def control_artifacts(store: ArtifactStore) -> set[str]:
+    return {path.name for path in (store.root / CONTROL_STAGE).iterdir()}
+
+
+def test_another_encoder_of_the_same_shape_reuses_the_random_init_runs(
+    evaluated: Any, word_shards: WordShards
+) -> None:
+    """Random init reads nothing of pretraining but the shape and vocabulary: a second
+    pretrained model (here another seed; in flows.domain_lift the domain-continued one) is
+    scored against the same control runs, fitted once."""
+    settings, ref, (_, tokenizer, store) = evaluated
+    other = pretrain(
+        PretrainSettings(TINY_ENCODER, ObjectiveSettings(), TRAINER, 1),
+        word_shards.shards,
+        tokenizer,
+        store,
+    )
+    before = control_artifacts(store)
+    second = finetune(settings, 5, TRAINER, other, tokenizer, store)
+    assert second.key != ref.key and control_artifacts(store) == before
+    first, again = (json.loads((r.path / "results.json").read_text()) for r in (ref, second))
+    for task in ("pairs", "tags"):
+        assert again[task]["random_init"] == first[task]["random_init"]
+
+
+def test_the_control_key_follows_the_shape_and_vocabulary_not_the_weights(
+    evaluated: Any,
+) -> None:
+    settings, _, (pretrained, tokenizer, _) = evaluated
+    spec = settings.specs()[0]
+    task = task_settings(settings, spec, settings.resolved_data_dir())
+    encoder = load_encoder_config(pretrained.path)
+
+    def key(**changes: Any) -> str:
+        record = control_record(
+            changes.get("task", task),
+            changes.get("seed", 5),
+            TRAINER,
+            replace(encoder, **changes.get("shape", {})),
+            changes.get("tokenizer", tokenizer),
+        )
+        return stage_key(CONTROL_STAGE, 1, record["settings"], record["inputs"])
+
+    assert key() == key(shape={})
+    assert key(shape={"hidden_size": 64}) != key()
+    assert key(seed=6) != key()
+    assert key(tokenizer=replace(tokenizer, key="another")) != key()
+    assert key(task={**task, "recipe": {**task["recipe"], "seeds": 3}}) != key()

@@ -53,6 +53,9 @@ def test_the_stage_key_holds_each_task_s_recipe_not_fields_no_task_uses() -> Non
     assert key_settings("finetune.epochs=7") == base  # the demo task sets its own epochs
     assert key_settings("finetune.seeds=2") != base
     assert key_settings("finetune.catalog.pydoc_topics.recipe.patience=4") != base
+    # grid_seeds enters the key only off its default: adding it moved no existing key
+    assert key_settings("finetune.grid_seeds=1") == base
+    assert key_settings("finetune.grid_seeds=3") != base
 
 
 def test_cfg_ends_with_the_recipe_each_task_runs_on(capsys: pytest.CaptureFixture[str]) -> None:

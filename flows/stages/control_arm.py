@@ -1,0 +1,69 @@
+"""A task's random-init arm as its own artifact, shared by every encoder of the same shape.
+
+Random init reads nothing of pretraining but the encoder's shape and the vocabulary: its runs
+depend on the task (spec, recipe, data), the seeds, the tokenizer and the architecture, and on
+nothing the pretrained weights hold. Keyed by exactly those, one arm serves every encoder it can
+control: `flows.domain_lift`'s general and domain-continued models, a scheduled re-pretraining on
+new data, a recipe sweep. Each is then fitted once per store instead of once per pretraining run,
+and two lifts against it pair by seed with the very same control runs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
+from flows.downstream.recipe import ArmResult, TaskRun, evaluate_arm
+from flows.training.settings import TrainerSettings
+from lightning_modules.models.encoder import EncoderConfig
+
+CONTROL_STAGE = "finetune_control"
+VERSION = 1
+CONTROL_ARM = "random_init"
+ARM_FILE = "arm.json"  # the ArmResult, every run's test predictions included (bootstrap input)
+
+
+def control_record(
+    task: dict[str, Any],
+    seed: int,
+    trainer: TrainerSettings,
+    encoder: EncoderConfig,
+    tokenizer_ref: ArtifactRef,
+) -> dict[str, Any]:
+    """What the control's runs depend on: `task` is the task's part of the finetune key."""
+    return {
+        "settings": {
+            "task": task,
+            "seed": seed,
+            "precision": trainer.precision,
+            "grad_clip": trainer.grad_clip,
+            "encoder": asdict(encoder),
+        },
+        "inputs": {"tokenizer": tokenizer_ref.key},
+    }
+
+
+def read_control(ref: ArtifactRef) -> ArmResult:
+    return ArmResult.from_record(json.loads((ref.path / ARM_FILE).read_text()))
+
+
+def control_arm(
+    task_run: TaskRun,
+    seeds: list[int],
+    record: dict[str, Any],
+    store: ArtifactStore,
+) -> ArmResult:
+    """The random-init arm of `task_run` over `seeds`, fitted only when no run of the same
+    `record` (control_record) has published it."""
+    key = stage_key(CONTROL_STAGE, VERSION, record["settings"], record["inputs"])
+
+    def build(directory: Path) -> dict[str, Any]:
+        run = replace(task_run, work_dir=store.work_dir(CONTROL_STAGE, key))
+        arm = evaluate_arm(run, CONTROL_ARM, seeds)
+        (directory / ARM_FILE).write_text(json.dumps(asdict(arm)))
+        return {"task": task_run.spec.name, "learning_rate": arm.learning_rate}
+
+    return read_control(store.get_or_build(CONTROL_STAGE, key, build, record))

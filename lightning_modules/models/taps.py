@@ -19,6 +19,7 @@ from torch import nn
 
 from lightning_modules.models.encoder import AttentionMask, BertEncoder, SelfAttention
 from lightning_modules.models.local_attention import LocalWindow
+from lightning_modules.models.rotary import RotaryTables, apply_rotary
 
 
 @dataclass
@@ -26,26 +27,34 @@ class Tapped:
     """What one forward produced: `hidden[0]` is the embedding output, `hidden[i]` layer i's."""
 
     hidden: list[torch.Tensor] = field(default_factory=list)
-    attention_inputs: list[tuple[SelfAttention, torch.Tensor, AttentionMask]] = field(
-        default_factory=list
-    )
+    attention_inputs: list[AttentionInput] = field(default_factory=list)
 
     def attention(self, layer: int) -> torch.Tensor:
         """Layer `layer`'s (0-based) attention probabilities, `(batch, heads, query, key)`."""
-        block, hidden, mask = self.attention_inputs[layer]
-        return attention_probabilities(block, hidden, mask)
+        return attention_probabilities(self.attention_inputs[layer])
 
 
-def attention_probabilities(
-    block: SelfAttention, hidden: torch.Tensor, mask: AttentionMask
-) -> torch.Tensor:
-    """softmax(QK^T / sqrt(d)) as `F.scaled_dot_product_attention` computes it inside (a
-    sliding-window layer's plan as its dense mask)."""
+@dataclass(frozen=True)
+class AttentionInput:
+    """What one attention block was called with: enough to recompute its probabilities."""
+
+    block: SelfAttention
+    hidden: torch.Tensor
+    mask: AttentionMask
+    rotary: RotaryTables | None  # the rotary tables its queries and keys were rotated by
+
+
+def attention_probabilities(called: AttentionInput) -> torch.Tensor:
+    """softmax(QK^T / sqrt(d)) as `F.scaled_dot_product_attention` computes it inside, with the
+    block's rotary positions applied (a sliding-window layer's plan as its dense mask)."""
+    block, hidden, mask = called.block, called.hidden, called.mask
     if isinstance(mask, LocalWindow):
         mask = mask.dense()
     batch, seq_len, _ = hidden.shape
     qkv = block.qkv(hidden).view(batch, seq_len, 3, block.num_heads, block.head_dim)
     query, key, _ = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+    if called.rotary is not None:
+        query, key = apply_rotary(query, called.rotary), apply_rotary(key, called.rotary)
     scores = query @ key.transpose(-1, -2) / math.sqrt(block.head_dim)
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
@@ -69,7 +78,8 @@ def tapped(encoder: BertEncoder, attention: bool = False) -> Iterator[Tapped]:
             block = cast(SelfAttention, layer.attention)
 
             def keep_input(module: nn.Module, inputs: Any, block: SelfAttention = block) -> None:
-                record.attention_inputs.append((block, inputs[0], inputs[1]))
+                rotary = inputs[2] if len(inputs) > 2 else None
+                record.attention_inputs.append(AttentionInput(block, inputs[0], inputs[1], rotary))
 
             handles.append(block.register_forward_pre_hook(keep_input))
 

@@ -45,10 +45,14 @@ def batch(seed: int = 0, size: int = 8, length: int = 16) -> dict[str, torch.Ten
     return {"input_ids": masked, "labels": labels, "attention_mask": torch.ones_like(ids)}
 
 
-@pytest.mark.parametrize("norm", ["post", "pre"])
-def test_taps_see_every_layer_and_the_attention_the_fused_kernel_applied(norm: str) -> None:
+@pytest.mark.parametrize(
+    ("norm", "positions"), [("post", "absolute"), ("pre", "absolute"), ("pre", "rotary")]
+)
+def test_taps_see_every_layer_and_the_attention_the_fused_kernel_applied(
+    norm: str, positions: str
+) -> None:
     torch.manual_seed(0)
-    network = model(3, norm_placement=norm)
+    network = model(3, norm_placement=norm, position_embedding=positions)
     ids = batch()["input_ids"]
     mask = torch.ones_like(ids)
     mask[:, -4:] = 0  # padding: the recomputed attention must honour the mask
@@ -56,14 +60,16 @@ def test_taps_see_every_layer_and_the_attention_the_fused_kernel_applied(norm: s
         output = network.encoder(ids, mask)
     assert len(taps.hidden) == 4  # embeddings + 3 layers
     assert torch.equal(taps.hidden[-1], output)
-    block, hidden, attn_mask = taps.attention_inputs[1]
+    called = taps.attention_inputs[1]
+    block, hidden = called.block, called.hidden
+    assert (called.rotary is not None) == (positions == "rotary")
     probabilities = taps.attention(1)
     assert torch.allclose(probabilities.sum(-1), torch.ones(()))
     assert float(probabilities[..., -4:].max().detach()) == 0.0
     b, s, _ = hidden.shape
     value = block.qkv(hidden).view(b, s, 3, block.num_heads, block.head_dim)[:, :, 2]
     context = (probabilities @ value.transpose(1, 2)).transpose(1, 2).reshape(b, s, -1)
-    assert torch.allclose(block.out(context), block(hidden, attn_mask), atol=1e-5)
+    assert torch.allclose(block.out(context), block(hidden, called.mask, called.rotary), atol=1e-5)
 
 
 def test_a_student_of_the_teachers_shape_starts_from_every_other_layer() -> None:

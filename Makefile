@@ -20,7 +20,7 @@ install: $(STAMP)
 demo: $(STAMP)  ## the whole pipeline on the embedded default corpus (make demo ARGS="model=bert-mini")
 	$(BIN)/python -m flows $(ARGS)
 
-domain-lift: $(STAMP)  ## Wikipedia -> +PubMed -> NCBI-disease NER vs random init, 10 seeds (25-36 min on 2 idle CPUs)
+domain-lift: $(STAMP)  ## Wikipedia -> +PubMed -> NCBI-disease NER vs random init, 10 seeds (27 min on 2 idle CPUs)
 	$(BIN)/python -m flows.domain_lift $(ARGS)
 
 sst2-lift: $(STAMP)  ## Wikipedia -> +SST-2 train text -> SST-2 at 500 labels vs random init, 5 seeds

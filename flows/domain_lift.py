@@ -4,12 +4,12 @@ then pretraining continued on the task's own domain, each scored against random 
 `pubmed` (the default) is the BioBERT effect in miniature: step 1 (`experiment=domain_lift_general`)
 pretrains on Wikipedia and scores NCBI-disease NER; step 2 (`experiment=domain_lift_pubmed`)
 continues step 1's model on PubMed abstracts with step 1's tokenizer and scores the same task the
-same way. `sst2` is task-adaptive pretraining: step 1
-`experiment=sst2_lift` (Wikipedia), step 2 `experiment=sst2_tapt` (the text of SST-2's train file,
-labels unread). Same seeds, recipe, shape and vocabulary in both steps, so step 2 reuses step 1's
-random-init arm (one `finetune_control` artifact, fitted once) and the two pretrained arms pair by
-seed: the adapted-over-general lift is a paired interval too. Each step is an ordinary pipeline
-run, cached by the artifact store like any other.
+same way. `sst2` is task-adaptive pretraining: step 1 `experiment=sst2_lift` (Wikipedia), step 2
+`experiment=sst2_tapt` (the text of SST-2's train file, labels unread). Same seeds, recipe, shape
+and vocabulary in both steps, so step 2 reuses step 1's random-init arm (one `finetune_control`
+artifact, fitted once) and the two pretrained arms pair by seed: the adapted-over-general lift is
+a paired interval too. Each step is an ordinary pipeline run, cached by the artifact store like
+any other.
 """
 
 from __future__ import annotations

@@ -264,6 +264,7 @@ def finetune(
     if student_ref is not None:  # absent otherwise, so earlier artifacts keep their keys
         record["inputs"]["student"] = student_ref.key
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
+    task_keys = record["settings"]["specs"]  # each task's part of the key: its control's too
     student_dir = None if student_ref is None else student_ref.path
 
     def build(directory: Path) -> dict[str, Any]:
@@ -286,11 +287,7 @@ def finetune(
             )
             baselines = run_baselines(data, settings, seeds)
             control = control_record(
-                task_settings(settings, spec, settings.resolved_data_dir()),
-                seed,
-                trainer_settings,
-                task_run.encoder,
-                tokenizer_ref,
+                task_keys[spec.name], seed, trainer_settings, task_run.encoder, tokenizer_ref
             )
             arms = {
                 arm: control_arm(task_run, seeds, control, store)

@@ -13,7 +13,7 @@ a choice.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from statistics import fmean
 from typing import Any, Self
@@ -141,6 +141,10 @@ def build_model(run: TaskRun, arm: str) -> nn.Module:
     student = arm == STUDENT_ARM
     config = run.student_encoder if student else run.encoder
     assert config is not None
+    if settings.encoder_dropout is not None:
+        config = replace(
+            config, dropout=settings.encoder_dropout, attention_dropout=settings.encoder_dropout
+        )
     model: EncoderClassifier = (
         BertForTokenClassification(config, len(run.labels), settings.classifier_dropout)
         if run.spec.kind == "token_classification"

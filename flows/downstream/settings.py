@@ -69,6 +69,10 @@ class Recipe(Settings):
     weight_decay: Annotated[Number, bounds(ge=0)] = 0.01
     warmup_ratio: Annotated[Number, bounds(ge=0, lt=1)] = 0.1
     classifier_dropout: Annotated[Number, bounds(ge=0, lt=1)] = 0.1
+    # Dropout inside the encoder while fine-tuning (hidden and attention); None keeps the
+    # pretrained model's own (model.dropout, 0 in the small-budget recipe). Cramming pretrains
+    # without dropout and fine-tunes with it: a few hundred labels overfit an encoder without.
+    encoder_dropout: Annotated[Number, bounds(ge=0, lt=1)] | None = None
     # What a classification task's head reads: BERT's [CLS] vector, or the mean over the
     # sentence's tokens (MLM never trains [CLS]; see lightning_modules/models/heads.py).
     pooling: Annotated[Literal["cls", "mean"], one_of(POOLINGS)] = "cls"
@@ -91,7 +95,7 @@ class Recipe(Settings):
 
 
 # Recipe fields the key holds only when set off their default (Recipe.key_record).
-OPT_IN_RECIPE_FIELDS = ("grid_seeds",)
+OPT_IN_RECIPE_FIELDS = ("grid_seeds", "encoder_dropout")
 
 
 RECIPE_FIELDS = tuple(Recipe.model_fields)
@@ -201,7 +205,13 @@ def recipe_text(recipe: Recipe, from_task: list[str]) -> str:
         f"{plural(recipe.seeds, 'seed')}, learning rates "
         f"{'/'.join(f'{rate:g}' for rate in recipe.learning_rates)}{scored}, at most "
         f"{plural(recipe.epochs, 'epoch')} (patience {recipe.patience}), max_length "
-        f"{recipe.max_length}, batch {recipe.batch_size}" + (f", at most {caps}" if caps else "")
+        f"{recipe.max_length}, batch {recipe.batch_size}"
+        + (
+            f", encoder dropout {recipe.encoder_dropout:g}"
+            if recipe.encoder_dropout is not None
+            else ""
+        )
+        + (f", at most {caps}" if caps else "")
     )
     origin = f"; set by the task: {', '.join(from_task)}" if from_task else ""
     return f"{text}{origin}"

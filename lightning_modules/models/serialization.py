@@ -8,6 +8,7 @@ once, under its first name, and loading restores the rest through the model's ow
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -93,14 +94,19 @@ def load_electra(directory: Path) -> ElectraForPreTraining:
 
 
 def load_encoder_weights(encoder: BertEncoder, directory: Path) -> None:
-    """Copies pretrained encoder weights in place; the config must match exactly.
+    """Copies pretrained encoder weights in place; the config must match, dropout rates aside:
+    they shape no weight, and fine-tuning may set its own (`finetune.encoder_dropout`).
 
     The encoder is the masked LM's `encoder`, or an ELECTRA artifact's `discriminator`.
     """
     expected = load_encoder_config(directory)
-    if expected != encoder.config:
+    config = encoder.config
+    same_rates = replace(
+        expected, dropout=config.dropout, attention_dropout=config.attention_dropout
+    )
+    if same_rates != config:
         raise ValueError(
-            f"pretrained encoder in {directory} was built with {expected}, not {encoder.config}"
+            f"pretrained encoder in {directory} was built with {expected}, not {config}"
         )
     state = read_weights(directory / WEIGHTS_FILE)
     prefix = "discriminator." if (directory / ELECTRA_CONFIG_FILE).is_file() else "encoder."

@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from lightning_modules.data.shard_format import CorruptShardError
 from lightning_modules.export import export_huggingface
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
-from lightning_modules.models.serialization import load_encoder_weights
+from lightning_modules.models.serialization import load_encoder_config, load_encoder_weights
 from tests.fakes import GREEK_LETTERS, greek_text, write_results
 
 TEXT = "a paragraph with comfortably more than five words in it, numbered {}"
@@ -247,6 +247,7 @@ CONFIG_CASES = [
     (["+trainer.max_stepz=5"], r"unknown config key trainer\.max_stepz; valid keys under trainer"),
     (["finetune.seeds=0"], r"finetune\.seeds=0 must be at least 1"),
     (["finetune.pooling=max"], r"finetune\.pooling='max' must be one of \('cls', 'mean'\)"),
+    (["finetune.encoder_dropout=1.0"], r"finetune\.encoder_dropout=1\.0 must be in \[0, 1\)"),
     (
         ["finetune.catalog.pydoc_topics.recipe.epochs=0"],
         r"finetune\.catalog\.pydoc_topics\.recipe\.epochs=0 must be at least 1",
@@ -254,7 +255,8 @@ CONFIG_CASES = [
     (
         ["+finetune.catalog.pydoc_topics.recipe.epoch=3"],
         r"unknown config key finetune\.catalog\.pydoc_topics\.recipe\.epoch; valid keys under "
-        r"finetune\.catalog\.pydoc_topics\.recipe: batch_size, classifier_dropout, epochs",
+        r"finetune\.catalog\.pydoc_topics\.recipe: batch_size, classifier_dropout, "
+        r"encoder_dropout, epochs",
     ),
     (
         [
@@ -414,6 +416,10 @@ def test_an_encoder_of_another_shape_refuses_pretrained_weights(tmp_path: Path, 
     other = BertEncoder(EncoderConfig(vocab_size=100, hidden_size=64, num_layers=1, num_heads=2))
     with pytest.raises(ValueError, match=r"pretrained encoder in .* was built with"):
         load_encoder_weights(other, pretrained.path)
+    # Dropout rates shape no weight: fine-tuning may set its own (finetune.encoder_dropout).
+    rates = {"dropout": 0.3, "attention_dropout": 0.2}
+    saved = load_encoder_config(pretrained.path)
+    load_encoder_weights(BertEncoder(replace(saved, **rates)), pretrained.path)
 
 
 def test_exporting_what_no_rotary_class_can_represent_names_what_the_closest_one_lacks(

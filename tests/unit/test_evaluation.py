@@ -9,6 +9,7 @@ from typing import cast
 
 import numpy as np
 import pytest
+import torch
 
 from flows.downstream import recipe
 from flows.downstream.baselines import C_GRID, evaluate_baselines, seen_entities
@@ -19,6 +20,7 @@ from flows.downstream.readers import TaggedSentence, TextExample
 from flows.downstream.recipe import RunResult, TaskRun
 from flows.downstream.settings import Recipe
 from flows.downstream.spec import TaskSpec
+from lightning_modules.models.encoder import EncoderConfig
 
 NER_LABELS = ["O", "B-Disease", "I-Disease", "B-Chemical", "I-Chemical"]
 
@@ -154,3 +156,25 @@ def test_the_grid_is_scored_on_the_mean_of_grid_seeds_and_no_run_is_trained_twic
     assert arm.grid["0.0003"] == pytest.approx(
         fmean(NOISY_GRID[3e-4, s] for s in range(grid_seeds))
     )
+
+
+@pytest.mark.parametrize(("encoder_dropout", "noisy"), [(None, False), (0.1, True)])
+def test_encoder_dropout_turns_on_dropout_that_pretraining_had_off(
+    encoder_dropout: float | None, noisy: bool
+) -> None:
+    """The small-budget recipe pretrains without dropout; fine-tuning may put it back."""
+    encoder = EncoderConfig(vocab_size=40, dropout=0.0, attention_dropout=0.0)
+    run = SimpleNamespace(
+        settings=Recipe(encoder_dropout=encoder_dropout, classifier_dropout=0.0),
+        encoder=encoder,
+        student_encoder=None,
+        spec=SimpleNamespace(kind="classification"),
+        labels=["a", "b"],
+    )
+    model = recipe.build_model(cast(TaskRun, run), "random_init").train()
+    ids = torch.randint(1, 40, (4, 12))
+    mask = torch.ones_like(ids)
+    torch.manual_seed(0)
+    first = model(ids, mask)
+    assert model.encoder.config.dropout == (encoder_dropout or 0.0)
+    assert (not torch.equal(first, model(ids, mask))) is noisy

@@ -56,6 +56,8 @@ def test_the_stage_key_holds_each_task_s_recipe_not_fields_no_task_uses() -> Non
     # grid_seeds enters the key only off its default: adding it moved no existing key
     assert key_settings("finetune.grid_seeds=1") == base
     assert key_settings("finetune.grid_seeds=3") != base
+    assert key_settings("finetune.encoder_dropout=null") == base
+    assert key_settings("finetune.encoder_dropout=0.1") != base
 
 
 def test_cfg_ends_with_the_recipe_each_task_runs_on(capsys: pytest.CaptureFixture[str]) -> None:

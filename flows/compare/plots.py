@@ -16,6 +16,8 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from flows.downstream.spec import ARMS
+
 Curve = list[tuple[int, float]]
 LOSS_KEYS = ("train/loss", "val/loss")
 
@@ -23,10 +25,9 @@ LOSS_KEYS = ("train/loss", "val/loss")
 # the metric, and an optional statistic over seeds. The pattern, not a fixed list, so new tasks
 # and metrics appear in the chart without a change here.
 ARM_METRIC = re.compile(
-    r"^(?P<group>(?:.+\.)?)(?P<arm>pretrained|random_init)_(?P<metric>.+?)(?:_(?P<stat>mean|std))?$"
+    rf"^(?P<group>(?:.+\.)?)(?P<arm>{'|'.join(ARMS)})_(?P<metric>.+?)(?:_(?P<stat>mean|std))?$"
 )
 LIFT = re.compile(r"^(?P<group>(?:.+\.)?)lift_(?P<metric>.+)$")
-ARMS = ("pretrained", "random_init")
 
 
 @dataclass(frozen=True)

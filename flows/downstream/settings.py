@@ -71,7 +71,7 @@ class Recipe(Settings):
     classifier_dropout: Annotated[Number, bounds(ge=0, lt=1)] = 0.1
     # Dropout inside the encoder while fine-tuning (hidden and attention); None keeps the
     # pretrained model's own (model.dropout, 0 in the small-budget recipe). Cramming pretrains
-    # without dropout and fine-tunes with it: a few hundred labels overfit an encoder without.
+    # without dropout and fine-tunes with it.
     encoder_dropout: Annotated[Number, bounds(ge=0, lt=1)] | None = None
     # What a classification task's head reads: BERT's [CLS] vector, or the mean over the
     # sentence's tokens (MLM never trains [CLS]; see lightning_modules/models/heads.py).
@@ -201,16 +201,14 @@ def recipe_text(recipe: Recipe, from_task: list[str]) -> str:
         if value is not None
     )
     scored = f" (chosen on {plural(recipe.grid_seeds, 'seed')})" if recipe.grid_seeds > 1 else ""
+    dropout = (
+        "" if recipe.encoder_dropout is None else f", encoder dropout {recipe.encoder_dropout:g}"
+    )
     text = (
         f"{plural(recipe.seeds, 'seed')}, learning rates "
         f"{'/'.join(f'{rate:g}' for rate in recipe.learning_rates)}{scored}, at most "
         f"{plural(recipe.epochs, 'epoch')} (patience {recipe.patience}), max_length "
-        f"{recipe.max_length}, batch {recipe.batch_size}"
-        + (
-            f", encoder dropout {recipe.encoder_dropout:g}"
-            if recipe.encoder_dropout is not None
-            else ""
-        )
+        f"{recipe.max_length}, batch {recipe.batch_size}{dropout}"
         + (f", at most {caps}" if caps else "")
     )
     origin = f"; set by the task: {', '.join(from_task)}" if from_task else ""

@@ -8,7 +8,7 @@ import pytest
 from flows.__main__ import main as cli_main
 from flows.core.config import compose_config
 from flows.core.settings import settings_from
-from flows.downstream.settings import FinetuneSettings
+from flows.downstream.settings import FinetuneSettings, Recipe, recipe_text
 from flows.stages.finetune import stage_settings
 from flows.training.trainer import TrainerSettings
 
@@ -71,3 +71,8 @@ def test_cfg_ends_with_the_recipe_each_task_runs_on(capsys: pytest.CaptureFixtur
         "#   agnews: 5 seeds, learning rates 0.0001/0.0003/0.001, at most 20 epochs (patience 3), "
         "max_length 128, batch 32, at most validation_examples 1000",
     ]
+
+
+def test_the_recipe_line_names_encoder_dropout_only_when_fine_tuning_sets_one() -> None:
+    assert "dropout" not in recipe_text(Recipe(), [])
+    assert "batch 32, encoder dropout 0.1," in recipe_text(Recipe(encoder_dropout=0.1), [])

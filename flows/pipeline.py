@@ -21,7 +21,7 @@ from flows.core.config import to_yaml
 from flows.core.paths import RunPaths
 from flows.core.redaction import redact_secrets
 from flows.core.settings import ConfigError
-from flows.corpora import Corpus, open_corpus
+from flows.corpora import Corpus
 from flows.corpora.formats import CorpusInputError
 from flows.plan import PipelinePlan as PipelinePlan  # re-exported: tests and callers use it
 from flows.plan import load_run_config
@@ -335,7 +335,7 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     report_progress_to_prefect()
     run = load_run_config(config)
     plan = PipelinePlan.from_run_config(run)
-    corpus = open_corpus(plan.corpus)  # a missing path or empty glob fails here, before tracking
+    corpus = plan.open_corpus()  # a missing path or empty glob fails here, before tracking
     if until == "finetune":  # deployment runs skip the CLI: task files are checked here too
         plan.finetune.check_task_files(run.seed)
     paths = RunPaths.from_settings(run.paths)

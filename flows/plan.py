@@ -15,7 +15,8 @@ from pydantic import Field, model_validator
 
 from flows.core.paths import PathSettings, RunPaths, configure_services
 from flows.core.settings import ConfigError, Settings, bounds, settings_from
-from flows.corpora import CorpusSettings
+from flows.corpora import Corpus, CorpusSettings, open_corpus
+from flows.corpora.excluded import ExcludedTexts
 from flows.downstream.settings import FinetuneSettings
 from flows.stages.distill_plan import DistillSettings, plan_student
 from flows.stages.objectives import ObjectiveSettings
@@ -64,6 +65,16 @@ class RunConfig(Settings):
         check_sequence_fits(shape, self.shards.seq_len)
         if self.distill is not None:
             self._distill_fits(self.distill, shape)
+        return self
+
+    @model_validator(mode="after")
+    def _excluded_tasks_are_known(self) -> RunConfig:
+        for name in self.corpus.exclude_validation_of:
+            if name not in self.finetune.catalog:
+                raise ConfigError(
+                    f"corpus.exclude_validation_of: {name!r} is not in finetune.catalog (known: "
+                    f"{', '.join(sorted(self.finetune.catalog))}); name a task of the catalog"
+                )
         return self
 
     def _distill_fits(self, distill: DistillSettings, teacher: EncoderConfig) -> None:
@@ -142,6 +153,17 @@ class PipelinePlan:
         return cls(
             run.corpus, run.tokenizer, run.shards, pretrain, run.finetune, run.tracking, distill
         )
+
+    def open_corpus(self, corpus: CorpusSettings | None = None) -> Corpus:
+        """The run's corpus (or `corpus`, a variant of it) without the validation examples of
+        the tasks it names in `exclude_validation_of`, as this run's finetune stage reads them
+        (flows/corpora/excluded.py). A missing path or empty glob fails here."""
+        settings = corpus or self.corpus
+        tasks = settings.exclude_validation_of
+        if not tasks:
+            return open_corpus(settings)
+        texts = self.finetune.validation_texts(tasks, self.pretrain.seed)
+        return open_corpus(settings, ExcludedTexts.of(tasks, texts))
 
 
 def load_run_config(config: dict[str, Any]) -> RunConfig:

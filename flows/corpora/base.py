@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of
 from flows.corpora.cleaning import NORMALIZATIONS, clean_and_count_words, document_identity
+from flows.corpora.excluded import ExcludedTexts
 from flows.corpora.formats import FORMATS, CorpusInputError, ReadRules
 from flows.corpora.stats import CorpusStats
 
@@ -33,6 +34,10 @@ class CorpusSettings(Settings):
     config_name: str | None = None
     split: str = "train"
     exclude_downstream_test: bool = True
+    # finetune.catalog tasks whose validation examples the corpus must not hold: for pretraining
+    # on a task's own train text, out of which its validation split is carved
+    # (flows/corpora/excluded.py). Their texts come from the run's finetune settings and seed.
+    exclude_validation_of: list[str] = Field(default_factory=list)
     normalization: Annotated[str, one_of(NORMALIZATIONS)] = "NFC"
     min_words: Annotated[int, bounds(ge=1)] = 5
     max_chars: Annotated[int, bounds(ge=100)] = 1_000_000
@@ -70,11 +75,13 @@ class RawSource(Protocol):
 
 
 def cleaned_documents(
-    unit: SourceUnit, settings: CorpusSettings, stats: CorpusStats
+    unit: SourceUnit,
+    settings: CorpusSettings,
+    stats: CorpusStats,
+    excluded: ExcludedTexts | None = None,
 ) -> Iterator[str]:
-    """One unit's documents, cleaned and length-filtered but not deduplicated.
-
-    Deduplication needs every earlier unit, so it happens where units meet, in order.
+    """One unit's documents, cleaned, length-filtered and without `excluded` texts, but not
+    deduplicated: deduplication needs every earlier unit, so it happens where units meet.
     """
     normalization, min_words, max_chars = (
         settings.normalization,
@@ -87,6 +94,8 @@ def cleaned_documents(
             stats.dropped_long += 1
         elif words < min_words:
             stats.dropped_short += 1
+        elif excluded is not None and excluded.matches(text):
+            stats.dropped_task_validation += 1
         else:
             yield text
 
@@ -94,12 +103,18 @@ def cleaned_documents(
 class Corpus:
     """Cleaned, exact-deduplicated documents of a source, in the source's stable order."""
 
-    def __init__(self, settings: CorpusSettings, source: RawSource) -> None:
+    def __init__(
+        self, settings: CorpusSettings, source: RawSource, excluded: ExcludedTexts | None = None
+    ) -> None:
         self.settings = settings
         self.source = source
+        self.excluded = excluded
         self.stats = CorpusStats()
 
     def fingerprint(self) -> dict[str, Any]:
+        """The source and the rules; excluded texts only when there are some, so a corpus
+        without them keeps the key it had before they existed."""
+        excluded = {} if self.excluded is None else {"excluded": self.excluded.fingerprint()}
         return {
             "source": self.source.fingerprint(),
             "rules": {
@@ -109,6 +124,7 @@ class Corpus:
                 "max_documents": self.settings.max_documents,
                 "validation_fraction": self.settings.validation_fraction,
             },
+            **excluded,
         }
 
     def units(self) -> list[SourceUnit]:
@@ -123,7 +139,7 @@ class Corpus:
         seen: set[int] = set()
         for unit in self.units():
             taken = 0
-            for text in cleaned_documents(unit, self.settings, stats):
+            for text in cleaned_documents(unit, self.settings, stats, self.excluded):
                 key, _ = document_identity(text, 0.0)
                 if key in seen:
                     stats.dropped_duplicate += 1
@@ -163,6 +179,7 @@ def empty_corpus_error(corpus: Corpus, stats: CorpusStats) -> CorpusInputError:
         f"shorter than corpus.min_words={settings.min_words}": stats.dropped_short,
         f"longer than corpus.max_chars={settings.max_chars}": stats.dropped_long,
         "duplicates": stats.dropped_duplicate,
+        "holding a text of corpus.exclude_validation_of": stats.dropped_task_validation,
         "binary files skipped": stats.binary_files_skipped,
         "undecodable lines skipped": stats.undecodable_lines_skipped,
     }

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-from flows.corpora.base import Corpus, CorpusSettings
+from flows.corpora.base import Corpus, CorpusSettings, RawSource
+from flows.corpora.excluded import ExcludedTexts
 from flows.corpora.file_source import FileSource
 from flows.corpora.hub_source import HubSource
 from flows.corpora.pydoc_source import PydocSource
 
 
-def open_corpus(settings: CorpusSettings) -> Corpus:
-    """The cleaned, deduplicated corpus that `settings` describe."""
+def open_corpus(settings: CorpusSettings, excluded: ExcludedTexts | None = None) -> Corpus:
+    """The cleaned, deduplicated corpus that `settings` describe, less `excluded` texts."""
+    return Corpus(settings, raw_source(settings), excluded)
+
+
+def raw_source(settings: CorpusSettings) -> RawSource:
     if settings.kind == "pydoc":
-        return Corpus(settings, PydocSource(settings.exclude_downstream_test))
+        return PydocSource(settings.exclude_downstream_test)
     if settings.kind == "files":
-        return Corpus(
-            settings,
-            FileSource(settings.paths, settings.format, settings.text_field, settings.read_rules),
-        )
+        return FileSource(settings.paths, settings.format, settings.text_field, settings.read_rules)
     assert settings.name is not None
-    return Corpus(
-        settings,
-        HubSource(settings.name, settings.config_name, settings.split, settings.text_field),
-    )
+    return HubSource(settings.name, settings.config_name, settings.split, settings.text_field)

@@ -15,6 +15,7 @@ class CorpusStats:
     dropped_short: int = 0
     dropped_long: int = 0
     dropped_duplicate: int = 0
+    dropped_task_validation: int = 0  # corpus.exclude_validation_of
     undecodable_lines_skipped: int = 0
     undecodable_lines_replaced: int = 0
     binary_files_skipped: int = 0

@@ -215,6 +215,13 @@ def source_fingerprint(spec: TaskSpec, data_dir: Path) -> dict[str, str | None]:
     return fingerprint
 
 
+def example_texts(example: Example) -> list[str]:
+    """The text an example shows a model: its sentence (and pair), or its words."""
+    if isinstance(example, TaggedSentence):
+        return [" ".join(example.tokens)]
+    return [example.text] if example.pair is None else [example.text, example.pair]
+
+
 def check_tasks(tasks: list[tuple[TaskSpec, Sampling, int]], data_dir: Path) -> None:
     """Every task file opened, parsed and checked (columns, labels, splits, empty texts and words)
     before any stage runs, so a bad one costs seconds, not a pretraining run; then the first row

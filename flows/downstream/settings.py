@@ -16,7 +16,7 @@ from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
-from flows.downstream.load import Sampling, check_tasks
+from flows.downstream.load import Sampling, check_tasks, example_texts, load_task
 from flows.downstream.spec import BASELINES, TaskSpec, default_data_dir, task_specs
 from lightning_modules.models.heads import POOLINGS
 
@@ -169,6 +169,16 @@ class FinetuneSettings(Recipe):
             [(spec, recipe.sampling(seed), recipe.max_length) for spec, recipe in recipes],
             self.resolved_data_dir(),
         )
+
+    def validation_texts(self, names: list[str], seed: int) -> list[str]:
+        """The validation examples' texts of the named catalog tasks, carved and sampled as the
+        finetune stage will at this seed: what `corpus.exclude_validation_of` keeps out."""
+        texts = []
+        for spec in task_specs(self.catalog, names):
+            sampling = self.recipe_for(spec).sampling(seed)
+            validation = load_task(spec, self.resolved_data_dir(), sampling).splits["validation"]
+            texts += [text for example in validation for text in example_texts(example)]
+        return texts
 
     def recipe_text(self, spec: TaskSpec) -> str:
         """One line: the task's recipe, and which fields its catalog entry set."""

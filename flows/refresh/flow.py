@@ -22,7 +22,6 @@ from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore
 from flows.core.paths import RunPaths
 from flows.core.settings import ConfigError, settings_from
 from flows.core.tables import markdown_table
-from flows.corpora import open_corpus
 from flows.corpora.file_source import resolve_paths
 from flows.deploy.entrypoints import compose_run_config, read_form, run_name
 from flows.deploy.form import Experiment, described_by_form
@@ -89,7 +88,7 @@ def refresh_models(
 ) -> dict[str, Any]:
     """Shards the new files, trains the challenger, scores both, moves the aliases."""
     start = starting_point(ctx.tracker, ctx.store, refresh)
-    corpus = open_corpus(ctx.plan.corpus.model_copy(update={"paths": changes.to_train}))
+    corpus = ctx.plan.open_corpus(ctx.plan.corpus.model_copy(update={"paths": changes.to_train}))
     tokenizer = start.tokenizer if start else tokenizer_task(ctx, corpus)
     init_from = str(start.pretrain.path) if start else None
     plan = replace(ctx.plan, pretrain=replace(ctx.plan.pretrain, init_from=init_from))

@@ -23,7 +23,6 @@ from flows.core.logs import setup_logging
 from flows.core.paths import RunPaths
 from flows.core.redaction import redact_secrets
 from flows.core.settings import ConfigError
-from flows.corpora import open_corpus
 from flows.plan import PipelinePlan, load_run_config, start_services
 from flows.stages.pretrain import pretrain
 from flows.stages.shards.stage import build_shards
@@ -36,7 +35,7 @@ log = logging.getLogger("cloze.pretrain_rank")
 
 def prepare(plan: PipelinePlan, store: ArtifactStore) -> tuple[ArtifactRef, ArtifactRef]:
     """The tokenizer and shards artifacts: built once, cache hits for every later caller."""
-    corpus = open_corpus(plan.corpus)
+    corpus = plan.open_corpus()
     tokenizer = train_tokenizer(plan.tokenizer, corpus, store)
     shards = build_shards(plan.shards, corpus, tokenizer, store)
     return tokenizer, shards

@@ -249,6 +249,11 @@ CONFIG_CASES = [
     (["finetune.pooling=max"], r"finetune\.pooling='max' must be one of \('cls', 'mean'\)"),
     (["finetune.encoder_dropout=1.0"], r"finetune\.encoder_dropout=1\.0 must be in \[0, 1\)"),
     (
+        ["corpus.exclude_validation_of=[sst3]"],
+        r"corpus\.exclude_validation_of: 'sst3' is not in finetune\.catalog \(known: bc5cdr, cola, "
+        r".*\); name a task of the catalog",
+    ),
+    (
         ["finetune.catalog.pydoc_topics.recipe.epochs=0"],
         r"finetune\.catalog\.pydoc_topics\.recipe\.epochs=0 must be at least 1",
     ),

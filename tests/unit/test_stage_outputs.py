@@ -46,6 +46,11 @@ def test_shard_outputs_read_and_write_the_flat_manifest() -> None:
     assert outputs.to_manifest() == SHARDS_MANIFEST
 
 
+def test_a_shards_manifest_from_before_a_corpus_count_existed_reads_it_as_zero() -> None:
+    older = {k: v for k, v in SHARDS_MANIFEST.items() if k != "corpus_dropped_task_validation"}
+    assert ShardOutputs.from_manifest(older).corpus.dropped_task_validation == 0
+
+
 def test_pretrain_outputs_keep_the_objectives_metrics_flat() -> None:
     outputs = PretrainOutputs.from_manifest({**PRETRAIN_MANIFEST, "key": "k", "cache_hit": True})
     assert outputs.val_loss == 7.5

@@ -91,7 +91,8 @@ class ShardOutputs(StageOutputs):
 
     @classmethod
     def from_manifest(cls, outputs: Mapping[str, Any]) -> ShardOutputs:
-        counts = {item.name: outputs[f"corpus_{item.name}"] for item in fields(CorpusStats)}
+        # A count added later reads 0 from a manifest written before it existed.
+        counts = {item.name: outputs.get(f"corpus_{item.name}", 0) for item in fields(CorpusStats)}
         return super().from_manifest({**outputs, "corpus": CorpusStats(**counts)})
 
 
@@ -167,6 +168,7 @@ def build_shards(
                 dtype.name,
                 settings.batch_documents,
                 str(store.work_dir(STAGE, key) / "units"),
+                corpus.excluded,
             )
             for index, unit in enumerate(units)
         ]

@@ -28,6 +28,7 @@ from flows.corpora.base import (
     cleaned_documents,
 )
 from flows.corpora.cleaning import document_identity
+from flows.corpora.excluded import ExcludedTexts
 from flows.corpora.stats import CorpusStats
 from flows.stages.shards.prefetch import prefetched
 
@@ -47,6 +48,7 @@ class UnitJob:
     token_dtype: str
     batch_documents: int
     directory: str
+    excluded: ExcludedTexts | None = None
 
     @property
     def output(self) -> Path:
@@ -95,7 +97,8 @@ def unit_batches(jobs: list[UnitJob]) -> Iterator[tuple[UnitJob, CorpusStats, Ba
     for job in jobs:
         stats = CorpusStats()
         fraction = job.corpus.validation_fraction
-        for batch in batched(cleaned_documents(job.unit, job.corpus, stats), job.batch_documents):
+        documents = cleaned_documents(job.unit, job.corpus, stats, job.excluded)
+        for batch in batched(documents, job.batch_documents):
             yield job, stats, (batch, [document_identity(text, fraction) for text in batch])
         yield job, stats, None
 

@@ -2,10 +2,12 @@
 
 Task-adaptive pretraining reads the text of a task's train file, and a task without a validation
 file carves its validation split out of that same file. A model that has read its validation
-sentences may score them higher than unseen ones, so every choice made on that split (learning
-rate, how much task text) would lean towards more task-text pretraining. `corpus.exclude_
-validation_of` drops from the corpus every document that contains a validation text or is
-contained in one, word for word: the sentence itself, and (SST) the phrases of its parse tree.
+sentences may score them higher than unseen ones, and every choice made on that split (learning
+rate, how much task text) would then lean towards task-text pretraining. On SST-2 no such bias
+was measured (docs/results/2026-12-02-sst2-validation-kept-out.md); keeping the text out makes
+the choice clean by construction rather than by luck. `corpus.exclude_validation_of` drops from
+the corpus every document that contains a validation text or is contained in one, word for
+word: the sentence itself, and (SST) the phrases of its parse tree.
 
 Matching is on words, case-folded and NFKC-normalised, so the corpus's own cleaning (whitespace,
 normal form) cannot hide a copy. Both directions search an index by word, not all pairs.

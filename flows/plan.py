@@ -17,7 +17,7 @@ from flows.core.paths import PathSettings, RunPaths, configure_services
 from flows.core.settings import ConfigError, Settings, bounds, settings_from
 from flows.corpora import Corpus, CorpusSettings, open_corpus
 from flows.corpora.excluded import ExcludedTexts
-from flows.downstream.settings import FinetuneSettings
+from flows.downstream.settings import FinetuneSettings, recipe_key
 from flows.stages.distill_plan import DistillSettings, plan_student
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.shards.stage import ShardSettings
@@ -74,6 +74,20 @@ class RunConfig(Settings):
                 raise ConfigError(
                     f"corpus.exclude_validation_of: {name!r} is not in finetune.catalog (known: "
                     f"{', '.join(sorted(self.finetune.catalog))}); name a task of the catalog"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _prompts_have_a_head_to_read(self) -> RunConfig:
+        if self.objective.kind != "electra":
+            return self
+        for spec in self.finetune.specs():
+            if self.finetune.recipe_for(spec).prompt is not None:
+                key = recipe_key(spec.name, "prompt", spec.recipe)
+                raise ConfigError(
+                    f"{key} reads the masked-LM head, but objective={self.objective.name} "
+                    "pretrains ELECTRA, whose discriminator has none; drop the prompt or use "
+                    "objective=mlm"
                 )
         return self
 

@@ -26,6 +26,7 @@ from torch.utils.data import DataLoader
 
 from flows.downstream.encoding import EncodedSplit, pad_batch, score
 from flows.downstream.load import train_sample
+from flows.downstream.prompting import PromptIds
 from flows.downstream.settings import Recipe
 from flows.downstream.spec import ARMS, STUDENT_ARM, TaskSpec
 from flows.training.settings import TrainerSettings
@@ -38,7 +39,8 @@ from lightning_modules.models.heads import (
     BertForTokenClassification,
     EncoderClassifier,
 )
-from lightning_modules.models.serialization import load_encoder_weights
+from lightning_modules.models.prompt_head import PromptClassifier
+from lightning_modules.models.serialization import load_encoder_weights, load_masked_lm_weights
 from lightning_modules.optim import OptimizerSettings
 
 LoggerFactory = Callable[[str, str], Sequence[Logger]]  # (task, run label) -> loggers
@@ -110,6 +112,8 @@ class TaskRun:
     # A third arm: a distilled student (its own shape), evaluated with the same recipe and seeds.
     student_dir: Path | None = None
     student_encoder: EncoderConfig | None = None
+    # Prompt-based fine-tuning (settings.prompt): the mask and label-word ids the head reads.
+    prompt: PromptIds | None = None
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -145,6 +149,12 @@ def build_model(run: TaskRun, arm: str) -> nn.Module:
         config = replace(
             config, dropout=settings.encoder_dropout, attention_dropout=settings.encoder_dropout
         )
+    source = run.student_dir if student else run.pretrained_dir if arm == "pretrained" else None
+    if run.prompt is not None:
+        prompted = PromptClassifier(config, run.prompt.labels, run.prompt.mask)
+        if source is not None:
+            load_masked_lm_weights(prompted.masked_lm, source)
+        return prompted
     model: EncoderClassifier = (
         BertForTokenClassification(config, len(run.labels), settings.classifier_dropout)
         if run.spec.kind == "token_classification"
@@ -152,11 +162,8 @@ def build_model(run: TaskRun, arm: str) -> nn.Module:
             config, len(run.labels), settings.classifier_dropout, settings.pooling
         )
     )
-    if student:
-        assert run.student_dir is not None
-        load_encoder_weights(model.encoder, run.student_dir)
-    elif arm == "pretrained":
-        load_encoder_weights(model.encoder, run.pretrained_dir)
+    if source is not None:
+        load_encoder_weights(model.encoder, source)
     return model
 
 

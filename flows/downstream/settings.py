@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
 from flows.downstream.load import Sampling, check_tasks, example_texts, load_task
+from flows.downstream.prompting import PromptSettings
 from flows.downstream.spec import BASELINES, TaskSpec, default_data_dir, task_specs
 from lightning_modules.models.heads import POOLINGS
 
@@ -76,6 +77,9 @@ class Recipe(Settings):
     # What a classification task's head reads: BERT's [CLS] vector, or the mean over the
     # sentence's tokens (MLM never trains [CLS]; see lightning_modules/models/heads.py).
     pooling: Annotated[Literal["cls", "mean"], one_of(POOLINGS)] = "cls"
+    # Prompt-based fine-tuning (flows/downstream/prompting.py): a classification task read as a
+    # cloze by the MLM head, in both arms. None: the pooled classification head above.
+    prompt: PromptSettings | None = None
     train_examples: Annotated[int, bounds(ge=1)] | None = None
     validation_examples: Annotated[int, bounds(ge=1)] | None = 1000
     test_examples: Annotated[int, bounds(ge=1)] | None = None
@@ -95,7 +99,7 @@ class Recipe(Settings):
 
 
 # Recipe fields the key holds only when set off their default (Recipe.key_record).
-OPT_IN_RECIPE_FIELDS = ("grid_seeds", "encoder_dropout")
+OPT_IN_RECIPE_FIELDS = ("grid_seeds", "encoder_dropout", "prompt")
 
 
 RECIPE_FIELDS = tuple(Recipe.model_fields)
@@ -126,6 +130,12 @@ class FinetuneSettings(Recipe):
         for spec in self.specs():  # an unknown task or a bad entry fails before any stage runs
             self.baselines_for(spec)
             recipe = self.recipe_for(spec)
+            if recipe.prompt is not None and spec.kind != "classification":
+                key = recipe_key(spec.name, "prompt", spec.recipe)
+                raise ConfigError(
+                    f"{key} is set, but task {spec.name} is {spec.kind}: a prompt gives a "
+                    "sentence one label; set it only for classification tasks"
+                )
             if recipe.grid_seeds > recipe.seeds:
                 key = recipe_key(spec.name, "grid_seeds", spec.recipe)
                 raise ConfigError(
@@ -214,11 +224,12 @@ def recipe_text(recipe: Recipe, from_task: list[str]) -> str:
     dropout = (
         "" if recipe.encoder_dropout is None else f", encoder dropout {recipe.encoder_dropout:g}"
     )
+    prompt = "" if recipe.prompt is None else f", prompt {recipe.prompt.template!r}"
     text = (
         f"{plural(recipe.seeds, 'seed')}, learning rates "
         f"{'/'.join(f'{rate:g}' for rate in recipe.learning_rates)}{scored}, at most "
         f"{plural(recipe.epochs, 'epoch')} (patience {recipe.patience}), max_length "
-        f"{recipe.max_length}, batch {recipe.batch_size}{dropout}"
+        f"{recipe.max_length}, batch {recipe.batch_size}{dropout}{prompt}"
         + (f", at most {caps}" if caps else "")
     )
     origin = f"; set by the task: {', '.join(from_task)}" if from_task else ""

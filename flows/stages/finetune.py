@@ -27,9 +27,10 @@ from flows.downstream.encoding import encode
 from flows.downstream.figures import TaskFigures
 from flows.downstream.load import TaskData, load_task, source_fingerprint, train_sample
 from flows.downstream.per_class import mean_report, per_class
+from flows.downstream.prompting import PromptIds, encode_prompted, label_word_ids
 from flows.downstream.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_arm
 from flows.downstream.report import bar_chart, baseline_outputs, markdown_table, task_outputs
-from flows.downstream.settings import RECIPE_FIELDS, FinetuneSettings
+from flows.downstream.settings import RECIPE_FIELDS, FinetuneSettings, Recipe, recipe_key
 from flows.downstream.spec import ARMS, TaskSpec
 from flows.downstream.speed import inference_tokens_per_second
 from flows.stages.control_arm import CONTROL_ARM, control_arm, control_record
@@ -80,17 +81,21 @@ class FinetuneOutputs(StageOutputs):
         }
 
 
-def unused_by(spec: TaskSpec) -> set[str]:
-    """Recipe fields a task's head ignores: tagging heads score every token, so no pooling."""
-    return {"pooling"} if spec.kind == "token_classification" else set()
+def unused_by(spec: TaskSpec, recipe: Recipe) -> set[str]:
+    """Recipe fields a task's head ignores: tagging heads score every token, so no pooling; a
+    prompt reads the MLM head, so neither pooling nor the classifier's dropout."""
+    if spec.kind == "token_classification":
+        return {"pooling"}
+    return {"pooling", "classifier_dropout"} if recipe.prompt is not None else set()
 
 
 def task_settings(settings: FinetuneSettings, spec: TaskSpec, data_dir: Path) -> dict[str, Any]:
     """What changes one task's runs: its spec, its recipe (less what its head ignores) and the
     content of its data files."""
+    recipe = settings.recipe_for(spec)
     return {
         **spec.key_record(),
-        "recipe": settings.recipe_for(spec).key_record(unused_by(spec)),
+        "recipe": recipe.key_record(unused_by(spec, recipe)),
         "data": source_fingerprint(spec, data_dir),
     }
 
@@ -133,10 +138,24 @@ def prepare_task(
     max_length = min(recipe.max_length, encoder.max_position_embeddings)
     trained.tokenizer.enable_truncation(max_length)
     data = load_task(spec, settings.resolved_data_dir(), recipe.sampling(seed))
+    key = recipe_key(spec.name, "prompt", spec.recipe)
     splits = {
         name: encode(trained.tokenizer, examples, token_types=encoder.type_vocab_size > 1)
+        if recipe.prompt is None
+        else encode_prompted(
+            trained.tokenizer,
+            examples,
+            recipe.prompt.template,
+            asdict(trained.special),
+            max_length,
+            key,
+        )
         for name, examples in data.splits.items()
     }
+    prompt = None
+    if recipe.prompt is not None:
+        words = label_word_ids(trained.tokenizer, recipe.prompt, data.labels, key)
+        prompt = PromptIds(trained.special.mask, words)
     sizes: dict[str, Any] = {
         f"{spec.name}.{name}_examples": len(split) for name, split in splits.items()
     }
@@ -158,6 +177,7 @@ def prepare_task(
         loggers_for=loggers_for,
         student_dir=student_dir,
         student_encoder=None if student_dir is None else load_encoder_config(student_dir),
+        prompt=prompt,
     )
     return data, run, sizes
 

@@ -48,8 +48,11 @@ class MaskedLMHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        hidden = self.norm(F.gelu(self.transform(hidden)))
-        return F.linear(hidden, self.word_embeddings.weight, self.bias)
+        return F.linear(self.transformed(hidden), self.word_embeddings.weight, self.bias)
+
+    def transformed(self, hidden: torch.Tensor) -> torch.Tensor:
+        """What the decoder reads; a prompt projects it onto its label words' rows alone."""
+        return self.norm(F.gelu(self.transform(hidden)))
 
 
 class BertForMaskedLM(nn.Module):

@@ -94,13 +94,35 @@ def load_electra(directory: Path) -> ElectraForPreTraining:
 
 
 def load_encoder_weights(encoder: BertEncoder, directory: Path) -> None:
-    """Copies pretrained encoder weights in place; the config must match, dropout rates aside:
-    they shape no weight, and fine-tuning may set its own (`finetune.encoder_dropout`).
+    """Copies pretrained encoder weights in place; the config must match, dropout rates aside.
 
     The encoder is the masked LM's `encoder`, or an ELECTRA artifact's `discriminator`.
     """
+    check_same_shape(encoder.config, directory)
+    state = read_weights(directory / WEIGHTS_FILE)
+    prefix = "discriminator." if (directory / ELECTRA_CONFIG_FILE).is_file() else "encoder."
+    encoder.load_state_dict(
+        {name[len(prefix) :]: tensor for name, tensor in state.items() if name.startswith(prefix)},
+        strict=True,
+    )
+
+
+def load_masked_lm_weights(model: BertForMaskedLM, directory: Path) -> None:
+    """Copies a pretrained masked LM in place, head included (a prompt reads the head); the
+    config must match, dropout rates aside. An ELECTRA artifact has no MLM head to give."""
+    if (directory / ELECTRA_CONFIG_FILE).is_file():
+        raise ValueError(
+            f"{directory} is an ELECTRA discriminator: it has no masked-LM head for a prompt to "
+            "read; drop the task's `prompt` or pretrain with an MLM objective"
+        )
+    check_same_shape(model.config, directory)
+    load_weights(model, directory / WEIGHTS_FILE)
+
+
+def check_same_shape(config: EncoderConfig, directory: Path) -> None:
+    """The pretrained config must equal `config` but for dropout rates: they shape no weight,
+    and fine-tuning may set its own (`finetune.encoder_dropout`)."""
     expected = load_encoder_config(directory)
-    config = encoder.config
     same_rates = replace(
         expected, dropout=config.dropout, attention_dropout=config.attention_dropout
     )
@@ -108,12 +130,6 @@ def load_encoder_weights(encoder: BertEncoder, directory: Path) -> None:
         raise ValueError(
             f"pretrained encoder in {directory} was built with {expected}, not {config}"
         )
-    state = read_weights(directory / WEIGHTS_FILE)
-    prefix = "discriminator." if (directory / ELECTRA_CONFIG_FILE).is_file() else "encoder."
-    encoder.load_state_dict(
-        {name[len(prefix) :]: tensor for name, tensor in state.items() if name.startswith(prefix)},
-        strict=True,
-    )
 
 
 def count_parameters(module: torch.nn.Module) -> int:

@@ -249,6 +249,28 @@ CONFIG_CASES = [
     (["finetune.pooling=max"], r"finetune\.pooling='max' must be one of \('cls', 'mean'\)"),
     (["finetune.encoder_dropout=1.0"], r"finetune\.encoder_dropout=1\.0 must be in \[0, 1\)"),
     (
+        ["finetune.prompt={template:'{text} was good',verbalizer:{0:bad,1:good}}"],
+        r"finetune\.prompt\.template='\{text\} was good' must hold \{mask\} exactly once",
+    ),
+    (
+        ["finetune.prompt={template:'{text} was {mask}',verbalizer:{0:good,1:good}}"],
+        r"finetune\.prompt\.verbalizer=.* must map each label to its own non-empty word",
+    ),
+    (
+        [
+            "finetune.tasks=[ncbi_disease]",
+            "finetune.prompt={template:'{text} was {mask}',verbalizer:{O:no,B:yes}}",
+        ],
+        r"finetune\.prompt is set, but task ncbi_disease is token_classification: a prompt gives",
+    ),
+    (
+        [
+            "objective=electra",
+            "finetune.prompt={template:'{text} was {mask}',verbalizer:{0:a,1:b}}",
+        ],
+        r"finetune\.prompt reads the masked-LM head, but objective=electra pretrains ELECTRA",
+    ),
+    (
         ["corpus.exclude_validation_of=[sst3]"],
         r"corpus\.exclude_validation_of: 'sst3' is not in finetune\.catalog \(known: bc5cdr, cola, "
         r".*\); name a task of the catalog",

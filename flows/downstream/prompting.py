@@ -129,7 +129,13 @@ def encode_prompted(
         for part in parts
         if part not in SLOTS
     }
-    fixed = 2 + 1 + sum(len(ids) for ids in literal.values())
+    fixed = 2 + sum(1 if part == "{mask}" else len(literal.get(part, [])) for part in parts)
+    room = max_length - fixed
+    if room < 1:
+        raise ConfigError(
+            f"{key}.template={template!r} takes {fixed} of the {max_length} tokens of max_length "
+            "with [CLS] and [SEP], leaving no room for the text; shorten it or raise max_length"
+        )
     items, truncated = [], 0
     for example in examples:
         if (example.pair is not None) != has_pair:
@@ -144,9 +150,8 @@ def encode_prompted(
         texts = {"{text}": text_ids(tokenizer, example.text, special)}
         if example.pair is not None:
             texts["{pair}"] = text_ids(tokenizer, example.pair, special)
-        room = max_length - fixed
         cut = False
-        while sum(len(ids) for ids in texts.values()) > max(room, 0):
+        while sum(len(ids) for ids in texts.values()) > room:
             longest = max(texts, key=lambda slot: len(texts[slot]))
             texts[longest] = texts[longest][:-1]
             cut = True

@@ -77,6 +77,17 @@ def test_every_row_holds_one_mask_and_only_the_texts_are_cut(trained: Any) -> No
     assert split.gold == [1, 0, 0]
 
 
+def test_a_repeated_literal_counts_twice_and_a_template_longer_than_max_length_is_refused(
+    trained: Any,
+) -> None:
+    template = "{text} alpha beta {mask} alpha beta"
+    long_text = [TextExample(" ".join(["gamma"] * 40), None, 0)]
+    split = encode_prompted(trained.tokenizer, long_text, template, special_ids(trained), 16, "k")
+    assert len(split.items[0]["input_ids"]) == 16
+    with pytest.raises(ConfigError, match=r"k\.template=.* takes 7 of the 7 tokens of max_length"):
+        encode_prompted(trained.tokenizer, long_text, template, special_ids(trained), 7, "k")
+
+
 def test_a_template_without_the_tasks_pair_slot_is_refused(trained: Any) -> None:
     with pytest.raises(
         ConfigError, match=r"k\.template='\{text\} \? \{mask\}' lacks \{pair\}, but"

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.encoder import BertEncoder, EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 
 
@@ -35,9 +35,13 @@ class PromptClassifier(nn.Module):
         if len(label_token_ids) < 2:
             raise ValueError(f"a prompt needs at least 2 label words, got {len(label_token_ids)}")
         self.masked_lm = BertForMaskedLM(config)
-        self.encoder = self.masked_lm.encoder
         self.mask_token_id = mask_token_id
         self.register_buffer("label_token_ids", torch.tensor(label_token_ids), persistent=False)
+
+    @property
+    def encoder(self) -> BertEncoder:
+        """The masked LM's encoder, as every fine-tuning head names it (one module, one name)."""
+        return self.masked_lm.encoder
 
     def forward(
         self,

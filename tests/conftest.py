@@ -6,6 +6,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 _SESSION_HOME = Path(tempfile.mkdtemp(prefix="cloze-tests-"))
 os.environ.pop("PREFECT_API_URL", None)
@@ -65,3 +66,19 @@ def word_shards(tmp_path_factory: pytest.TempPathFactory) -> WordShards:
     tokenizer = train_tokenizer(TokenizerSettings(vocab_size=100), corpus, store)
     shards = build_shards(ShardSettings(seq_len=32), corpus, tokenizer, store)
     return WordShards(root, store, tokenizer, shards, write_word_tasks(root))
+
+
+@pytest.fixture(scope="session")
+def word_encoder(word_shards: WordShards) -> Any:
+    """The tiny encoder pretrained on `word_shards` (a pretrain artifact) that the downstream
+    tests fine-tune: one pretraining shared by every test that needs one."""
+    from flows.stages.objectives import ObjectiveSettings
+    from flows.stages.pretrain import PretrainSettings, pretrain
+    from tests.fakes import TINY_ENCODER, TINY_TRAINER
+
+    return pretrain(
+        PretrainSettings(TINY_ENCODER, ObjectiveSettings(), TINY_TRAINER, 0),
+        word_shards.shards,
+        word_shards.tokenizer,
+        word_shards.store,
+    )

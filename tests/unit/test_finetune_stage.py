@@ -28,14 +28,8 @@ from tests.fakes import TINY_TRAINER as TRAINER
 
 
 @pytest.fixture(scope="module")
-def evaluated(word_shards: WordShards) -> tuple[Any, ...]:
-    store, tokenizer = word_shards.store, word_shards.tokenizer
-    pretrained = pretrain(
-        PretrainSettings(TINY_ENCODER, ObjectiveSettings(), TRAINER, 0),
-        word_shards.shards,
-        tokenizer,
-        store,
-    )
+def evaluated(word_shards: WordShards, word_encoder: Any) -> tuple[Any, ...]:
+    store, tokenizer, pretrained = word_shards.store, word_shards.tokenizer, word_encoder
     settings = FinetuneSettings(
         tasks=["pairs", "tags"],
         # The tagging task alone sets its epochs: the pair task keeps finetune.epochs=5.

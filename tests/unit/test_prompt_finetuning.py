@@ -17,8 +17,6 @@ from flows.core.settings import ConfigError
 from flows.downstream.prompting import PromptSettings, encode_prompted, label_word_ids
 from flows.downstream.readers import TextExample
 from flows.stages.finetune import FinetuneOutputs, FinetuneSettings, finetune, stage_settings
-from flows.stages.objectives import ObjectiveSettings
-from flows.stages.pretrain import PretrainSettings, pretrain
 from flows.stages.tokenizer import load_tokenizer
 from lightning_modules.models.prompt_head import PromptClassifier
 from lightning_modules.models.serialization import (
@@ -27,23 +25,13 @@ from lightning_modules.models.serialization import (
     load_masked_lm,
     load_masked_lm_weights,
 )
-from tests.fakes import TINY_ENCODER, WordShards
 from tests.fakes import TINY_TRAINER as TRAINER
+from tests.fakes import WordShards
 
 PAIR_PROMPT = {
     "template": "{text} ? {mask} , {pair}",
     "verbalizer": {"no": "cough", "yes": "fever"},
 }
-
-
-@pytest.fixture(scope="module")
-def pretrained(word_shards: WordShards) -> Any:
-    return pretrain(
-        PretrainSettings(TINY_ENCODER, ObjectiveSettings(), TRAINER, 0),
-        word_shards.shards,
-        word_shards.tokenizer,
-        word_shards.store,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -126,9 +114,9 @@ def test_label_words_must_cover_the_labels_and_be_one_token_each(
 
 
 def test_the_pretrained_arm_starts_from_the_masked_lms_own_predictions(
-    pretrained: Any, trained: Any
+    word_encoder: Any, trained: Any
 ) -> None:
-    directory = pretrained.path
+    directory = word_encoder.path
     masked_lm = load_masked_lm(directory).eval()
     words = label_word_ids(trained.tokenizer, PromptSettings(**PAIR_PROMPT), ["no", "yes"], "k")
     prompted = PromptClassifier(load_encoder_config(directory), words, trained.special.mask)
@@ -150,9 +138,9 @@ def test_the_pretrained_arm_starts_from_the_masked_lms_own_predictions(
         assert torch.allclose(prompted.eval()(input_ids, mask), expected, atol=1e-6)
 
 
-def test_an_electra_artifact_has_no_head_for_a_prompt(tmp_path: Path, pretrained: Any) -> None:
+def test_an_electra_artifact_has_no_head_for_a_prompt(tmp_path: Path, word_encoder: Any) -> None:
     (tmp_path / ELECTRA_CONFIG_FILE).write_text("{}")
-    model = PromptClassifier(load_encoder_config(pretrained.path), [5, 6], 4)
+    model = PromptClassifier(load_encoder_config(word_encoder.path), [5, 6], 4)
     with pytest.raises(ValueError, match="is an ELECTRA discriminator: it has no masked-LM head"):
         load_masked_lm_weights(model.masked_lm, tmp_path)
 
@@ -175,10 +163,10 @@ def settings_for(word_shards: WordShards, **recipe: Any) -> FinetuneSettings:
 
 
 def test_the_finetune_stage_runs_both_arms_through_the_prompt(
-    word_shards: WordShards, pretrained: Any
+    word_shards: WordShards, word_encoder: Any
 ) -> None:
     settings = settings_for(word_shards, prompt=PAIR_PROMPT)
-    ref = finetune(settings, 3, TRAINER, pretrained, word_shards.tokenizer, word_shards.store)
+    ref = finetune(settings, 3, TRAINER, word_encoder, word_shards.tokenizer, word_shards.store)
     figures = FinetuneOutputs.of(ref).figures["pairs"]
     assert figures.pretrained.mean > 0.9, "the pretrained arm learns the task through the prompt"
     assert figures.random_init.mean > 0.6, "and so does the random-init arm, more slowly"

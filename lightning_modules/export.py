@@ -215,6 +215,13 @@ def export_huggingface(
     )
 
 
+def write_weights(tensors: Tensors, config: dict[str, Any], directory: Path) -> None:
+    """model.safetensors and config.json: what `from_pretrained` reads besides the tokenizer."""
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    (directory / "config.json").write_text(json.dumps(config, indent=2))
+
+
 def write_folder(
     tensors: Tensors,
     config: dict[str, Any],
@@ -224,9 +231,7 @@ def write_folder(
     lowercase: bool,
     directory: Path,
 ) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
-    (directory / "config.json").write_text(json.dumps(config, indent=2))
+    write_weights(tensors, config, directory)
     shutil.copyfile(tokenizer_file, directory / "tokenizer.json")
     token_names = {f"{role}_token": token for role, token in special_tokens.items()}
     (directory / "special_tokens_map.json").write_text(json.dumps(token_names, indent=2))

@@ -358,17 +358,7 @@ class BertEncoder(nn.Module):
             if config.norm_placement == "pre"
             else nn.Identity()
         )
-        head_dim = config.hidden_size // config.num_heads
-        self.rotary = (
-            nn.ModuleDict(
-                {
-                    GLOBAL: RotaryEmbedding(head_dim, config.rope_theta),
-                    LOCAL: RotaryEmbedding(head_dim, config.local_rope_theta),
-                }
-            )
-            if config.position_embedding == "rotary"
-            else None
-        )
+        self.rotary = rotary_embeddings(config)
         for child in self.children():
             if child is not embeddings:
                 child.apply(lambda module: init_bert_weights(module, config.initializer_range))
@@ -425,6 +415,19 @@ class BertEncoder(nn.Module):
             return None
         positions = torch.arange(seq_len, device=device)
         return {kind: table(positions) for kind, table in self.rotary.items()}
+
+
+def rotary_embeddings(config: EncoderConfig) -> nn.ModuleDict | None:
+    """Each layer kind's RoPE tables (computed, never saved), or None for learned positions."""
+    if config.position_embedding != "rotary":
+        return None
+    head_dim = config.hidden_size // config.num_heads
+    return nn.ModuleDict(
+        {
+            GLOBAL: RotaryEmbedding(head_dim, config.rope_theta),
+            LOCAL: RotaryEmbedding(head_dim, config.local_rope_theta),
+        }
+    )
 
 
 def layer_norm(config: EncoderConfig, width: int) -> nn.LayerNorm:

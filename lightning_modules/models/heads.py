@@ -53,6 +53,9 @@ class MaskedLMHead(nn.Module):
         )
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.approximate = config.gelu_approximate
+        init_bert_weights(self.transform, config.initializer_range)
+        if not config.tie_word_embeddings:
+            init_bert_weights(self.word_embeddings, config.initializer_range)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return F.linear(self.transformed(hidden), self.word_embeddings.weight, self.bias)
@@ -74,9 +77,6 @@ class BertForMaskedLM(nn.Module):
         self.config = config
         self.encoder = BertEncoder(config, embeddings)
         self.head = MaskedLMHead(config, self.encoder.embeddings.word)
-        init_bert_weights(self.head.transform, config.initializer_range)
-        if not config.tie_word_embeddings:
-            init_bert_weights(self.head.word_embeddings, config.initializer_range)
 
     def forward(
         self,

@@ -33,111 +33,35 @@ from lightning_modules.export_roformer import (
     roformer_fields,
     roformer_gaps,
 )
+from lightning_modules.hf_configs import BERT_KEYS, hf_values
+from lightning_modules.hf_layouts import (
+    ALBERT_MAPPING,
+    Tensors,
+    albert_encoder_layout,
+    bert_encoder_layout,
+    discriminator_layout,
+    head_tensors,
+    to_theirs,
+)
 from lightning_modules.models.electra import ElectraForPreTraining
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
-from lightning_modules.models.heads import BertForMaskedLM, MaskedLMHead
-
-Tensors = dict[str, torch.Tensor]
-
-BERT_QKV = ("attention.self.query", "attention.self.key", "attention.self.value")
-BERT_LAYER_NAMES = {
-    "attention.out": "attention.output.dense",
-    "attention_norm": "attention.output.LayerNorm",
-    "feed_forward.up": "intermediate.dense",
-    "feed_forward.down": "output.dense",
-    "feed_forward_norm": "output.LayerNorm",
-}
-ALBERT_QKV = ("attention.query", "attention.key", "attention.value")
-ALBERT_LAYER_NAMES = {
-    "attention.out": "attention.dense",
-    "attention_norm": "attention.LayerNorm",
-    "feed_forward.up": "ffn",
-    "feed_forward.down": "ffn_output",
-    "feed_forward_norm": "full_layer_layer_norm",
-}
-ALBERT_LAYER = "albert.encoder.albert_layer_groups.0.albert_layers.0."
-ALBERT_MAPPING = "albert.encoder.embedding_hidden_mapping_in"
-
-
-def copied(tensor: torch.Tensor) -> torch.Tensor:
-    """An independent contiguous copy: safetensors refuses tensors that share memory."""
-    return tensor.detach().clone().contiguous()
-
-
-def weight_and_bias(module: nn.Module, name: str) -> Tensors:
-    return {f"{name}.{kind}": copied(getattr(module, kind)) for kind in ("weight", "bias")}
-
-
-def embedding_tensors(encoder: BertEncoder, prefix: str) -> Tensors:
-    """The word, token-type and (without rotary positions) position tables, and their norm."""
-    embeddings = encoder.embeddings
-    # Token-type-free models have been refused (hf_config, roformer_gaps) before any copy.
-    assert embeddings.token_type is not None
-    positions = (
-        {}
-        if embeddings.position is None
-        else {f"{prefix}position_embeddings.weight": copied(embeddings.position.weight)}
-    )
-    return {
-        f"{prefix}word_embeddings.weight": copied(embeddings.word.weight),
-        **positions,
-        f"{prefix}token_type_embeddings.weight": copied(embeddings.token_type.weight),
-        **weight_and_bias(embeddings.norm, f"{prefix}LayerNorm"),
-    }
-
-
-def layer_tensors(
-    layer: nn.Module, prefix: str, qkv: tuple[str, ...], names: dict[str, str]
-) -> Tensors:
-    """One block under `transformers`' names; our fused QKV projection is split into three."""
-    tensors: Tensors = {}
-    for kind in ("weight", "bias"):
-        fused = getattr(layer.get_submodule("attention.qkv"), kind)
-        for part, tensor in zip(qkv, fused.chunk(3), strict=True):
-            tensors[f"{prefix}{part}.{kind}"] = copied(tensor)
-    for ours, theirs in names.items():
-        tensors.update(weight_and_bias(layer.get_submodule(ours), prefix + theirs))
-    return tensors
+from lightning_modules.models.heads import BertForMaskedLM
 
 
 def bert_body_tensors(encoder: BertEncoder, prefix: str) -> Tensors:
     """Embeddings and every layer in BERT's layout (also ELECTRA's); shared layers unrolled."""
-    tensors = embedding_tensors(encoder, f"{prefix}embeddings.")
-    if encoder.config.factorised_embeddings:  # only ELECTRA has this projection
-        tensors.update(weight_and_bias(encoder.embedding_projection, f"{prefix}embeddings_project"))
-    for index in range(encoder.config.num_layers):
-        layer = encoder.layers[index % len(encoder.layers)]
-        layer_prefix = f"{prefix}encoder.layer.{index}."
-        tensors.update(layer_tensors(layer, layer_prefix, BERT_QKV, BERT_LAYER_NAMES))
-    return tensors
+    return to_theirs(encoder.state_dict(), bert_encoder_layout(encoder.config, prefix))
 
 
 def albert_body_tensors(encoder: BertEncoder) -> Tensors:
     """ALBERT with one layer group of one layer: our single shared block."""
     hidden = encoder.config.hidden_size
-    mapping = (
-        weight_and_bias(encoder.embedding_projection, ALBERT_MAPPING)
-        if encoder.config.factorised_embeddings
+    tensors = to_theirs(encoder.state_dict(), albert_encoder_layout(encoder.config))
+    if not encoder.config.factorised_embeddings:
         # ALBERT always maps E -> H; with E == H the identity keeps the numbers.
-        else {
-            f"{ALBERT_MAPPING}.weight": torch.eye(hidden),
-            f"{ALBERT_MAPPING}.bias": torch.zeros(hidden),
-        }
-    )
-    return {
-        **embedding_tensors(encoder, "albert.embeddings."),
-        **mapping,
-        **layer_tensors(encoder.layers[0], ALBERT_LAYER, ALBERT_QKV, ALBERT_LAYER_NAMES),
-    }
-
-
-def head_tensors(head: MaskedLMHead, transform: str, norm: str, bias: str) -> Tensors:
-    """The MLM head; the tied decoder weight is left out, `transformers` re-ties it."""
-    return {
-        **weight_and_bias(head.transform, transform),
-        **weight_and_bias(head.norm, norm),
-        bias: copied(head.bias),
-    }
+        tensors[f"{ALBERT_MAPPING}.weight"] = torch.eye(hidden)
+        tensors[f"{ALBERT_MAPPING}.bias"] = torch.zeros(hidden)
+    return tensors
 
 
 BERT_SHAPE = EncoderConfig(vocab_size=1)  # BERT's value of every ModernBERT option
@@ -174,6 +98,8 @@ def can_export(model: nn.Module) -> bool:
     assert isinstance(config, EncoderConfig)
     if modern_options(config):
         return isinstance(model, BertForMaskedLM) and not rotary_class(config)[1]
+    if isinstance(model, BertForMaskedLM) and generator_head_gap(config):
+        return False
     return config.norm_placement == "post"
 
 
@@ -191,46 +117,24 @@ def hf_config(config: EncoderConfig, architecture: str, **extra: Any) -> dict[st
 
 def bert_family_config(config: EncoderConfig, architecture: str, **extra: Any) -> dict[str, Any]:
     """The config.json entries BERT, ALBERT, ELECTRA and RoFormer share."""
-    return {
-        "architectures": [architecture],
-        "vocab_size": config.vocab_size,
-        "hidden_size": config.hidden_size,
-        "num_hidden_layers": config.num_layers,
-        "num_attention_heads": config.num_heads,
-        "intermediate_size": config.intermediate_size,
-        "hidden_act": "gelu",  # exact erf gelu, as ours; ALBERT's default gelu_new differs
-        "hidden_dropout_prob": config.dropout,
-        "attention_probs_dropout_prob": config.attention_dropout,
-        "max_position_embeddings": config.max_position_embeddings,
-        "type_vocab_size": config.type_vocab_size,
-        "initializer_range": config.initializer_range,
-        "layer_norm_eps": config.layer_norm_eps,
-        "pad_token_id": config.pad_token_id,
-        "tie_word_embeddings": True,
-        **extra,
-    }
+    return {"architectures": [architecture], **hf_values(config, BERT_KEYS), **extra}
 
 
-# The MLM head's transform, LayerNorm and bias in each `transformers` masked LM.
-HEAD_NAMES = {
-    "albert": ("predictions.dense", "predictions.LayerNorm", "predictions.bias"),
-    "electra": (
-        "generator_predictions.dense",
-        "generator_predictions.LayerNorm",
-        "generator_lm_head.bias",
-    ),
-    "bert": (
-        "cls.predictions.transform.dense",
-        "cls.predictions.transform.LayerNorm",
-        "cls.predictions.bias",
-    ),
-}
+def generator_head_gap(config: EncoderConfig) -> str | None:
+    """Why `ElectraForMaskedLM` cannot hold a masked LM of this shape, if it is the class that
+    would: its head applies erf gelu whatever `hidden_act` says."""
+    if config.share_layers or not config.factorised_embeddings or config.activation == "gelu":
+        return None
+    return f"ElectraForMaskedLM's head applies erf gelu, not model.activation={config.activation}"
 
 
 def masked_lm_export(model: BertForMaskedLM) -> tuple[Tensors, dict[str, Any]]:
     """Tensors and config.json of the `transformers` masked LM that computes what `model` does:
     ALBERT for shared layers, ELECTRA's generator for factorised embeddings, else BERT."""
     config, encoder, head = model.config, model.encoder, model.head
+    gap = generator_head_gap(config)
+    if gap:
+        raise ValueError(gap)
     extra: dict[str, Any] = {"embedding_size": config.embedding_width}
     if config.share_layers:
         model_type = "albert"
@@ -245,7 +149,7 @@ def masked_lm_export(model: BertForMaskedLM) -> tuple[Tensors, dict[str, Any]]:
         if model_type == "albert"
         else bert_body_tensors(encoder, f"{model_type}.")
     )
-    return {**body, **head_tensors(head, *HEAD_NAMES[model_type])}, hf
+    return {**body, **head_tensors(head, model_type, config)}, hf
 
 
 def roformer_export(model: BertForMaskedLM) -> tuple[Tensors, dict[str, Any]]:
@@ -254,25 +158,28 @@ def roformer_export(model: BertForMaskedLM) -> tuple[Tensors, dict[str, Any]]:
     config, encoder = model.config, model.encoder
     body = interleave_rotary_pairs(bert_body_tensors(encoder, "roformer."), config)
     hf = bert_family_config(config, ROFORMER, **roformer_fields(config))
-    head = head_tensors(model.head, *HEAD_NAMES["bert"])
+    head = head_tensors(model.head, "roformer", config)
     return {**body, **position_table(encoder), **head}, hf
+
+
+def discriminator_tensors(model: ElectraForPreTraining) -> Tensors:
+    """The discriminator and its replaced-token head under `ElectraForPreTraining`'s names."""
+    return {
+        **bert_body_tensors(model.discriminator, "electra."),
+        **to_theirs(model.discriminator_head.state_dict(), discriminator_layout()),
+    }
 
 
 def electra_export(model: ElectraForPreTraining) -> tuple[Tensors, dict[str, Any]]:
     """The discriminator (what fine-tuning uses) as `ElectraForPreTraining`."""
-    config, head = model.config, model.discriminator_head
+    config = model.config
     hf = hf_config(
         config,
         "ElectraForPreTraining",
         model_type="electra",
         embedding_size=config.embedding_width,
     )
-    tensors = {
-        **bert_body_tensors(model.discriminator, "electra."),
-        **weight_and_bias(head.dense, "discriminator_predictions.dense"),
-        **weight_and_bias(head.prediction, "discriminator_predictions.dense_prediction"),
-    }
-    return tensors, hf
+    return discriminator_tensors(model), hf
 
 
 def export_huggingface(
@@ -308,6 +215,13 @@ def export_huggingface(
     )
 
 
+def write_weights(tensors: Tensors, config: dict[str, Any], directory: Path) -> None:
+    """model.safetensors and config.json: what `from_pretrained` reads besides the tokenizer."""
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    (directory / "config.json").write_text(json.dumps(config, indent=2))
+
+
 def write_folder(
     tensors: Tensors,
     config: dict[str, Any],
@@ -317,9 +231,7 @@ def write_folder(
     lowercase: bool,
     directory: Path,
 ) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
-    (directory / "config.json").write_text(json.dumps(config, indent=2))
+    write_weights(tensors, config, directory)
     shutil.copyfile(tokenizer_file, directory / "tokenizer.json")
     token_names = {f"{role}_token": token for role, token in special_tokens.items()}
     (directory / "special_tokens_map.json").write_text(json.dumps(token_names, indent=2))

@@ -2,7 +2,8 @@
 
 Our layer layout matches ModernBERT's (a fused QKV projection in the same (3, heads, head_dim)
 order, GeGLU's up-projection with the value half first), so every tensor is copied as it is; only
-the names change. `modernbert_gaps` lists what the class lacks for a model; export.py refuses.
+the names change (hf_layouts.py). `modernbert_gaps` lists what the class lacks for a model;
+export.py refuses.
 """
 
 from __future__ import annotations
@@ -10,22 +11,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
 from tokenizers import Tokenizer
 
+from lightning_modules.hf_configs import MODERNBERT_KEYS, hf_values
+from lightning_modules.hf_layouts import (
+    Tensors,
+    head_tensors,
+    modernbert_encoder_layout,
+    to_theirs,
+)
 from lightning_modules.models.encoder import GLOBAL, EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 
-Tensors = dict[str, torch.Tensor]
 ARCHITECTURE = "ModernBertForMaskedLM"
-LAYER_NAMES = {
-    "attention_norm": "attn_norm",
-    "attention.qkv": "attn.Wqkv",
-    "attention.out": "attn.Wo",
-    "feed_forward_norm": "mlp_norm",
-    "feed_forward.up": "mlp.Wi",
-    "feed_forward.down": "mlp.Wo",
-}
 
 
 def modernbert_gaps(config: EncoderConfig) -> list[str]:
@@ -51,35 +49,9 @@ def modernbert_gaps(config: EncoderConfig) -> list[str]:
 
 
 def modernbert_tensors(model: BertForMaskedLM) -> Tensors:
-    """Our state under `transformers`' names; the tied decoder weight is left for it to re-tie."""
-    renamed: Tensors = {}
-    for name, tensor in model.state_dict().items():
-        if name == "head.word_embeddings.weight":
-            continue
-        renamed[hf_name(name)] = tensor.detach().clone().contiguous()
-    return renamed
-
-
-def hf_name(name: str) -> str:
-    if name.startswith("encoder.embeddings."):
-        return name.replace("encoder.embeddings.word.", "model.embeddings.tok_embeddings.").replace(
-            "encoder.embeddings.norm.", "model.embeddings.norm."
-        )
-    if name.startswith("encoder.final_norm."):
-        return "model." + name[len("encoder.") :]
-    if name.startswith("encoder.layers."):
-        index, rest = name[len("encoder.layers.") :].split(".", 1)
-        module, kind = rest.rsplit(".", 1)
-        return f"model.layers.{index}.{LAYER_NAMES[module]}.{kind}"
-    heads = {
-        "head.transform.": "head.dense.",
-        "head.norm.": "head.norm.",
-        "head.bias": "decoder.bias",
-    }
-    for ours, theirs in heads.items():
-        if name.startswith(ours):
-            return theirs + name[len(ours) :]
-    raise ValueError(f"no {ARCHITECTURE} parameter corresponds to {name}")
+    """Our state under `transformers`' names; a tied decoder weight is left for it to re-tie."""
+    encoder = to_theirs(model.encoder.state_dict(), modernbert_encoder_layout(model.config))
+    return {**encoder, **head_tensors(model.head, "modernbert", model.config)}
 
 
 def special_token_ids(
@@ -95,25 +67,19 @@ def modernbert_config(config: EncoderConfig, ids: dict[str, int | None]) -> dict
     return {
         "architectures": [ARCHITECTURE],
         "model_type": "modernbert",
-        "vocab_size": config.vocab_size,
-        "hidden_size": config.hidden_size,
-        "intermediate_size": config.intermediate_size,
-        "num_hidden_layers": config.num_layers,
-        "num_attention_heads": config.num_heads,
-        "hidden_activation": "gelu",  # exact erf gelu, as ours
-        "classifier_activation": "gelu",
-        "max_position_embeddings": config.max_position_embeddings,
-        "initializer_range": config.initializer_range,
-        "norm_eps": config.layer_norm_eps,
-        "norm_bias": config.norm_bias,
-        "attention_bias": config.linear_bias,
-        "mlp_bias": config.linear_bias,
-        "classifier_bias": config.linear_bias,
+        **hf_values(config, MODERNBERT_KEYS),
         "decoder_bias": True,
-        "attention_dropout": config.attention_dropout,
-        "embedding_dropout": config.dropout,
-        "mlp_dropout": config.dropout,
-        "local_attention": config.local_attention,
+        **modernbert_layer_fields(config),
+        "cls_token_id": ids.get("cls"),
+        "sep_token_id": ids.get("sep"),
+        "bos_token_id": ids.get("cls"),
+        "eos_token_id": ids.get("sep"),
+    }
+
+
+def modernbert_layer_fields(config: EncoderConfig) -> dict[str, Any]:
+    """Which layers attend in a sliding window, and each kind's RoPE base."""
+    return {
         "layer_types": [
             "full_attention" if config.layer_kind(index) == GLOBAL else "sliding_attention"
             for index in range(config.num_layers)
@@ -122,10 +88,4 @@ def modernbert_config(config: EncoderConfig, ids: dict[str, int | None]) -> dict
             "full_attention": {"rope_type": "default", "rope_theta": config.rope_theta},
             "sliding_attention": {"rope_type": "default", "rope_theta": config.local_rope_theta},
         },
-        "pad_token_id": config.pad_token_id,
-        "cls_token_id": ids.get("cls"),
-        "sep_token_id": ids.get("sep"),
-        "bos_token_id": ids.get("cls"),
-        "eos_token_id": ids.get("sep"),
-        "tie_word_embeddings": True,
     }

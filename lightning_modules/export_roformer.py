@@ -61,9 +61,14 @@ def interleaved_order(num_heads: int, head_dim: int) -> torch.Tensor:
     return (torch.arange(num_heads)[:, None] * head_dim + within_head).reshape(-1)
 
 
-def interleave_rotary_pairs(tensors: Tensors, config: EncoderConfig) -> Tensors:
-    """BERT-named tensors with every query and key projection's rows (and biases) reordered."""
+def interleave_rotary_pairs(
+    tensors: Tensors, config: EncoderConfig, inverse: bool = False
+) -> Tensors:
+    """BERT-named tensors with every query and key projection's rows (and biases) reordered;
+    `inverse`: back from RoFormer's order to ours (import)."""
     order = interleaved_order(config.num_heads, config.hidden_size // config.num_heads)
+    if inverse:
+        order = order.argsort()
     return {
         name: tensor[order].contiguous() if name.rsplit(".", 1)[0].endswith(ROTATED) else tensor
         for name, tensor in tensors.items()

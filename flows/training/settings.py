@@ -153,14 +153,25 @@ ModelSettings: type[ModelShape] = create_model(  # type: ignore[call-overload]
 )
 
 
+# Encoder options the key holds only when set off their default: added after keys were pinned
+# (an imported checkpoint sets them), so a model that leaves them alone keys as it did before.
+OPT_IN_MODEL_FIELDS = ("activation", "tie_word_embeddings")
+
+
 def model_in_key(model: Mapping[str, Any]) -> dict[str, Any]:
     """`model.*` as an artifact key holds it: every encoder option, validated (so `0` and `0.0`,
     or a default spelled out in a preset and one left out, key the same), without the display
-    `name`. Renaming a preset moves no key. `vocab_size` and `pad_token_id` come in with the
-    tokenizer's key; placeholders stand in for them here only to validate the rest."""
+    `name`, and the opt-in options only when set. Renaming a preset moves no key. `vocab_size`
+    and `pad_token_id` come in with the tokenizer's key; placeholders stand in for them here
+    only to validate the rest."""
     placeholders = {"vocab_size": 1, "pad_token_id": 0}
     settings = settings_from(ModelSettings, {**model, **placeholders}, "model")
-    return settings.model_dump(exclude={"name", *placeholders})
+    unset = {
+        name
+        for name in OPT_IN_MODEL_FIELDS
+        if getattr(settings, name) == ModelSettings.model_fields[name].default
+    }
+    return settings.model_dump(exclude={"name", *placeholders, *unset})
 
 
 def encoder_config(model: Mapping[str, Any], vocab_size: int, pad_token_id: int) -> EncoderConfig:

@@ -97,9 +97,11 @@ class ReplacedTokenHead(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.prediction = nn.Linear(config.hidden_size, 1)
+        self.approximate = config.gelu_approximate
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.prediction(F.gelu(self.dense(hidden))).squeeze(-1)
+        activated = F.gelu(self.dense(hidden), approximate=self.approximate)
+        return self.prediction(activated).squeeze(-1)
 
 
 class ElectraForPreTraining(nn.Module):

@@ -30,6 +30,9 @@ from lightning_modules.models.rotary import RotaryEmbedding, RotaryTables, apply
 NORM_PLACEMENTS = ("post", "pre")
 POSITION_EMBEDDINGS = ("absolute", "rotary")
 FEED_FORWARDS = ("gelu", "geglu")
+# Our activation names and F.gelu's `approximate` for each: gelu_tanh is `transformers`' gelu_new
+# (also its gelu_pytorch_tanh and gelu_fast, the same function), ALBERT's default.
+GELU_APPROXIMATIONS = {"gelu": "none", "gelu_tanh": "tanh"}
 GLOBAL, LOCAL = "global", "local"
 # What a layer attends under: a dense boolean mask (None: everywhere), or a sliding-window plan.
 AttentionMask = torch.Tensor | LocalWindow | None
@@ -71,6 +74,12 @@ class EncoderConfig:
     local_attention: int = 128  # sliding-window width: local_attention // 2 tokens each side
     # Packed pretraining rows: each token attends only within its own document (between [SEP]s).
     document_attention: bool = False
+    # The feed-forward's (or GeGLU's), MLM transform's and ELECTRA head's activation: gelu (erf,
+    # BERT's) or gelu_tanh (the tanh approximation, ALBERT's gelu_new), as a checkpoint has it.
+    activation: str = "gelu"
+    # False: the MLM head's decoder has its own weight instead of the input embeddings' (a
+    # checkpoint saved untied).
+    tie_word_embeddings: bool = True
 
     def __post_init__(self) -> None:
         for key in (
@@ -113,7 +122,13 @@ class EncoderConfig:
                 f"model.embedding_size={self.embedding_size!r} must be a positive integer, "
                 "or null to embed at model.hidden_size"
             )
-        for key in ("share_layers", "linear_bias", "norm_bias", "first_attention_norm"):
+        for key in (
+            "share_layers",
+            "linear_bias",
+            "norm_bias",
+            "first_attention_norm",
+            "tie_word_embeddings",
+        ):
             if not isinstance(getattr(self, key), bool):
                 raise ValueError(f"model.{key}={getattr(self, key)!r} must be true or false")
         self._check_modern_options()
@@ -122,6 +137,7 @@ class EncoderConfig:
         for key, choices in (
             ("position_embedding", POSITION_EMBEDDINGS),
             ("feed_forward", FEED_FORWARDS),
+            ("activation", tuple(GELU_APPROXIMATIONS)),
         ):
             if getattr(self, key) not in choices:
                 raise ValueError(f"model.{key}={getattr(self, key)!r} must be one of {choices}")
@@ -151,6 +167,11 @@ class EncoderConfig:
     def layer_kind(self, index: int) -> str:
         """GLOBAL or LOCAL: ModernBERT's alternation, a global layer every n-th from layer 0."""
         return GLOBAL if index % self.global_attention_every == 0 else LOCAL
+
+    @property
+    def gelu_approximate(self) -> str:
+        """F.gelu's `approximate` argument for `activation`."""
+        return GELU_APPROXIMATIONS[self.activation]
 
     @property
     def has_local_layers(self) -> bool:
@@ -260,9 +281,10 @@ class FeedForward(nn.Module):
         super().__init__()
         self.up = nn.Linear(config.hidden_size, config.intermediate_size, bias=config.linear_bias)
         self.down = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.linear_bias)
+        self.approximate = config.gelu_approximate
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.down(F.gelu(self.up(hidden)))
+        return self.down(F.gelu(self.up(hidden), approximate=self.approximate))
 
 
 class EncoderLayer(nn.Module):
@@ -277,7 +299,12 @@ class EncoderLayer(nn.Module):
             else layer_norm(config, config.hidden_size)
         )
         self.feed_forward: nn.Module = (
-            GatedFeedForward(config.hidden_size, config.intermediate_size, config.linear_bias)
+            GatedFeedForward(
+                config.hidden_size,
+                config.intermediate_size,
+                config.linear_bias,
+                config.gelu_approximate,
+            )
             if config.feed_forward == "geglu"
             else FeedForward(config)
         )
@@ -331,17 +358,7 @@ class BertEncoder(nn.Module):
             if config.norm_placement == "pre"
             else nn.Identity()
         )
-        head_dim = config.hidden_size // config.num_heads
-        self.rotary = (
-            nn.ModuleDict(
-                {
-                    GLOBAL: RotaryEmbedding(head_dim, config.rope_theta),
-                    LOCAL: RotaryEmbedding(head_dim, config.local_rope_theta),
-                }
-            )
-            if config.position_embedding == "rotary"
-            else None
-        )
+        self.rotary = rotary_embeddings(config)
         for child in self.children():
             if child is not embeddings:
                 child.apply(lambda module: init_bert_weights(module, config.initializer_range))
@@ -398,6 +415,19 @@ class BertEncoder(nn.Module):
             return None
         positions = torch.arange(seq_len, device=device)
         return {kind: table(positions) for kind, table in self.rotary.items()}
+
+
+def rotary_embeddings(config: EncoderConfig) -> nn.ModuleDict | None:
+    """Each layer kind's RoPE tables (computed, never saved), or None for learned positions."""
+    if config.position_embedding != "rotary":
+        return None
+    head_dim = config.hidden_size // config.num_heads
+    return nn.ModuleDict(
+        {
+            GLOBAL: RotaryEmbedding(head_dim, config.rope_theta),
+            LOCAL: RotaryEmbedding(head_dim, config.local_rope_theta),
+        }
+    )
 
 
 def layer_norm(config: EncoderConfig, width: int) -> nn.LayerNorm:

@@ -17,25 +17,31 @@ from torch import nn
 
 
 class GatedFeedForward(nn.Module):
-    """`down(gelu(a) * b)` with `a, b` the two halves of one up-projection.
+    """`down(gelu(a) * b)` with `a, b` the two halves of one up-projection (gelu exact, or its
+    tanh approximation).
 
     `intermediate_size` is the width of each half (ModernBERT's and `transformers`' convention), so
     the up-projection is twice as wide as BERT's at the same setting.
     """
 
-    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool) -> None:
+    def __init__(
+        self, hidden_size: int, intermediate_size: int, bias: bool, approximate: str = "none"
+    ) -> None:
         super().__init__()
         self.up = nn.Linear(hidden_size, 2 * intermediate_size, bias=bias)
         self.down = nn.Linear(intermediate_size, hidden_size, bias=bias)
+        self.approximate = approximate  # F.gelu's: "none" (erf) or "tanh"
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return _GatedDown.apply(self.up(hidden), self.down.weight, self.down.bias)
+        return _GatedDown.apply(self.up(hidden), self.down.weight, self.down.bias, self.approximate)
 
 
-def gate(projected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def gate(
+    projected: torch.Tensor, approximate: str = "none"
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`(a, gelu(a), gelu(a) * b)` for the two halves `a, b` of `projected`."""
     value, gates = projected.chunk(2, dim=-1)
-    activated = F.gelu(value)
+    activated = F.gelu(value, approximate=approximate)
     return value, activated, activated * gates
 
 
@@ -49,22 +55,27 @@ class _GatedDown(torch.autograd.Function):
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any, projected: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+        ctx: Any,
+        projected: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        approximate: str,
     ) -> torch.Tensor:
         device = projected.device.type
         ctx.autocast = (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
         ctx.save_for_backward(projected, weight)
         ctx.bias_dtype = None if bias is None else bias.dtype
-        return F.linear(gate(projected)[2], weight, bias)
+        ctx.approximate = approximate
+        return F.linear(gate(projected, approximate)[2], weight, bias)
 
     @staticmethod
     def backward(  # type: ignore[override]
         ctx: Any, gradient: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, None]:
         projected, weight = ctx.saved_tensors
         enabled, dtype = ctx.autocast
         with torch.autocast(projected.device.type, dtype=dtype, enabled=enabled):
-            value, activated, product = gate(projected)
+            value, activated, product = gate(projected, ctx.approximate)
             rows = gradient.reshape(-1, gradient.shape[-1])
             grad_product = (rows @ weight).view(product.shape).to(product.dtype)
             grad_weight = rows.t() @ product.reshape(-1, product.shape[-1])
@@ -74,7 +85,7 @@ class _GatedDown(torch.autograd.Function):
             grad_projected = torch.empty_like(projected)
             grad_value, grad_gates = grad_projected.chunk(2, dim=-1)
             torch.ops.aten.gelu_backward.grad_input(
-                grad_product * gates, value, grad_input=grad_value
+                grad_product * gates, value, approximate=ctx.approximate, grad_input=grad_value
             )
             torch.mul(grad_product, activated, out=grad_gates)
-        return grad_projected, grad_weight.to(weight.dtype), grad_bias
+        return grad_projected, grad_weight.to(weight.dtype), grad_bias, None

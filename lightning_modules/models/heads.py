@@ -33,7 +33,9 @@ class MaskedLMHead(nn.Module):
     """BERT's transform + decoder, with the decoder weight tied to the input embeddings.
 
     With factorised embeddings the transform maps the hidden size down to the embedding width
-    first (ALBERT's and ELECTRA-generator's head), so the tied decoder still fits.
+    first (ALBERT's and ELECTRA-generator's head), so the tied decoder still fits. Untied
+    (`tie_word_embeddings=false`, as some checkpoints are saved) the decoder is an embedding table
+    of the head's own, under the same name.
     """
 
     def __init__(self, config: EncoderConfig, word_embeddings: nn.Embedding) -> None:
@@ -44,15 +46,23 @@ class MaskedLMHead(nn.Module):
         self.norm = nn.LayerNorm(
             config.embedding_width, eps=config.layer_norm_eps, bias=config.norm_bias
         )
-        self.word_embeddings = word_embeddings
+        self.word_embeddings = (
+            word_embeddings
+            if config.tie_word_embeddings
+            else nn.Embedding(config.vocab_size, config.embedding_width)
+        )
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.approximate = config.gelu_approximate
+        init_bert_weights(self.transform, config.initializer_range)
+        if not config.tie_word_embeddings:
+            init_bert_weights(self.word_embeddings, config.initializer_range)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return F.linear(self.transformed(hidden), self.word_embeddings.weight, self.bias)
 
     def transformed(self, hidden: torch.Tensor) -> torch.Tensor:
         """What the decoder reads; a prompt projects it onto its label words' rows alone."""
-        return self.norm(F.gelu(self.transform(hidden)))
+        return self.norm(F.gelu(self.transform(hidden), approximate=self.approximate))
 
 
 class BertForMaskedLM(nn.Module):
@@ -67,7 +77,6 @@ class BertForMaskedLM(nn.Module):
         self.config = config
         self.encoder = BertEncoder(config, embeddings)
         self.head = MaskedLMHead(config, self.encoder.embeddings.word)
-        init_bert_weights(self.head.transform, config.initializer_range)
 
     def forward(
         self,

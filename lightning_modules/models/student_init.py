@@ -22,6 +22,7 @@ COPY_SHAPE_KEYS = (
     "embedding_size",
     "norm_placement",
     "share_layers",
+    "tie_word_embeddings",
 )
 
 

@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 from flows.core.config import CONF_DIR, compose_config, expand_sweeps
 from flows.core.settings import ConfigError
 from flows.pipeline import PipelinePlan
+from flows.training.settings import model_in_key
 from lightning_modules.models.encoder import EncoderConfig
 
 
@@ -125,3 +126,15 @@ def test_every_model_option_is_a_key_of_every_preset_with_the_encoders_default()
     assert {key: base[key] for key in defaults} == defaults
     config = compose_config(["model=bert-tiny", "model.position_embedding=rotary"])
     assert PipelinePlan.from_config(config).pretrain.model["position_embedding"] == "rotary"
+
+
+def test_the_checkpoint_options_enter_the_model_key_only_when_set() -> None:
+    """`model.activation` and `model.tie_word_embeddings` came after the pinned keys: at their
+    defaults a model keys as before (test_artifact_keys.py), set otherwise they key."""
+    bert = {"name": "bert-tiny", "hidden_size": 128}
+    assert "activation" not in model_in_key(bert)
+    assert model_in_key(bert) == model_in_key({**bert, "tie_word_embeddings": True})
+    assert model_in_key({**bert, "activation": "gelu_tanh"})["activation"] == "gelu_tanh"
+    assert model_in_key({**bert, "tie_word_embeddings": False})["tie_word_embeddings"] is False
+    with pytest.raises(ConfigError, match=r"model.activation='relu' must be one of"):
+        model_in_key({**bert, "activation": "relu"})

@@ -12,13 +12,15 @@ from tests.fakes import gradient_pairs
 
 def reference(block: GatedFeedForward, hidden: torch.Tensor) -> torch.Tensor:
     value, gates = block.up(hidden).chunk(2, dim=-1)
-    return F.linear(F.gelu(value) * gates, block.down.weight, block.down.bias)
+    activated = F.gelu(value, approximate=block.approximate)
+    return F.linear(activated * gates, block.down.weight, block.down.bias)
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
 @pytest.mark.parametrize("bias", [False, True])
-def test_outputs_and_gradients_equal_autograds_bit_for_bit(bias: bool) -> None:
+def test_outputs_and_gradients_equal_autograds_bit_for_bit(bias: bool, approximate: str) -> None:
     torch.manual_seed(0)
-    block = GatedFeedForward(16, 24, bias)
+    block = GatedFeedForward(16, 24, bias, approximate)
     hidden = torch.randn(3, 5, 16, requires_grad=True)
     ours, theirs = block(hidden), reference(block, hidden)
     assert torch.equal(ours, theirs)

@@ -15,8 +15,8 @@ from lightning_modules.hf_layouts import Tensors, head_tensors
 from lightning_modules.models.electra import ElectraForPreTraining
 from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
+from lightning_modules.transformers_import.config_json import encoder_settings, hf_settings
 from lightning_modules.transformers_import.errors import CheckpointError
-from lightning_modules.transformers_import.families import encoder_settings, hf_settings
 from lightning_modules.transformers_import.mapping import encoder_for_export
 from lightning_modules.transformers_import.shape import CheckpointShape
 

@@ -28,8 +28,9 @@ from lightning_modules.hf_layouts import (
     to_theirs,
 )
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+from lightning_modules.transformers_import.config_json import position_offset
 from lightning_modules.transformers_import.errors import CheckpointError
-from lightning_modules.transformers_import.families import Family, position_offset
+from lightning_modules.transformers_import.families import Family
 
 LEGACY_SUFFIXES = re.compile(r"\.(gamma|beta)$")  # TF-era LayerNorm names
 BUFFERS = ("position_ids", "token_type_ids")  # saved by older versions, never weights
@@ -73,7 +74,7 @@ def for_import(tensors: Tensors, family: Family, config: EncoderConfig, where: s
     if model_type in ("roberta", "xlm-roberta"):
         name = "roberta.embeddings.position_embeddings.weight"
         if name in tensors:
-            tensors[name] = tensors[name][position_offset(config) :]
+            tensors[name] = tensors[name][position_offset(config.pad_token_id) :]
     elif model_type == "roformer":
         tensors = interleave_rotary_pairs(tensors, config, inverse=True)
     elif model_type == "albert" and not config.factorised_embeddings:
@@ -111,5 +112,7 @@ def encoder_for_export(model_type: str, encoder: BertEncoder) -> Tensors:
         table = tensors[name]
         # The rows before the first position are never read for a real token: zeros, as the
         # padding row of RoBERTa's own checkpoints.
-        tensors[name] = torch.cat([table.new_zeros(position_offset(config), table.shape[1]), table])
+        tensors[name] = torch.cat(
+            [table.new_zeros(position_offset(config.pad_token_id), table.shape[1]), table]
+        )
     return tensors

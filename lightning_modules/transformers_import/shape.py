@@ -11,12 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.transformers_import.config_json import encoder_settings
 from lightning_modules.transformers_import.errors import CheckpointError
-from lightning_modules.transformers_import.families import (
-    Family,
-    encoder_settings,
-    family_of,
-)
+from lightning_modules.transformers_import.families import Family, family_of
 from lightning_modules.transformers_import.weights import weight_files
 
 CONFIG_FILE = "config.json"

@@ -37,6 +37,7 @@ FAMILIES = [
     pytest.param(("distilbert", {}), id="distilbert"),
     pytest.param(("distilbert", {"sinusoidal_pos_embds": True}), id="distilbert-sinusoidal"),
     pytest.param(("modernbert", {}), id="modernbert"),
+    pytest.param(("modernbert", {"decoder_bias": False}), id="modernbert-no-output-bias"),
     pytest.param(("roformer", {}), id="roformer"),
 ]
 

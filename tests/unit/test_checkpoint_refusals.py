@@ -118,6 +118,10 @@ REFUSED: list[tuple[Broken, str]] = [
         r"bert\.encoder\.layer\.1\.output\.dense\.weight$",
     ),
     (damaged_weights, r"model\.safetensors is not a readable safetensors file"),
+    (
+        lambda d: tiny_checkpoint("albert", d, embedding_size=32),
+        r"embedding_hidden_mapping_in is not the identity while embedding_size == hidden_size",
+    ),
 ]
 
 
@@ -140,6 +144,7 @@ REFUSED: list[tuple[Broken, str]] = [
         "unexpected-tensor",
         "missing-tensor",
         "damaged-weights",
+        "albert-equal-widths",
     ],
 )
 def test_a_checkpoint_cloze_cannot_import_is_refused_naming_what(

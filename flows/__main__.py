@@ -9,6 +9,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from flows.base_checkpoint import adopt_init
 from flows.core.cli import SERVICE_ERROR, fail
 from flows.core.config import compose_config, expand_sweeps, to_yaml
 from flows.core.disk import disk_full_message
@@ -40,7 +41,7 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ConfigError, CorpusInputErro
 def validate(config: dict[str, Any]) -> RunConfig:
     """The whole config, `refresh.*` and the task files included, before any service or stage
     starts."""
-    run = load_run_config(config)
+    run = load_run_config(adopt_init(config)[0])  # the pipeline adopts again, and says so
     settings_from(RefreshSettings, run.refresh, "refresh")
     run.finetune.check_task_files(run.seed)  # task files read now: a bad one costs seconds
     return run

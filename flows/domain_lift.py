@@ -1,15 +1,19 @@
-"""`python -m flows.domain_lift [--experiment pubmed|sst2] [OVERRIDE ...]`: general pretraining,
-then pretraining continued on the task's own domain, each scored against random init: one command.
+"""`python -m flows.domain_lift [--experiment pubmed|sst2] [--via-transformers] [OVERRIDE ...]`:
+general pretraining, then pretraining continued on the task's own domain, each scored against
+random init: one command.
 
 `pubmed` (the default) is the BioBERT effect in miniature: step 1 (`experiment=domain_lift_general`)
 pretrains on Wikipedia and scores NCBI-disease NER; step 2 (`experiment=domain_lift_pubmed`)
 continues step 1's model on PubMed abstracts with step 1's tokenizer and scores the same task the
 same way. `sst2` is task-adaptive pretraining: step 1 `experiment=sst2_lift` (Wikipedia), step 2
-`experiment=sst2_tapt` (the text of SST-2's train file, labels unread). Same seeds, recipe, shape
-and vocabulary in both steps, so step 2 reuses step 1's random-init arm (one `finetune_control`
-artifact, fitted once) and the two pretrained arms pair by seed: the adapted-over-general lift is
-a paired interval too. Each step is an ordinary pipeline run, cached by the artifact store like
-any other.
+`experiment=sst2_tapt` (the text of SST-2's train file, labels unread). `--via-transformers`
+continues step 1's `transformers` export instead of its artifact, as a team continues a public
+checkpoint: imported, tokenizer included, and scored again as the `base` arm, so the table adds
+the adapted-over-base figure and the check that the import changed nothing. Same seeds, recipe,
+shape and vocabulary in both steps, so step 2 reuses step 1's random-init arm (one
+`finetune_control` artifact, fitted once) and the two pretrained arms pair by seed: the
+adapted-over-general lift is a paired interval too. Each step is an ordinary pipeline run, cached
+by the artifact store like any other.
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ from flows.core.config import compose_config
 from flows.core.logs import setup_logging
 from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
+from flows.downstream.base_report import base_result
 from flows.downstream.pairing import ArmScores, paired_difference, read_arm
+from flows.downstream.spec import BASE_ARM
 from flows.plan import load_run_config, start_services
 from flows.stages.finetune import ARMS, RESULTS_FILE, FinetuneOutputs
+from flows.stages.pretrain import HUGGINGFACE_DIR
 from flows.tracking.links import run_label
 
 
@@ -140,6 +147,25 @@ def render(
     return "\n".join(lines)
 
 
+VIA_TRANSFORMERS = "--via-transformers"
+
+
+def base_check(general: dict[str, Any], domain: dict[str, Any], experiment: Adaptation) -> str:
+    """Step 1's model, exported and imported back, fine-tuned again as step 2's `base` arm:
+    the same scores seed by seed if the round trip is exact; and step 2's own over-base figure."""
+    step1 = seed_scores(general, experiment)["pretrained"]
+    results = Path(domain["stages"]["finetune"]["path"]) / RESULTS_FILE
+    base = read_arm(results, experiment.task, BASE_ARM, experiment.metric)
+    confidence = FinetuneOutputs.from_manifest(domain["stages"]["finetune"]).confidence
+    return "\n".join(
+        [
+            f"\nthrough transformers: step 1's encoder as imported (the base arm) minus step 1's "
+            f"own pretrained arm, per seed: {lift(base, step1, confidence)}",
+            *base_result(domain["stages"]["finetune"], experiment.task, confidence),
+        ]
+    )
+
+
 def chosen(argv: list[str]) -> tuple[Adaptation, list[str]]:
     """`--experiment NAME` (default pubmed) and the overrides after it."""
     if argv[:1] != ["--experiment"]:
@@ -156,15 +182,22 @@ def chosen(argv: list[str]) -> tuple[Adaptation, list[str]]:
 def main(argv: list[str]) -> int:
     """Overrides apply to both steps (e.g. trainer.threads=2 finetune.train_examples=500)."""
     setup_logging()
+    via_transformers = VIA_TRANSFORMERS in argv
     try:
-        experiment, overrides = chosen(argv)
+        experiment, overrides = chosen([arg for arg in argv if arg != VIA_TRANSFORMERS])
         general, general_seconds = run_step(experiment.general, overrides)
         start = general["stages"]["pretrain"]["path"]
-        reuse = [f"pretrain.init_from={start}", f"tokenizer.from_artifact={start}"]
+        reuse = (
+            [f"pretrain.init_from={start}/{HUGGINGFACE_DIR}"]
+            if via_transformers
+            else [f"pretrain.init_from={start}", f"tokenizer.from_artifact={start}"]
+        )
         domain, domain_seconds = run_step(experiment.adapted, reuse + overrides)
     except ConfigError as error:
         return fail(error)
     print(render(general, domain, experiment))
+    if via_transformers:
+        print(base_check(general, domain, experiment))
     print(
         f"\nstep 1 (general pretraining + evaluation): {general_seconds / 60:.1f} min; step 2 "
         f"(continued pretraining + evaluation): {domain_seconds / 60:.1f} min; pretraining fit: "

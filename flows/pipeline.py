@@ -16,6 +16,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import State
 
+from flows.base_checkpoint import adopt_init
 from flows.core.artifacts import MANIFEST_FILE, ArtifactError, ArtifactRef, ArtifactStore
 from flows.core.config import to_yaml
 from flows.core.paths import RunPaths
@@ -25,6 +26,8 @@ from flows.corpora import Corpus
 from flows.corpora.formats import CorpusInputError
 from flows.plan import PipelinePlan as PipelinePlan  # re-exported: tests and callers use it
 from flows.plan import load_run_config
+from flows.stages.checkpoint import import_checkpoint, lineage_params, lineage_text, read_lineage
+from flows.stages.checkpoint_source import is_registry_uri
 from flows.stages.distill import distill
 from flows.stages.distill_plan import external_teacher
 from flows.stages.finetune import finetune
@@ -33,6 +36,7 @@ from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainOutputs, PretrainSett
 from flows.stages.shards.runners import prefect_unit_mapper
 from flows.stages.shards.stage import ShardOutputs, build_shards
 from flows.stages.tokenizer import train_tokenizer
+from flows.stages.tokenizer_import import import_tokenizer
 from flows.summary import build_summary, render_summary
 from flows.tracking.links import corpus_label, current_identity
 from flows.tracking.prefect_logs import report_progress_to_prefect
@@ -116,9 +120,33 @@ class StageContext:
 
 @task(name="tokenizer", task_run_name="tokenizer", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
 def tokenizer_task(ctx: StageContext, corpus: Corpus) -> ArtifactRef:
-    return ctx.tracked(
-        "tokenizer", lambda run: train_tokenizer(ctx.plan.tokenizer, corpus, ctx.store)
-    )
+    """Trains a tokenizer, or imports the one of the checkpoint the run continues."""
+    folder = ctx.plan.checkpoint
+
+    def produce(run: RunHandle) -> ArtifactRef:
+        settings = ctx.plan.tokenizer
+        if folder is None:
+            return train_tokenizer(settings, corpus, ctx.store)
+        budget = None if settings.max_training_mb is None else int(settings.max_training_mb * 1e6)
+        return import_tokenizer(folder, corpus, ctx.store, settings.extend_vocabulary, budget)
+
+    return ctx.tracked("tokenizer", produce)
+
+
+@task(name="checkpoint", task_run_name="checkpoint", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+def checkpoint_task(ctx: StageContext, tokenizer: ArtifactRef) -> ArtifactRef:
+    """The `transformers` checkpoint the run continues, imported into Cloze's weights once."""
+    folder = ctx.plan.checkpoint
+    assert folder is not None
+
+    def produce(run: RunHandle) -> ArtifactRef:
+        ref = import_checkpoint(folder, tokenizer, ctx.store)
+        lineage = read_lineage(ref.path)
+        assert lineage is not None
+        run.log_params(lineage_params(lineage))
+        return ref
+
+    return ctx.tracked("checkpoint", produce)
 
 
 @task(name="shards", task_run_name="shards", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
@@ -152,13 +180,21 @@ def publish_model(
 
 
 @task(name="pretrain", task_run_name="pretrain", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
-def pretrain_task(ctx: StageContext, shards: ArtifactRef, tokenizer: ArtifactRef) -> ArtifactRef:
+def pretrain_task(
+    ctx: StageContext,
+    shards: ArtifactRef,
+    tokenizer: ArtifactRef,
+    checkpoint: ArtifactRef | None = None,
+) -> ArtifactRef:
+    """Pretrains from random init, from a pretrain artifact, or from an imported `checkpoint`."""
+
     def pretrain_and_publish(run: RunHandle) -> ArtifactRef:
         settings = ctx.plan.pretrain
-        if settings.init_from and settings.init_from.startswith("models:/"):
-            run.set_tags({"cloze.init_from": settings.init_from})
-            resolved = ctx.tracker.resolve_model_uri(settings.init_from)
-            settings = replace(settings, init_from=str(resolved))
+        if checkpoint is not None:
+            settings = replace(settings, init_from=str(checkpoint.path))
+        lineage = read_lineage(Path(settings.init_from)) if settings.init_from else None
+        if lineage is not None:
+            run.log_params(lineage_params(lineage))
         start = published_artifact(settings.init_from)
         if start is not None:  # `compare` draws a continued run after the steps before it
             run.set_tags({STEP_OFFSET_TAG: ctx.tracker.steps_before(start)})
@@ -202,8 +238,10 @@ def finetune_task(
     tokenizer: ArtifactRef,
     student: ArtifactRef | None = None,
     label: str = "finetune",
+    base: ArtifactRef | None = None,
 ) -> ArtifactRef:
-    """`label` tells the runs apart where one flow fine-tunes twice (`finetune-challenger`)."""
+    """`label` tells the runs apart where one flow fine-tunes twice (`finetune-challenger`);
+    `base` (an imported checkpoint) is fine-tuned as it was, the `base` arm."""
     plan = ctx.plan
 
     def evaluate(run: RunHandle) -> ArtifactRef:
@@ -218,6 +256,7 @@ def finetune_task(
                 ctx.store,
                 task_runs.loggers,
                 student,
+                base,
             )
         except BaseException:
             task_runs.fail_open()
@@ -269,7 +308,14 @@ def version_description(
 ) -> str:
     """What a registry version is: its data, its recipe and its held-out scores."""
     data, outputs = ShardOutputs.of(shards), PretrainOutputs.of(ref)
-    start = f"continued from {settings.init_from}" if settings.init_from else "random init"
+    lineage = read_lineage(ref.path)
+    start = (
+        lineage_text(lineage)
+        if lineage is not None
+        else f"continued from {settings.init_from}"
+        if settings.init_from
+        else "random init"
+    )
     return "\n".join(
         [
             f"Data: {corpus_label(plan.corpus.model_dump())} ({plan.corpus.kind}), "
@@ -333,20 +379,33 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     if until not in STAGES:
         raise ConfigError(f"until={until!r} must be one of {STAGES}")
     report_progress_to_prefect()
+    config, notes = adopt_init(config)  # a checkpoint folder's shape, before anything starts
     run = load_run_config(config)
+    paths = RunPaths.from_settings(run.paths)
+    tracker: Tracker | None = None
+    registry_uri = run.pretrain.init_from if is_registry_uri(run.pretrain.init_from) else None
+    if registry_uri is not None:  # only the registry can say what the URI holds
+        tracker = Tracker.for_run(run.tracking, paths)
+        config, notes = adopt_init(config, tracker.resolve_model_uri)
+        run = load_run_config(config)
+    for note in notes:
+        print(note)
     plan = PipelinePlan.from_run_config(run)
     corpus = plan.open_corpus()  # a missing path or empty glob fails here, before tracking
     if until == "finetune":  # deployment runs skip the CLI: task files are checked here too
         plan.finetune.check_task_files(run.seed)
-    paths = RunPaths.from_settings(run.paths)
     store = ArtifactStore(paths.artifacts)
-    tracker = Tracker.for_run(plan.tracking, paths)
+    tracker = tracker or Tracker.for_run(plan.tracking, paths)
     tracker.identity = current_identity()
     teacher: ArtifactRef | None = None
     if plan.distill is not None and plan.distill.distill.external_teacher:
         # Resolved and checked now: a bad teacher fails before any stage spends time.
+        def import_teacher(folder: Path) -> ArtifactRef:
+            tokenizer_ref = import_tokenizer(folder, corpus, store)
+            return import_checkpoint(folder, tokenizer_ref, store)
+
         teacher, tokenizer = external_teacher(
-            plan.distill.distill, plan.tokenizer, store, tracker.resolve_model_uri
+            plan.distill.distill, plan.tokenizer, store, tracker.resolve_model_uri, import_teacher
         )
         plan = replace(plan, tokenizer=tokenizer)
     tracker.close_stale_runs()
@@ -355,6 +414,7 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
         tags={
             "cloze.model": str(plan.pretrain.model.get("name")),
             "cloze.corpus": plan.corpus.kind,
+            **({"cloze.init_from": registry_uri} if registry_uri else {}),
         },
     )
     log_config(parent, config)
@@ -362,15 +422,23 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     try:
         wanted = STAGES[: STAGES.index(until) + 1]
         refs = {"tokenizer": tokenizer_task(ctx, corpus)}
+        if plan.checkpoint is not None:
+            refs["checkpoint"] = checkpoint_task(ctx, refs["tokenizer"])
         if "shards" in wanted:
             refs["shards"] = shards_task(ctx, corpus, refs["tokenizer"])
         if "pretrain" in wanted:
-            refs["pretrain"] = teacher or pretrain_task(ctx, refs["shards"], refs["tokenizer"])
+            refs["pretrain"] = teacher or pretrain_task(
+                ctx, refs["shards"], refs["tokenizer"], refs.get("checkpoint")
+            )
         if "distill" in wanted and plan.distill is not None:
             refs["distill"] = distill_task(ctx, refs["pretrain"], refs["shards"], refs["tokenizer"])
         if "finetune" in wanted:
             refs["finetune"] = finetune_task(
-                ctx, refs["pretrain"], refs["tokenizer"], refs.get("distill")
+                ctx,
+                refs["pretrain"],
+                refs["tokenizer"],
+                refs.get("distill"),
+                base=refs.get("checkpoint"),
             )
         # Only asked-for curves become a task: each task run is a round of Prefect API calls.
         if "finetune" in wanted and plan.finetune.curve_fractions:

@@ -9,10 +9,12 @@ points Prefect at the run's home (`configure_services`), then imports the flow.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, model_validator
 
+from flows.base_checkpoint import checkpoint_folder
 from flows.core.paths import PathSettings, RunPaths, configure_services
 from flows.core.settings import ConfigError, Settings, bounds, settings_from
 from flows.corpora import Corpus, CorpusSettings, open_corpus
@@ -32,7 +34,8 @@ if TYPE_CHECKING:
 
 
 class InitSettings(Settings):
-    """`pretrain.*`: continue from given weights (a pretrain artifact dir or models:/ URI)."""
+    """`pretrain.*`: continue from given weights: a pretrain artifact directory, a `transformers`
+    checkpoint folder or Hub name (flows/base_checkpoint.py), or a models:/ URI."""
 
     section = "pretrain"
 
@@ -56,6 +59,8 @@ class RunConfig(Settings):
     pretrain: InitSettings = InitSettings()
     shards: ShardSettings
     distill: DistillSettings | None = None
+    # The overrides the config was composed from (flows/core/config.py): what the user set.
+    overrides: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _model_fits_the_vocabulary(self) -> RunConfig:
@@ -133,6 +138,9 @@ class PipelinePlan:
     finetune: FinetuneSettings
     tracking: TrackingSettings
     distill: DistillStageSettings | None = None
+    # A `transformers` checkpoint to import and continue (the pipeline then points
+    # `pretrain.init_from` at the imported artifact); its tokenizer replaces training one.
+    checkpoint: Path | None = None
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> PipelinePlan:
@@ -146,12 +154,13 @@ class PipelinePlan:
         from flows.stages.distill import DistillStageSettings
         from flows.stages.pretrain import PretrainSettings
 
+        checkpoint = checkpoint_folder(run.pretrain.init_from)
         pretrain = PretrainSettings(
             run.model,
             run.objective,
             run.trainer,
             run.seed,
-            run.pretrain.init_from,
+            None if checkpoint else run.pretrain.init_from,
             keep_fractions=run.finetune.curve_fractions,
         )
         if pretrain.keep_fractions and run.trainer.strategy == "fsdp":
@@ -165,7 +174,14 @@ class PipelinePlan:
             else DistillStageSettings(run.distill, run.objective, run.trainer, run.seed)
         )
         return cls(
-            run.corpus, run.tokenizer, run.shards, pretrain, run.finetune, run.tracking, distill
+            run.corpus,
+            run.tokenizer,
+            run.shards,
+            pretrain,
+            run.finetune,
+            run.tracking,
+            distill,
+            checkpoint,
         )
 
     def open_corpus(self, corpus: CorpusSettings | None = None) -> Corpus:

@@ -6,14 +6,17 @@ from typing import Any
 
 from flows.core.artifacts import ArtifactRef
 from flows.core.tables import markdown_table
+from flows.downstream.base_report import base_result
 from flows.downstream.curve import read_points
 from flows.downstream.figures import TaskFigures
 from flows.downstream.report import baselines_text, interval_text, warnings
+from flows.stages.checkpoint import CheckpointOutputs
 from flows.stages.distill import DistillOutputs
 from flows.stages.finetune import FinetuneOutputs
 from flows.stages.pretrain import PretrainOutputs
 from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import TokenizerOutputs
+from flows.stages.tokenizer_import import ImportedTokenizerOutputs
 
 
 def build_summary(
@@ -108,10 +111,38 @@ def curve_result(curve: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def tokenizer_result(stages: dict[str, Any], origin: str) -> list[str]:
+    """A trained tokenizer's fit to held-out text, or an imported one's to this corpus."""
+    if "imported_from" in stages["tokenizer"]:
+        imported = ImportedTokenizerOutputs.from_manifest(stages["tokenizer"])
+        return [
+            f"  tokenizer  [imported] {imported.imported_from}, vocab {imported.vocab_size}, "
+            f"fertility {imported.fertility:.3f} tokens/word on this corpus, unknown rate "
+            f"{imported.unknown_rate:.4%}"
+        ]
+    tok = TokenizerOutputs.from_manifest(stages["tokenizer"])
+    return [
+        f"  tokenizer  [{origin}] vocab {tok.vocab_size}, fertility {tok.fertility:.3f} "
+        f"tokens/word, unknown rate {tok.unknown_rate:.4%}"
+    ]
+
+
+def checkpoint_result(stages: dict[str, Any]) -> list[str]:
+    """The checkpoint a run continues, when it continues one."""
+    if "checkpoint" not in stages:
+        return []
+    base = CheckpointOutputs.from_manifest(stages["checkpoint"])
+    origin = "reused (cache hit)" if stages["checkpoint"]["cache_hit"] else "imported"
+    head = "with its MLM head" if base.has_mlm_head else "no MLM head (a fresh one is trained)"
+    return [
+        f"  checkpoint [{origin}] {base.name}: {base.architecture} ({base.model_type}), "
+        f"{base.parameters:,} parameters, {head}"
+    ]
+
+
 def render_summary(summary: dict[str, Any]) -> str:
     stages = summary["stages"]
     fine = FinetuneOutputs.from_manifest(stages["finetune"])
-    tok = TokenizerOutputs.from_manifest(stages["tokenizer"])
     shards = ShardOutputs.from_manifest(stages["shards"])
     pre = PretrainOutputs.from_manifest(stages["pretrain"])
 
@@ -121,8 +152,8 @@ def render_summary(summary: dict[str, Any]) -> str:
     lines = [
         "",
         "Cloze pipeline summary",
-        f"  tokenizer  [{origin('tokenizer')}] vocab {tok.vocab_size}, fertility "
-        f"{tok.fertility:.3f} tokens/word, unknown rate {tok.unknown_rate:.4%}",
+        *tokenizer_result(stages, origin("tokenizer")),
+        *checkpoint_result(stages),
         f"  shards     [{origin('shards')}] train {shards.train_sequences} x {shards.seq_len} "
         f"tokens in {shards.train_shards} shard(s), validation {shards.validation_sequences}",
         f"  pretrain   [{origin('pretrain')}] {pre.steps} steps, {pretraining_result(pre)}",
@@ -135,6 +166,7 @@ def render_summary(summary: dict[str, Any]) -> str:
             for text in [
                 *downstream_result(line, fine.confidence),
                 *student_result(stages["finetune"], line.task),
+                *base_result(stages["finetune"], line.task, fine.confidence),
             ]
         ),
         *curve_result(stages.get("lift_curve")),

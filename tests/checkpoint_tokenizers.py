@@ -24,10 +24,35 @@ MODEL_TYPES = {
     "unigram": "albert",
     "tokenizer_json": "roberta",
 }
-WORDS = (
-    "the protein binds a receptor in human cells while mutations of the gene cause disease and "
-    "patients with cancer received treatment after diagnosis of the syndrome in children"
-).split()
+WORDS = [
+    *[
+        "the",
+        "protein",
+        "binds",
+        "a",
+        "receptor",
+        "in",
+        "human",
+        "cells",
+        "while",
+        "mutations",
+        "of",
+        "the",
+        "gene",
+        "cause",
+    ],
+    *[
+        "disease",
+        "and",
+        "patients",
+        "with",
+        "cancer",
+        "received",
+        "treatment",
+        "after",
+        "diagnosis",
+    ],
+]
 UNICODE = ["café", "naïve", "Straße", "東京都", "ελληνικά", "😀", "e\u0301", "Ångström", "ﬁne"]
 
 
@@ -123,7 +148,8 @@ def sentencepiece_file(folder: Path, text: list[str]) -> int:
     )
     corpus.unlink()
     (folder / "spiece.vocab").unlink()
-    return sentencepiece.SentencePieceProcessor(model_file=str(folder / "spiece.model")).vocab_size()
+    model = sentencepiece.SentencePieceProcessor(model_file=str(folder / "spiece.model"))
+    return int(model.vocab_size())
 
 
 def tokenizer_json(folder: Path, text: list[str]) -> int:

@@ -20,10 +20,15 @@ from omegaconf.errors import OmegaConfBaseException
 from flows.core.paths import REPO_ROOT
 from flows.core.settings import ConfigError
 
+OVERRIDES_KEY = "overrides"
 CONF_DIR = Path(os.environ.get("CLOZE_CONF_DIR", REPO_ROOT / "conf"))
 
 
 def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """`conf/` with `overrides` applied, resolved to plain data; `overrides` itself is kept under
+    the top-level key `overrides`: a key the user set explicitly can then be told from a preset's
+    default (a checkpoint's shape overrules the one, refuses the other: flows/base_checkpoint.py),
+    and the run records its own command line."""
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="cloze"):
             composed = compose("config", overrides=list(overrides))
@@ -31,7 +36,7 @@ def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any
     except (HydraException, OmegaConfBaseException) as error:
         raise ConfigError(f"invalid config or override: {error}") from error
     assert isinstance(config, dict)
-    return config  # type: ignore[return-value]
+    return {**config, OVERRIDES_KEY: list(overrides)}  # type: ignore[dict-item]
 
 
 def to_yaml(config: dict[str, Any]) -> str:

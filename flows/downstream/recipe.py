@@ -28,7 +28,7 @@ from flows.downstream.encoding import EncodedSplit, pad_batch, score
 from flows.downstream.load import train_sample
 from flows.downstream.prompting import PromptIds
 from flows.downstream.settings import Recipe
-from flows.downstream.spec import ARMS, STUDENT_ARM, TaskSpec
+from flows.downstream.spec import ARMS, BASE_ARM, STUDENT_ARM, TaskSpec
 from flows.training.settings import TrainerSettings
 from flows.training.trainer import make_trainer
 from lightning_modules.callbacks import ProgressLog
@@ -114,10 +114,22 @@ class TaskRun:
     student_encoder: EncoderConfig | None = None
     # Prompt-based fine-tuning (settings.prompt): the mask and label-word ids the head reads.
     prompt: PromptIds | None = None
+    # A third arm: the imported checkpoint the pretrained encoder continued, as it was imported.
+    base_dir: Path | None = None
 
     @property
     def arms(self) -> tuple[str, ...]:
-        return ARMS if self.student_dir is None else (*ARMS, STUDENT_ARM)
+        student = () if self.student_dir is None else (STUDENT_ARM,)
+        base = () if self.base_dir is None else (BASE_ARM,)
+        return (*ARMS, *student, *base)
+
+    def source(self, arm: str) -> Path | None:
+        """The weights an arm starts from; None: random init."""
+        return {
+            "pretrained": self.pretrained_dir,
+            STUDENT_ARM: self.student_dir,
+            BASE_ARM: self.base_dir,
+        }.get(arm)
 
     def split(self, name: str, seed: int) -> EncodedSplit:
         """A split; for train, the seed's labelled sample of the pool (load.train_sample)."""
@@ -149,7 +161,7 @@ def build_model(run: TaskRun, arm: str) -> nn.Module:
         config = replace(
             config, dropout=settings.encoder_dropout, attention_dropout=settings.encoder_dropout
         )
-    source = run.student_dir if student else run.pretrained_dir if arm == "pretrained" else None
+    source = run.source(arm)
     if run.prompt is not None:
         prompted = PromptClassifier(config, run.prompt.labels, run.prompt.mask)
         if source is not None:

@@ -31,6 +31,7 @@ TOKEN_METRICS = ("entity_f1", "entity_precision", "entity_recall")
 SPLITS = ("train", "validation", "test")
 ARMS = ("pretrained", "random_init")
 STUDENT_ARM = "student"  # a third arm when the run distilled a student (flows/stages/distill.py)
+BASE_ARM = "base"  # a third arm when the run continued a checkpoint: the checkpoint, not continued
 # Task fields the finetune key holds only when set (TaskSpec.key_record).
 OPT_IN_FIELDS = ("drop_contained_rows",)
 # What a task of each kind is compared against besides random init (flows/downstream/baselines.py).

@@ -1,4 +1,4 @@
-"""A task's random-init arm as its own artifact, shared by every encoder of the same shape.
+"""A task's random-init arm (and a continued checkpoint's `base` arm) as artifacts of their own.
 
 Random init reads nothing of pretraining but the encoder's shape and the vocabulary: its runs
 depend on the task (spec, recipe, data), the seeds, the tokenizer and the architecture, and on
@@ -6,6 +6,10 @@ nothing the pretrained weights hold. Keyed by exactly those, one arm serves ever
 control: `flows.domain_lift`'s general and domain-continued models, a scheduled re-pretraining on
 new data, a recipe sweep. Each is then fitted once per store instead of once per pretraining run,
 and two lifts against it pair by seed with the very same control runs.
+
+The `base` arm (an imported checkpoint fine-tuned as it was) is cached the same way, keyed also
+by the checkpoint: a second adaptation of the same checkpoint, on other text or with another
+recipe, pairs with the same base runs instead of refitting them.
 """
 
 from __future__ import annotations
@@ -17,12 +21,15 @@ from typing import Any
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.downstream.recipe import ArmResult, TaskRun, evaluate_arm
+from flows.downstream.spec import BASE_ARM
 from flows.training.settings import TrainerSettings
 from lightning_modules.models.encoder import EncoderConfig
 
 CONTROL_STAGE = "finetune_control"
+BASE_STAGE = "finetune_base"
 VERSION = 1
 CONTROL_ARM = "random_init"
+ARM_STAGES = {CONTROL_ARM: CONTROL_STAGE, BASE_ARM: BASE_STAGE}
 ARM_FILE = "arm.json"  # the ArmResult, every run's test predictions included (bootstrap input)
 
 
@@ -50,20 +57,27 @@ def read_control(ref: ArtifactRef) -> ArmResult:
     return ArmResult.from_record(json.loads((ref.path / ARM_FILE).read_text()))
 
 
-def control_arm(
+def base_record(control: dict[str, Any], checkpoint_ref: ArtifactRef) -> dict[str, Any]:
+    """The base arm's runs depend on what the control's do, and on the checkpoint's weights."""
+    return {**control, "inputs": {**control["inputs"], "checkpoint": checkpoint_ref.key}}
+
+
+def cached_arm(
     task_run: TaskRun,
+    arm: str,
     seeds: list[int],
     record: dict[str, Any],
     store: ArtifactStore,
 ) -> ArmResult:
-    """The random-init arm of `task_run` over `seeds`, fitted only when no run of the same
-    `record` (control_record) has published it."""
-    key = stage_key(CONTROL_STAGE, VERSION, record["settings"], record["inputs"])
+    """`arm` (random_init or base) of `task_run` over `seeds`, fitted only when no run of the
+    same `record` (control_record, base_record) has published it."""
+    stage = ARM_STAGES[arm]
+    key = stage_key(stage, VERSION, record["settings"], record["inputs"])
 
     def build(directory: Path) -> dict[str, Any]:
-        run = replace(task_run, work_dir=store.work_dir(CONTROL_STAGE, key))
-        arm = evaluate_arm(run, CONTROL_ARM, seeds)
-        (directory / ARM_FILE).write_text(json.dumps(asdict(arm)))
-        return {"task": task_run.spec.name, "learning_rate": arm.learning_rate}
+        run = replace(task_run, work_dir=store.work_dir(stage, key))
+        result = evaluate_arm(run, arm, seeds)
+        (directory / ARM_FILE).write_text(json.dumps(asdict(result)))
+        return {"task": task_run.spec.name, "learning_rate": result.learning_rate}
 
-    return read_control(store.get_or_build(CONTROL_STAGE, key, build, record))
+    return read_control(store.get_or_build(stage, key, build, record))

@@ -36,7 +36,7 @@ from flows.stages.pretrain import (
     resumable_trainer,
     save_and_export,
 )
-from flows.stages.tokenizer import TOKENIZER_FILE, load_tokenizer
+from flows.stages.tokenizer import load_tokenizer
 from flows.training.checkpoints import resumable_checkpoint
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
 from flows.training.settings import model_in_key
@@ -200,8 +200,7 @@ def distill_on_rank(job: DistillJob, directory: Path) -> dict[str, Any]:
     final = trainer.validate(module, datamodule=data, verbose=False)[0]
     if not trainer.is_global_zero:
         return {}
-    tokenizer_file = job.tokenizer_ref.path / TOKENIZER_FILE
-    exported = save_and_export(student, trained, tokenizer_file, directory)
+    exported = save_and_export(student, trained, job.tokenizer_ref.path, directory)
     tokens_per_step = (
         trainer_settings.batch_size * trainer_settings.accumulate_grad_batches * data.index.seq_len
     )

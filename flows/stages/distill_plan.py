@@ -24,6 +24,12 @@ from flows.core.artifacts import (
     read_manifest,
 )
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of
+from flows.stages.checkpoint_source import (
+    is_checkpoint_folder,
+    is_hub_name,
+    is_registry_uri,
+    locate,
+)
 from flows.stages.tokenizer import TokenizerSettings, reused_tokenizer
 from flows.training.settings import TrainerSettings, encoder_config
 from lightning_modules.models.encoder import EncoderConfig
@@ -40,7 +46,7 @@ if TYPE_CHECKING:  # Lightning: not imported while a config is only being valida
     from lightning_modules.distill import DistillLosses
 
 INITS = ("auto", "teacher", "random")
-TEACHER_STAGES = ("pretrain",)
+TEACHER_STAGES = ("pretrain", "checkpoint")  # checkpoint: an imported transformers model
 
 
 class DistillSettings(Settings):
@@ -214,16 +220,22 @@ def external_teacher(
     tokenizer: TokenizerSettings,
     store: ArtifactStore,
     resolve_uri: Callable[[str], Path],
+    import_folder: Callable[[Path], ArtifactRef],
 ) -> tuple[ArtifactRef, TokenizerSettings]:
     """`distill.teacher` resolved and checked before any stage runs; the tokenizer to use.
 
-    Without `tokenizer.from_artifact` the teacher's own tokenizer is reused (a student must read
-    the teacher's token ids); with one, it must be the teacher's.
+    A `transformers` checkpoint (folder or Hub name) is imported first (`import_folder`), as
+    DistilBERT started from BERT-base. Without `tokenizer.from_artifact` the teacher's own
+    tokenizer is reused (a student must read the teacher's token ids); with one, it must be the
+    teacher's.
     """
     given = settings.teacher
     assert given is not None
-    path = resolve_uri(given) if given.startswith("models:/") else Path(given)
-    ref = teacher_ref(path, given)
+    if is_registry_uri(given):
+        path = resolve_uri(given)
+    else:
+        path = locate(given, "distill.teacher") if is_hub_name(given) else Path(given)
+    ref = import_folder(path) if is_checkpoint_folder(path) else teacher_ref(path, given)
     if tokenizer.from_artifact is None:
         tokenizer = tokenizer.model_copy(update={"from_artifact": str(ref.path)})
     assert tokenizer.from_artifact is not None

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Self
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.outputs import StageOutputs
 from flows.core.settings import output_settings
+from flows.downstream.base_report import OVER_BASE, base_outputs
 from flows.downstream.baselines import BaselineResult, evaluate_baselines
 from flows.downstream.bootstrap import bootstrap_lift, example_statistics
 from flows.downstream.caps import caps_outputs, caps_record
@@ -31,9 +32,9 @@ from flows.downstream.prompting import PromptIds, encode_prompted, label_word_id
 from flows.downstream.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_arm
 from flows.downstream.report import bar_chart, baseline_outputs, markdown_table, task_outputs
 from flows.downstream.settings import RECIPE_FIELDS, FinetuneSettings, Recipe, recipe_key
-from flows.downstream.spec import ARMS, TaskSpec
+from flows.downstream.spec import ARMS, BASE_ARM, TaskSpec
 from flows.downstream.speed import inference_tokens_per_second
-from flows.stages.control_arm import CONTROL_ARM, control_arm, control_record
+from flows.stages.control_arm import CONTROL_ARM, base_record, cached_arm, control_record
 from flows.stages.tokenizer import load_tokenizer
 from flows.training.settings import TrainerSettings
 from lightning_modules.models.encoder import BertEncoder
@@ -200,27 +201,33 @@ def run_baselines(
 
 
 def bootstrap_outputs(
-    task_run: TaskRun, arms: dict[str, ArmResult], settings: FinetuneSettings, seed: int
+    task_run: TaskRun,
+    arms: dict[str, ArmResult],
+    settings: FinetuneSettings,
+    seed: int,
+    pair: tuple[str, str] = ("pretrained", "random_init"),
+    name: str = "lift",
 ) -> dict[str, float]:
-    """`<task>.lift_<metric>_bootstrap_low|high`: the paired bootstrap over test examples."""
+    """`<task>.<name>_<metric>_bootstrap_low|high`: the paired bootstrap over test examples of
+    the first arm of `pair` minus the second (the lift; `over_base` for a continued checkpoint)."""
     spec, gold = task_run.spec, task_run.splits["test"].gold
     statistics = {
         arm: [
             example_statistics(spec.kind, gold, run.test_predictions, task_run.labels)
             for run in arms[arm].runs
         ]
-        for arm in ARMS
+        for arm in pair
     }
     low, high = bootstrap_lift(
-        statistics["pretrained"],
-        statistics["random_init"],
+        statistics[pair[0]],
+        statistics[pair[1]],
         spec.metric,
         len(task_run.labels),
         settings.bootstrap_samples,
         settings.confidence,
         seed,
     )
-    prefix = f"{spec.name}.lift_{spec.metric}_bootstrap"
+    prefix = f"{spec.name}.{name}_{spec.metric}_bootstrap"
     return {f"{prefix}_low": low, f"{prefix}_high": high}
 
 
@@ -274,15 +281,20 @@ def finetune(
     store: ArtifactStore,
     loggers_for: LoggerFactory = lambda task, label: (),
     student_ref: ArtifactRef | None = None,
+    base_ref: ArtifactRef | None = None,
 ) -> ArtifactRef:
     """Both arms per task; with `student_ref` (a distill artifact) the student as a third arm,
-    its share of the teacher's lift, and teacher and student sizes and speed, in one table."""
+    its share of the teacher's lift, and teacher and student sizes and speed, in one table; with
+    `base_ref` (an imported checkpoint that pretraining continued) the checkpoint as it was, and
+    what continuing it bought over it."""
     record: dict[str, Any] = {
         "settings": stage_settings(settings, seed, trainer_settings),
         "inputs": {"pretrain": pretrain_ref.key, "tokenizer": tokenizer_ref.key},
     }
     if student_ref is not None:  # absent otherwise, so earlier artifacts keep their keys
         record["inputs"]["student"] = student_ref.key
+    if base_ref is not None:
+        record["inputs"]["base"] = base_ref.key
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
     task_keys = record["settings"]["specs"]  # each task's part of the key: its control's too
     student_dir = None if student_ref is None else student_ref.path
@@ -305,13 +317,18 @@ def finetune(
                 loggers_for,
                 student_dir,
             )
+            if base_ref is not None:
+                task_run = replace(task_run, base_dir=base_ref.path)
             baselines = run_baselines(data, settings, seeds)
             control = control_record(
                 task_keys[spec.name], seed, trainer_settings, task_run.encoder, tokenizer_ref
             )
+            records = {CONTROL_ARM: control}
+            if base_ref is not None:
+                records[BASE_ARM] = base_record(control, base_ref)
             arms = {
-                arm: control_arm(task_run, seeds, control, store)
-                if arm == CONTROL_ARM
+                arm: cached_arm(task_run, arm, seeds, records[arm], store)
+                if arm in records
                 else evaluate_arm(task_run, arm, seeds)
                 for arm in task_run.arms
             }
@@ -325,6 +342,10 @@ def finetune(
             outputs.update(baseline_outputs(spec.name, spec.metric, baselines))
             if student_dir is not None:
                 outputs.update(student_outputs(spec.name, arms, settings.confidence))
+            if base_ref is not None:
+                outputs.update(base_outputs(spec.name, arms, settings.confidence))
+                pair = ("pretrained", BASE_ARM)
+                outputs.update(bootstrap_outputs(task_run, arms, settings, seed, pair, OVER_BASE))
             record = task_record(task_run, arms, baselines)
             runs[spec.name] = {
                 **record,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
@@ -17,21 +16,27 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger
 
 from flows.core.artifacts import (
-    MANIFEST_FILE,
     ArtifactRef,
     ArtifactStore,
-    read_manifest,
     replace_json,
     stage_key,
 )
 from flows.core.outputs import StageOutputs
-from flows.core.settings import ConfigError, output_settings
+from flows.core.settings import output_settings
 from flows.corpora.formats import CorpusInputError
+from flows.stages.checkpoint import LINEAGE_FILE, export_as_base_class, read_lineage
+from flows.stages.init_weights import (
+    InitSource,
+    check_same_tokenizer,
+    init_source,
+    load_initial_weights,
+    run_encoder_config,
+)
 from flows.stages.objectives import ObjectiveSettings, make_collator
 from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokenizer
 from flows.training.checkpoints import resumable_checkpoint
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
-from flows.training.settings import TrainerSettings, encoder_config, model_in_key
+from flows.training.settings import TrainerSettings, model_in_key
 from flows.training.trainer import make_trainer
 from lightning_modules.callbacks import ProgressLog
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
@@ -44,12 +49,7 @@ from lightning_modules.models.electra import ElectraForPreTraining
 from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import (
-    CONFIG_FILE,
-    ELECTRA_CONFIG_FILE,
-    WEIGHTS_FILE,
     count_parameters,
-    load_encoder_config,
-    load_weights,
     save_electra,
     save_masked_lm,
 )
@@ -196,7 +196,7 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
     check_shards_match(job.shards_ref, job.tokenizer_ref)
     objective = settings.objective
     trainer_settings = settings.trainer
-    config = encoder_config(settings.model, trained.vocab_size, trained.special.pad)
+    config = run_encoder_config(settings.model, trained, job.init)
     data = MaskedLMDataModule(
         job.shards_ref.path,
         make_collator(objective, trained, settings.seed),
@@ -230,7 +230,8 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
     model = unsharded(trainer, model, settings, config, data.index.seq_len, total_steps)
     if not trainer.is_global_zero:
         return {}
-    exported = save_and_export(model, trained, job.tokenizer_ref.path / TOKENIZER_FILE, directory)
+    lineage = None if job.init is None else read_lineage(job.init.path)
+    exported = save_and_export(model, trained, job.tokenizer_ref.path, directory, lineage)
     if kept:
         shutil.copytree(work_dir / KEPT_DIR, directory / KEPT_DIR)
     tokens_per_step = (
@@ -340,70 +341,6 @@ def unsharded(
     return whole
 
 
-@dataclass(frozen=True)
-class InitSource:
-    """Weights to continue from, and what identifies them in the stage key."""
-
-    path: Path
-    identity: str
-
-
-def init_source(init_from: str | None) -> InitSource | None:
-    """A pretrain artifact's weights; keyed by its content address (or the weights' hash)."""
-    if init_from is None:
-        return None
-    path = Path(init_from).expanduser().resolve()
-    if not (path / CONFIG_FILE).is_file() or not (path / WEIGHTS_FILE).is_file():
-        raise ConfigError(
-            f"pretrain.init_from={init_from!r} is not a pretrain artifact directory (it needs "
-            f"{CONFIG_FILE} and {WEIGHTS_FILE}); give <artifact root>/pretrain/<key> or a "
-            "models:/<name>@<alias> URI"
-        )
-    manifest = path / MANIFEST_FILE
-    if manifest.is_file():
-        return InitSource(path, f"{STAGE}:{read_manifest(manifest)['key']}")
-    digest = hashlib.sha256((path / WEIGHTS_FILE).read_bytes()).hexdigest()[:20]
-    return InitSource(path, f"weights:{digest}")
-
-
-def check_same_tokenizer(init: InitSource, tokenizer_ref: ArtifactRef) -> None:
-    """Refuses a retrained tokenizer: same size, other ids would load silently as wrong rows."""
-    manifest = init.path / MANIFEST_FILE
-    if not manifest.is_file():
-        return  # weights from outside the store carry no tokenizer identity to compare
-    trained_with = read_manifest(manifest).get("inputs", {}).get("tokenizer")
-    if trained_with != tokenizer_ref.key:
-        raise ConfigError(
-            f"pretrain.init_from={init.path} was trained with tokenizer {trained_with}, this run's "
-            f"tokenizer is {tokenizer_ref.key}: continued pretraining must keep the vocabulary; "
-            f"add tokenizer.from_artifact={init.path}"
-        )
-
-
-def load_initial_weights(model: BertForMaskedLM | ElectraForPreTraining, init: InitSource) -> None:
-    """Fills `model` from `init`; the architecture and vocabulary must match exactly."""
-    is_electra = (init.path / ELECTRA_CONFIG_FILE).is_file()
-    if is_electra != isinstance(model, ElectraForPreTraining):
-        raise ConfigError(
-            f"pretrain.init_from={init.path} holds a {'ELECTRA' if is_electra else 'masked LM'} "
-            "model; continue it with the same objective family"
-        )
-    source = load_encoder_config(init.path)
-    if source != model.config:
-        ours, theirs = model.config.to_dict(), source.to_dict()
-        differing = ", ".join(
-            f"{name}={theirs[name]} (this run: {ours[name]})"
-            for name in sorted(ours)
-            if ours[name] != theirs.get(name)
-        )
-        raise ConfigError(
-            f"pretrain.init_from={init.path} does not fit this run's model: {differing}; "
-            "continue with the tokenizer it was trained with (same vocabulary) and the same "
-            "model.* settings"
-        )
-    load_weights(model, init.path / WEIGHTS_FILE)
-
-
 def check_shards_match(shards_ref: ArtifactRef, tokenizer_ref: ArtifactRef) -> None:
     """Token ids only mean something under the tokenizer that wrote them."""
     built_with = ShardIndex.load(shards_ref.path).tokenizer_key
@@ -444,19 +381,25 @@ def build_module(
 def save_and_export(
     model: BertForMaskedLM | ElectraForPreTraining,
     trained: TrainedTokenizer,
-    tokenizer_file: Path,
+    tokenizer_dir: Path,
     directory: Path,
+    lineage: dict[str, Any] | None = None,
 ) -> bool:
-    """Saves the weights; exports for transformers when the architecture has an equivalent."""
+    """Saves the weights; exports for transformers: as the class of the checkpoint the model
+    descends from (`lineage`), else as the class that computes the same function, if any."""
     if isinstance(model, ElectraForPreTraining):
         save_electra(model, directory)
     else:
         save_masked_lm(model, directory)
+    if lineage is not None:
+        (directory / LINEAGE_FILE).write_text(json.dumps(lineage, indent=2))
+        export_as_base_class(model, lineage, tokenizer_dir, directory / HUGGINGFACE_DIR)
+        return True
     if not can_export(model):
         return False
     export_huggingface(
         model,
-        tokenizer_file,
+        tokenizer_dir / TOKENIZER_FILE,
         trained.settings.special_tokens,
         trained.settings.kind,
         trained.settings.lowercase,

@@ -62,6 +62,9 @@ class TokenizerSettings(Settings):
     min_frequency: Annotated[int, bounds(ge=1)] = 2
     max_training_mb: Annotated[Number, bounds(gt=0)] | None = 256.0
     from_artifact: str | None = None  # reuse, do not train; out of the key (the reused one's is)
+    # With a checkpoint (pretrain.init_from): add the N most frequent corpus words its tokenizer
+    # splits into 3+ pieces (flows/stages/tokenizer_import.py). Trained tokenizers ignore it.
+    extend_vocabulary: Annotated[int, bounds(ge=0)] = 0
     special_tokens: dict[str, str] = DEFAULT_SPECIAL_TOKENS
 
     @field_validator("special_tokens")
@@ -167,7 +170,7 @@ def reused_tokenizer(source: str, store: ArtifactStore) -> ArtifactRef:
 def tokenizer_record(settings: TokenizerSettings, corpus: dict[str, Any]) -> dict[str, Any]:
     """What the tokenizer's artifact key is made of: its settings and the corpus fingerprint."""
     return {
-        "settings": output_settings(settings, exclude=("from_artifact",)),
+        "settings": output_settings(settings, exclude=("from_artifact", "extend_vocabulary")),
         "inputs": {"corpus": corpus},
     }
 

@@ -9,18 +9,27 @@ so every later stage reads it unchanged), keyed by the content of the files it c
 
 What it is worth on this corpus (fertility, unknown rate) is measured each run on the corpus's
 first documents and reported with the stage, not stored: the artifact is the same for any corpus.
+
+`tokenizer.extend_vocabulary=N` adds the N most frequent corpus words the checkpoint's tokenizer
+splits into three or more pieces, as whole-word tokens (BioBERT kept BERT's vocabulary; SciBERT
+and others argue for domain words). That artifact depends on the corpus too, and records each
+added word's pieces (`extension.json`): the checkpoint import starts the new embedding rows at
+the mean of those pieces' rows.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import re
 import shutil
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tokenizers import Tokenizer
+from tokenizers import AddedToken, Tokenizer
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, file_sha256, stage_key
 from flows.core.outputs import StageOutputs
@@ -36,6 +45,7 @@ from flows.stages.tokenizer import (
     TokenizerSettings,
     load_tokenizer,
     measure,
+    special_token_id,
 )
 
 IMPORT_VERSION = 1
@@ -64,6 +74,9 @@ VOCABULARY_FILES = (
 SOURCE_DIR = "source"
 KEPT_SOURCE_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 KINDS = {"WordPiece": "wordpiece", "BPE": "bpe", "Unigram": "unigram"}
+EXTENSION_FILE = "extension.json"  # the added words, their counts and their pieces' ids
+MIN_PIECES = 3  # a word the checkpoint splits this finely is worth a token of its own
+WORD = re.compile(r"[^\W\d_]{3,}")  # letters only: numbers and codes are poor token candidates
 
 
 @dataclass(frozen=True)
@@ -73,6 +86,8 @@ class ImportedTokenizerOutputs(StageOutputs):
     STAGE = STAGE
     imported_from: str
     vocab_size: int
+    added_words: int = 0  # tokenizer.extend_vocabulary: how many were added
+    fertility_before_extension: float | None = None
     fertility: float = 0.0
     unknown_rate: float = 0.0
     measured_documents: int = 0
@@ -131,15 +146,33 @@ def converted(hf: Any, folder: Path) -> tuple[Tokenizer, str]:
     return backend, KINDS[family]
 
 
-def import_tokenizer(folder: Path, corpus: Corpus, store: ArtifactStore) -> ArtifactRef:
-    """The checkpoint's tokenizer as a tokenizer artifact, with its fit to `corpus` measured."""
-    record = {"settings": {"imported": True}, "inputs": {"files": source_checksums(folder)}}
+def import_tokenizer(
+    folder: Path,
+    corpus: Corpus,
+    store: ArtifactStore,
+    extend_vocabulary: int = 0,
+    max_chars: int | None = None,
+) -> ArtifactRef:
+    """The checkpoint's tokenizer as a tokenizer artifact (extended by the corpus's most split
+    words when asked; `max_chars` bounds the text counted), with its fit to `corpus` measured."""
+    record: dict[str, Any] = {
+        "settings": {"imported": True},
+        "inputs": {"files": source_checksums(folder)},
+    }
+    if extend_vocabulary:  # absent otherwise: the plain import keys on the files alone
+        record["settings"] |= {"extend_vocabulary": extend_vocabulary, "max_chars": max_chars}
+        record["inputs"]["corpus"] = corpus.fingerprint()
     key = stage_key(STAGE, IMPORT_VERSION, record["settings"], record["inputs"])
 
     def build(directory: Path) -> dict[str, Any]:
         hf = auto_tokenizer(folder)
         tokens = special_tokens(hf, folder)
         backend, kind = converted(hf, folder)
+        extension: dict[str, Any] = {}
+        if extend_vocabulary:
+            unknown = special_token_id(backend, tokens["unk"])
+            extension = extend(backend, kind, corpus, extend_vocabulary, max_chars, unknown)
+            (directory / EXTENSION_FILE).write_text(json.dumps(extension, indent=2))
         ids = {role: backend.token_to_id(token) for role, token in tokens.items()}
         settings = TokenizerSettings(
             kind=kind,
@@ -155,11 +188,60 @@ def import_tokenizer(folder: Path, corpus: Corpus, store: ArtifactStore) -> Arti
             if (folder / name).is_file():
                 shutil.copyfile(folder / name, directory / SOURCE_DIR / name)
         return ImportedTokenizerOutputs(
-            imported_from=folder.name, vocab_size=settings.vocab_size
+            imported_from=folder.name,
+            vocab_size=settings.vocab_size,
+            added_words=len(extension.get("added", [])),
+            fertility_before_extension=extension.get("fertility_before"),
         ).to_manifest()
 
     ref = store.get_or_build(STAGE, key, build, record, content_addressed=True)
     return replace(ref, outputs={**ref.outputs, **fit_to_corpus(ref, corpus)})
+
+
+def extend(
+    backend: Tokenizer,
+    kind: str,
+    corpus: Corpus,
+    count: int,
+    max_chars: int | None,
+    unknown: int,
+) -> dict[str, Any]:
+    """Adds (in place) the `count` most frequent corpus words `backend` splits into at least
+    MIN_PIECES pieces; returns them with their pieces and the fertility before."""
+    heldout: list[str] = []
+    words = word_counts(backend, corpus.training_documents(heldout, STATS_DOCUMENTS, max_chars))
+    fertility_before, _ = measure(backend, heldout, unknown)
+    added: list[dict[str, Any]] = []
+    for word, occurrences in words.most_common():
+        pieces = backend.encode(f" {word}", add_special_tokens=False).ids
+        if len(pieces) >= MIN_PIECES:
+            added.append({"word": word, "count": occurrences, "pieces": pieces})
+        if len(added) == count:
+            break
+    # Whole words only; byte-level and metaspace tokenizers glue the space before a word to it,
+    # so the added token takes the space in (lstrip) instead of leaving a token of its own.
+    backend.add_tokens(
+        [AddedToken(entry["word"], single_word=True, lstrip=kind != "wordpiece") for entry in added]
+    )
+    for entry in added:
+        entry["id"] = backend.token_to_id(entry["word"])
+    return {"added": added, "fertility_before": fertility_before}
+
+
+def word_counts(backend: Tokenizer, documents: Iterable[str]) -> Counter[str]:
+    """Letter words as the tokenizer's normaliser writes them (lowercased if it lowercases)."""
+    normalizer = backend.normalizer
+    counts: Counter[str] = Counter()
+    for document in documents:
+        text = document if normalizer is None else normalizer.normalize_str(document)
+        counts.update(WORD.findall(text))
+    return counts
+
+
+def read_extension(ref: ArtifactRef) -> list[dict[str, Any]]:
+    """The words a tokenizer artifact added to its checkpoint's vocabulary (none: [])."""
+    path = ref.path / EXTENSION_FILE
+    return json.loads(path.read_text())["added"] if path.is_file() else []
 
 
 def fit_to_corpus(ref: ArtifactRef, corpus: Corpus) -> dict[str, Any]:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 import socket
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import psutil
+from mlflow.artifacts import download_artifacts
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
@@ -210,6 +213,8 @@ class Tracker:
     ) -> None:
         self.tracking_uri = tracking_uri
         self.identity = RunIdentity()  # set by the flow: run names and Prefect links
+        # Where registered checkpoints without a pretrain artifact here are downloaded to.
+        self.downloads = Path(tempfile.gettempdir()) / "cloze-downloads"
         with store_setup_lock(tracking_uri):
             client = RetryingClient.connect(tracking_uri, retry or RetryPolicy())
             self.client = cast(MlflowClient, client)  # a proxy with MlflowClient's interface
@@ -242,7 +247,9 @@ class Tracker:
         """The configured server, or the SQLite store under the run root (artifacts beside it)."""
         uri = paths.tracking_uri(settings.uri)
         artifact_root = paths.mlflow_artifacts if uri.startswith("sqlite:") else None
-        return cls(uri, settings.experiment, artifact_root, settings.retry_policy())
+        tracker = cls(uri, settings.experiment, artifact_root, settings.retry_policy())
+        tracker.downloads = paths.root / "downloads"
+        return tracker
 
     def start_run(
         self, name: str, parent: RunHandle | None = None, tags: Mapping[str, str] | None = None
@@ -371,10 +378,13 @@ class Tracker:
         return offset + int(start.outputs.get("steps", 0))
 
     def resolve_model_uri(self, uri: str) -> Path:
-        """`models:/name@alias` or `models:/name/version` -> the pretrain artifact behind it.
+        """`models:/name@alias` or `models:/name/version` -> the weights behind it.
 
-        Versions record their artifact's path in the content-addressed store (tag
-        `cloze.artifact_path`); continuing from one needs that store, not a copy of the weights.
+        A version Cloze registered records its pretrain artifact's path in this store (tag
+        `cloze.artifact_path`): continuing from it needs that store. Otherwise (another
+        machine's store, or a checkpoint someone registered by hand) the version's own files are
+        downloaded under the run root's `downloads/`: a `transformers` folder, imported like any
+        other.
         """
         match = MODEL_URI.fullmatch(uri)
         if match is None:
@@ -388,10 +398,26 @@ class Tracker:
         if version is None:
             raise ConfigError(f"{uri}: the registered model {name!r} has no alias {alias!r}")
         path = version.tags.get(ARTIFACT_PATH_TAG)
-        if not path or not Path(path).is_dir():
-            raise ConfigError(
-                f"{uri} (version {version.version}) has no pretrain artifact in this artifact "
-                f"store (tag {ARTIFACT_PATH_TAG}={path!r}); run with the paths.root it was "
-                "trained under, or give pretrain.init_from as a pretrain artifact directory"
+        if path and Path(path).is_dir():
+            return Path(path)
+        download_root = self.downloads
+        target = download_root / f"{name}-{version.version}"
+        if not target.is_dir():  # a version's files never change: one download serves all runs
+            download_root.mkdir(parents=True, exist_ok=True)
+            partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=download_root))
+            download_artifacts(
+                artifact_uri=version.source, dst_path=str(partial), tracking_uri=self.tracking_uri
             )
-        return Path(path)
+            try:
+                partial.rename(target)
+            except OSError:  # a concurrent run published the same version first
+                shutil.rmtree(partial, ignore_errors=True)
+        folders = [target, *(child for child in target.iterdir() if child.is_dir())]
+        found = next((folder for folder in folders if (folder / "config.json").is_file()), None)
+        if found is None:
+            raise ConfigError(
+                f"{uri} (version {version.version}) has no pretrain artifact in this store (tag "
+                f"{ARTIFACT_PATH_TAG}={path!r}) and its files hold no transformers checkpoint "
+                "(config.json); give pretrain.init_from as a folder"
+            )
+        return found

@@ -24,6 +24,8 @@ from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.optim import OptimizerSettings
 
 PRECISIONS = ("32-true", "bf16-mixed")
+# `model.*` keys that shape no weight: a run that continues given weights sets its own.
+RUN_CHOICES = ("dropout", "attention_dropout", "document_attention", "initializer_range")
 STRATEGIES = ("auto", "ddp", "fsdp")
 
 

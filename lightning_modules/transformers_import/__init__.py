@@ -6,7 +6,7 @@ from lightning_modules.transformers_import.checkpoint import ImportedCheckpoint,
 from lightning_modules.transformers_import.errors import CheckpointError
 from lightning_modules.transformers_import.export_like import export_like
 from lightning_modules.transformers_import.families import SUPPORTED_MODEL_TYPES
-from lightning_modules.transformers_import.shape import CheckpointShape, peek_checkpoint
+from lightning_modules.transformers_import.shape import CheckpointShape, peek_checkpoint, shape_of
 
 __all__ = [
     "SUPPORTED_MODEL_TYPES",
@@ -16,4 +16,5 @@ __all__ = [
     "export_like",
     "peek_checkpoint",
     "read_checkpoint",
+    "shape_of",
 ]

@@ -48,11 +48,16 @@ def peek_checkpoint(folder: Path) -> CheckpointShape:
     """The checkpoint's shape from config.json, the weight files checked present but not read;
     a folder Cloze cannot import is a CheckpointError naming the file or key."""
     folder = Path(folder)
-    where = str(folder / CONFIG_FILE)
     hf = read_config(folder / CONFIG_FILE)
+    return shape_of(hf, folder, weight_files(folder))
+
+
+def shape_of(hf: dict[str, Any], folder: Path, files: tuple[Path, ...] = ()) -> CheckpointShape:
+    """The shape config.json's contents `hf` describe (`folder` names it in errors): also how a
+    continued model's export reads the base's config.json, kept after the folder is gone."""
+    where = str(folder / CONFIG_FILE)
     family = family_of(hf.get("model_type"), where)
     architecture = architecture_of(hf, family, where)
-    files = weight_files(folder)
     return CheckpointShape(
         folder=folder,
         model_type=family.model_type,

@@ -87,3 +87,30 @@ def test_distilling_from_the_teachers_registry_alias_reuses_the_same_student(
     assert again["tokenizer"]["key"] == first["stages"]["tokenizer"]["key"]  # the teacher's
     assert again["distill"]["cache_hit"]
     assert again["distill"]["key"] == first["stages"]["distill"]["key"]
+
+
+def test_a_transformers_checkpoint_is_imported_as_the_teacher(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """DistilBERT's recipe: the teacher is a public checkpoint, imported with its tokenizer;
+    no pretraining runs, and the student is scored beside it."""
+    from tests.checkpoint_tokenizers import write_tokenizer
+    from tests.checkpoints import tiny_checkpoint
+
+    root = tmp_path_factory.mktemp("checkpoint-teacher")
+    folder = root / "bert-teacher"
+    tiny_checkpoint("bert", folder, vocab_size=write_tokenizer(folder, "wordpiece"), scale=0.0)
+    stages = run_pipeline(root, f"distill.teacher={folder}", "distill.student.hidden_size=32")[
+        "stages"
+    ]
+    assert list(stages) == ["tokenizer", "shards", "pretrain", "distill", "finetune"]
+    assert stages["pretrain"]["path"].startswith(str(root / "artifacts" / "checkpoint"))
+    assert stages["tokenizer"]["vocab_size"] == json_vocab(folder)
+    assert stages["distill"]["parameters"] < stages["distill"]["teacher_parameters"]
+    assert "pydoc_topics.student_accuracy_mean" in stages["finetune"]
+
+
+def json_vocab(folder: Path) -> int:
+    import json
+
+    return int(json.loads((folder / "config.json").read_text())["vocab_size"])

@@ -500,14 +500,21 @@ def test_a_teacher_trained_with_another_tokenizer_is_refused_before_any_stage(
         rf"{other.key}: a student must read the teacher's token ids; drop tokenizer\.from_artifact",
     ):
         external_teacher(
-            settings, TokenizerSettings(from_artifact=str(other.path)), store, no_registry
+            settings, TokenizerSettings(from_artifact=str(other.path)), store, *NO_LOOKUP
         )
-    ref, tokenizer = external_teacher(settings, TokenizerSettings(), store, no_registry)
+    ref, tokenizer = external_teacher(settings, TokenizerSettings(), store, *NO_LOOKUP)
     assert ref.path == pretrained.path and tokenizer.from_artifact == str(pretrained.path)
 
 
 def no_registry(uri: str) -> Path:
     raise AssertionError(f"{uri} is a path, not a registry URI")
+
+
+def no_import(folder: Path) -> ArtifactRef:
+    raise AssertionError(f"{folder} is a pretrain artifact, not a transformers checkpoint")
+
+
+NO_LOOKUP = (no_registry, no_import)
 
 
 def test_a_registry_uri_that_does_not_resolve_is_refused_naming_it(
@@ -521,13 +528,14 @@ def test_a_registry_uri_that_does_not_resolve_is_refused_naming_it(
         match=r"models:/cloze-encoder@champion: the registered model 'cloze-encoder' has no "
         r"alias 'champion'",
     ):
-        external_teacher(settings, TokenizerSettings(), store, tracker.resolve_model_uri)
+        external_teacher(settings, TokenizerSettings(), store, tracker.resolve_model_uri, no_import)
     with pytest.raises(ConfigError, match=r"'models:/cloze-encoder' is not models:/<name>@<alias>"):
         external_teacher(
             DistillSettings(teacher="models:/cloze-encoder", student=TINY),
             TokenizerSettings(),
             store,
             tracker.resolve_model_uri,
+            no_import,
         )
 
 

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("flows.downstream",),
     ("flows.stages",),
     ("flows.tracking",),
-    ("flows.pipeline", "flows.summary", "flows.plan"),
+    ("flows.pipeline", "flows.summary", "flows.plan", "flows.base_checkpoint"),
     (
         "flows.deploy",
         "flows.refresh",

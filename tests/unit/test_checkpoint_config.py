@@ -1,0 +1,172 @@
+"""`pretrain.init_from=<checkpoint>`: the checkpoint's shape overrules what only a from-scratch run
+uses, and refuses what the user set against it; a folder that cannot be continued stops the run
+in one `error:` line, exit 2, before any service or stage starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flows.__main__ import main as cli_main
+from flows.base_checkpoint import adopt_init
+from flows.core.config import compose_config
+from flows.plan import PipelinePlan, load_run_config
+from tests.checkpoint_tokenizers import write_tokenizer
+from tests.checkpoints import tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("ckpt") / "bert-tiny-medical"
+    size = write_tokenizer(folder, "wordpiece")
+    return tiny_checkpoint("bert", folder, vocab_size=size, scale=0.0)
+
+
+def adopted(*overrides: str) -> tuple[dict, list[str]]:
+    return adopt_init(compose_config(list(overrides)))
+
+
+def test_the_shape_comes_from_the_checkpoint_and_the_preset_gives_way(checkpoint: Path) -> None:
+    config, notes = adopted(f"pretrain.init_from={checkpoint}", "experiment=smoke")
+    model = config["model"]
+    assert (model["hidden_size"], model["num_layers"], model["num_heads"]) == (32, 2, 4)
+    assert model["intermediate_size"] == 37 and model["name"] == checkpoint.name
+    assert model["dropout"] == 0.1  # the checkpoint's (hidden_dropout_prob), not the preset's 0.0
+    vocabulary = json.loads((checkpoint / "config.json").read_text())["vocab_size"]
+    assert config["tokenizer"]["vocab_size"] == vocabulary  # what the run records is the truth
+    (note,) = notes
+    assert f"continuing the bert checkpoint {checkpoint}" in note
+    assert "from-scratch values set aside: model.attention_dropout, model.dropout, " in note
+    plan = PipelinePlan.from_run_config(load_run_config(config))
+    assert plan.checkpoint == checkpoint and plan.pretrain.init_from is None
+
+
+def test_rates_that_shape_no_weight_stay_the_users(checkpoint: Path) -> None:
+    config, _ = adopted(f"pretrain.init_from={checkpoint}", "model.dropout=0.0")
+    assert config["model"]["dropout"] == 0.0
+    assert config["model"]["attention_dropout"] == 0.1
+
+
+def test_an_explicit_value_equal_to_the_checkpoints_is_accepted(checkpoint: Path) -> None:
+    config, _ = adopted(f"pretrain.init_from={checkpoint}", "model.hidden_size=32")
+    assert config["model"]["hidden_size"] == 32
+
+
+def test_adoption_is_idempotent(checkpoint: Path) -> None:
+    """The CLI adopts to validate, the pipeline again: the second must change nothing."""
+    once, _ = adopted(f"pretrain.init_from={checkpoint}", "model.dropout=0.0")
+    twice, _ = adopt_init(once)
+    assert twice == once
+
+
+def write_unsupported(folder: Path) -> Path:
+    write_tokenizer(folder, "wordpiece")
+    (folder / "config.json").write_text(json.dumps({"model_type": "deberta-v2"}))
+    (folder / "model.safetensors").write_bytes(b"")
+    return folder
+
+
+def without(checkpoint: Path, folder: Path, *names: str) -> Path:
+    shutil.copytree(checkpoint, folder)
+    for name in names:
+        (folder / name).unlink()
+    return folder
+
+
+CASES = {
+    "a shape key set against the checkpoint": (
+        lambda ckpt, tmp: [f"pretrain.init_from={ckpt}", "model.hidden_size=256"],
+        r"is a bert checkpoint whose shape and vocabulary are fixed, but model\.hidden_size=256 "
+        r"\(the checkpoint's 32\) was set explicitly: drop the override",
+    ),
+    "a model preset picked against the checkpoint": (
+        lambda ckpt, tmp: [f"pretrain.init_from={ckpt}", "model=bert-mini"],
+        r"model\.hidden_size=256 \(the checkpoint's 32\); model\.num_layers=4 \(the checkpoint's "
+        r"2\)",
+    ),
+    "a vocabulary size set against the checkpoint": (
+        lambda ckpt, tmp: [f"pretrain.init_from={ckpt}", "tokenizer.vocab_size=8000"],
+        r"tokenizer\.vocab_size=8000 \(the checkpoint's \d+\) was set explicitly",
+    ),
+    "a second tokenizer": (
+        lambda ckpt, tmp: [f"pretrain.init_from={ckpt}", f"tokenizer.from_artifact={tmp}"],
+        r"tokenizer\.from_artifact=.* \(the checkpoint brings its own tokenizer\)",
+    ),
+    "an unsupported model type": (
+        lambda ckpt, tmp: [f"pretrain.init_from={write_unsupported(tmp / 'deberta')}"],
+        r"model_type='deberta-v2' is not supported.*bert, roberta",
+    ),
+    "no weights": (
+        lambda ckpt, tmp: [
+            f"pretrain.init_from={without(ckpt, tmp / 'no-weights', 'model.safetensors')}"
+        ],
+        r"no-weights.*(model\.safetensors|weights)",
+    ),
+    "no tokenizer": (
+        lambda ckpt, tmp: [
+            "pretrain.init_from="
+            + str(without(ckpt, tmp / "no-tok", "vocab.txt", "tokenizer_config.json"))
+        ],
+        r"no-tok holds no tokenizer: it needs tokenizer\.json, or vocab\.txt",
+    ),
+    "a folder that is neither": (
+        lambda ckpt, tmp: [f"pretrain.init_from={tmp}"],
+        r"is neither a transformers checkpoint \(no config\.json\) nor a pretrain artifact",
+    ),
+    "a Hub name, offline": (
+        lambda ckpt, tmp: ["pretrain.init_from=no-such-org/no-such-model"],
+        r"pretrain\.init_from='no-such-org/no-such-model' is no folder here and could not be "
+        r"fetched from the Hugging Face Hub .*huggingface-cli download no-such-org/no-such-model",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_checkpoint_that_cannot_be_continued_is_one_error_line(
+    case: str,
+    checkpoint: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the Hub case must fail fast, never download
+    arguments, message = CASES[case]
+    overrides = arguments(checkpoint, tmp_path)
+    assert cli_main([*overrides, f"paths.root={tmp_path / 'home'}"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: ") and len(error.splitlines()) == 1, error
+    assert re.search(message, error), error
+    assert not (tmp_path / "home").exists()  # nothing started, nothing written
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+
+
+def test_a_registered_checkpoint_without_a_store_artifact_is_downloaded_and_adopted(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    """A version someone registered by hand (or another machine's, whose store is not here)
+    holds a transformers folder: it is downloaded under the run root and continued."""
+    from flows.tracking.runs import Tracker
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "cloze", tmp_path / "mlartifacts")
+    tracker.downloads = tmp_path / "downloads"
+    run = tracker.client.create_run(tracker.experiment_id)
+    tracker.client.log_artifacts(run.info.run_id, str(checkpoint), "model")
+    tracker.client.create_registered_model("foreign")
+    source = f"{run.info.artifact_uri}/model"
+    version = tracker.client.create_model_version("foreign", source, run.info.run_id)
+    tracker.client.set_registered_model_alias("foreign", "base", version.version)
+    config, notes = adopt_init(
+        compose_config(["pretrain.init_from=models:/foreign@base"]), tracker.resolve_model_uri
+    )
+    folder = Path(config["pretrain"]["init_from"])
+    assert folder.is_relative_to(tmp_path / "downloads") and (folder / "config.json").is_file()
+    assert config["model"]["hidden_size"] == 32 and "continuing the bert checkpoint" in notes[0]
+    again, _ = adopt_init(
+        compose_config(["pretrain.init_from=models:/foreign@base"]), tracker.resolve_model_uri
+    )
+    assert again["pretrain"]["init_from"] == str(folder)  # one download serves every run

@@ -9,7 +9,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from flows.core.cli import SERVICE_ERROR, fail
+from flows.core.cli import SERVICE_ERROR, USAGE_ERROR, fail
 from flows.core.config import compose_config, expand_sweeps, to_yaml
 from flows.core.disk import disk_full_message
 from flows.core.logs import quiet_expected_errors, setup_logging
@@ -21,6 +21,7 @@ from flows.refresh.promotion import RefreshSettings
 from flows.tracking.links import run_label
 from flows.tracking.retry import lost_prefect_api, service_outage_message
 from flows.tracking.temporary_server import keep_temporary_server_through_ctrl_c
+from lightning_modules.divergence import TrainingDiverged
 
 USAGE = """usage: python -m flows [--cfg] [-m] [--verbose] [OVERRIDE ...]
 
@@ -35,6 +36,8 @@ OVERRIDEs are Hydra overrides, e.g. model=bert-mini trainer.max_steps=500 experi
 FLAGS = ("--cfg", "-m", "--multirun", "--verbose")
 # A user's error, fixed by the input and named by the message: no traceback unless --verbose.
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ConfigError, CorpusInputError)
+# A run that cannot go on as configured (exit 3): one line too, naming the step and the setting.
+STOPPED_ERRORS: tuple[type[BaseException], ...] = (TrainingDiverged,)
 
 
 def validate(config: dict[str, Any]) -> RunConfig:
@@ -102,11 +105,11 @@ def environment_failure(error: Exception, root: Path) -> int | None:
     return code
 
 
-def fail_expected(error: BaseException, verbose: bool) -> int:
+def fail_expected(error: BaseException, verbose: bool, code: int = USAGE_ERROR) -> int:
     """The one `error:` line of a user's error; with `--verbose`, its traceback first."""
     if verbose:
         traceback.print_exception(error)
-    return fail(error)
+    return fail(error, code)
 
 
 def main(argv: list[str]) -> int:
@@ -136,7 +139,7 @@ def main(argv: list[str]) -> int:
     from flows.tracking.runs import received_stop_signal
 
     if not verbose:
-        quiet_expected_errors(EXPECTED_ERRORS)
+        quiet_expected_errors(EXPECTED_ERRORS + STOPPED_ERRORS)
 
     summaries = []
     stop_on_signals()
@@ -157,6 +160,8 @@ def main(argv: list[str]) -> int:
             return fail(message, 128 + signum)
         except EXPECTED_ERRORS as error:
             return fail_expected(error, verbose)
+        except STOPPED_ERRORS as error:
+            return fail_expected(error, verbose, SERVICE_ERROR)
         except Exception as error:
             code = environment_failure(error, paths.root)
             if code is None:

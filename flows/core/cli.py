@@ -1,5 +1,6 @@
 """The one way a command-line entry point stops on a user's error: `error: ...` on stderr, and an
-exit code a script can branch on (2: bad input or config, 3: a service is unreachable)."""
+exit code a script can branch on (2: bad input or config; 3: the run cannot go on: a service is
+unreachable or did not start, the disk is full, training diverged)."""
 
 from __future__ import annotations
 

@@ -137,6 +137,8 @@ class FileSource:
             "format": self.file_format,
             "text_field": self.text_field,
             "decode_errors": self.rules.decode_errors,
+            # Only when set: the keys of corpora read under the default stay what they were.
+            **({"on_bad_rows": "skip"} if self.rules.on_bad_rows == "skip" else {}),
         }
 
     def format_of(self, path: Path) -> str:

@@ -64,6 +64,14 @@ def gzip_bytes(text: str) -> bytes:
     return gzip.compress(text.encode())
 
 
+def unclosed_quote_csv(rows: int, bad: int) -> str:
+    """`rows` rows of id,text under a header; row `bad` (line `bad + 1`) opens a quote it never
+    closes: read leniently, it would swallow every row after it into one document."""
+    lines = [f'{number},"{TEXT.format(number)}"' for number in range(1, rows + 1)]
+    lines[bad - 1] = f'{bad},"{TEXT.format(bad)}'
+    return "id,text\n" + "\n".join(lines) + "\n"
+
+
 def parquet(path: Path) -> list[str]:
     pq.write_table(pa.table({"body": [TEXT.format(1)]}), path)
     return [str(path)]
@@ -156,14 +164,32 @@ FILE_CASES = [
     FileCase(
         "tsv row short of the text column",
         lambda d: write(d / "a.tsv", f"label\ttext\n1\t{TEXT}\n0\n"),
-        r"a\.tsv:3 has 1 tab-separated fields, but column 'text' is field 2: fix or remove the row",
+        r"a\.tsv:3 has 1 tab-separated field\(s\), the header has 2: fix or remove the row, or "
+        r"set corpus\.on_bad_rows=skip to count and drop such rows",
+    ),
+    FileCase(
+        "tsv row with an extra field",
+        lambda d: write(d / "a.tsv", f"label\ttext\n1\t{TEXT}\n0\t{TEXT}\tstray\n"),
+        r"a\.tsv:3 has 3 tab-separated field\(s\), the header has 2: fix or remove the row",
     ),
     FileCase(
         "csv field over the field limit",
         lambda d: write(d / "wide.csv", 'text\n"' + ("x" * 80 + "\n") * 9 + '"\n'),
-        r"wide\.csv:\d+ is not readable CSV \(field larger than field limit \(401\)\); a field may "
-        r"hold at most corpus\.max_chars=100 characters",
+        r"wide\.csv:2: the CSV record starting here cannot be parsed \(field larger than field "
+        r"limit \(401\)\).* a field may hold at most corpus\.max_chars=100 characters",
         {"max_chars": 100},
+    ),
+    FileCase(
+        "csv with an unclosed quote in row 11 of 400",
+        lambda d: write(d / "rows.csv", unclosed_quote_csv(400, 11)),
+        r"rows\.csv:12: the CSV record starting here cannot be parsed \(.*\); an unclosed or "
+        r'stray " is the usual cause',
+    ),
+    FileCase(
+        "csv row with another field count than the header",
+        lambda d: write(d / "rows.csv", f'id,text\n1,"{TEXT}"\n2,"{TEXT}",extra\n'),
+        r"rows\.csv:3 has 3 comma-separated field\(s\), the header has 2: fix or remove the row, "
+        r"or set corpus\.on_bad_rows=skip",
     ),
     FileCase(
         "UTF-16 with a byte-order mark, but broken",

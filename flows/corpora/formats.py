@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import bz2
 import csv
+import errno
 import gzip
 import io
 import json
 import logging
+import os
+import stat
 from collections import deque
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
@@ -44,6 +48,63 @@ UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 class CorpusInputError(ValueError):
     """An input file or path cannot be read as text; the message names it and the fix."""
+
+
+def not_a_file(path: Path) -> str:
+    """What `path` is, when it is not a regular file: for a message that says so, instead of
+    calling a FIFO or a device "missing". Readers read a file more than once (to fingerprint it,
+    then to parse it), which a pipe or a device cannot give."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            return f"is a link to {os.readlink(path)}, which does not exist"
+        return "does not exist"
+    except OSError as error:
+        return f"cannot be read ({type(error).__name__}: {error})"
+    kinds = {
+        stat.S_ISFIFO: "a FIFO (a named pipe)",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+        stat.S_ISDIR: "a directory",
+    }
+    kind = next((name for test, name in kinds.items() if test(mode)), "not a regular file")
+    return (
+        f"is {kind}, not a regular file: Cloze reads each input more than once (to fingerprint "
+        "it, then to parse it), which only a file allows; save its content to a file and name "
+        "that"
+    )
+
+
+def unreadable_hint(path: Path, error: BaseException) -> str:
+    """What went wrong reading `path` and the likely cause; the compression hint only where it
+    can apply. Any OS error reading an input is reported this way, once: the same file fails
+    the same way on a retry, and a rerun resumes."""
+    found = f"{path} cannot be read ({type(error).__name__}: {error})"
+    if isinstance(error, FileNotFoundError):
+        return f"{found}; it was deleted or moved while the run read it: restore it and rerun"
+    if isinstance(error, OSError) and error.errno == errno.EIO:
+        return (
+            f"{found}; the disk or network filesystem under it reported an I/O error: check "
+            "the device (dmesg) or copy the file elsewhere, then rerun"
+        )
+    if path.suffix.lower() in COMPRESSIONS:
+        return (
+            f"{found}; if it is compressed, it may be truncated or not really the format its "
+            "suffix says"
+        )
+    return found
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """Turns an OS error while `path` is read (a vanished file, EIO, a permission) into the
+    CorpusInputError that names it: one `error:` line, exit 2, never retried."""
+    try:
+        yield
+    except OSError as error:
+        raise CorpusInputError(unreadable_hint(path, error)) from error
 
 
 def logical_suffix(path: Path) -> str:

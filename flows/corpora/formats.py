@@ -469,9 +469,10 @@ def csv_records(
     record: list[tuple[int, str]] = []  # the lines of the record being parsed
 
     def feed() -> Iterator[str]:
-        while replay or (item := next(source, None)) is not None:
-            if replay:
-                item = replay.popleft()
+        while True:
+            item = replay.popleft() if replay else next(source, None)
+            if item is None:
+                return
             record.append(item)
             yield item[1]
 

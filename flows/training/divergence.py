@@ -17,8 +17,9 @@ HIGH_LEARNING_RATE = 1e-2
 
 def likely_cause(settings: TrainerSettings) -> str:
     """The setting to change first, named as the user sets it."""
-    rate = f"trainer.learning_rate={settings.learning_rate:g}"
-    if settings.learning_rate > HIGH_LEARNING_RATE:
+    optimizer = settings.optimizer(settings.max_steps)
+    rate = f"trainer.learning_rate={optimizer.learning_rate:g}"
+    if optimizer.learning_rate > HIGH_LEARNING_RATE:
         return (
             f"Most likely {rate}, far above what trains a transformer with AdamW (1e-5 to "
             "5e-3): lower it"
@@ -28,7 +29,7 @@ def likely_cause(settings: TrainerSettings) -> str:
             f"Most likely trainer.grad_clip=0, which turns gradient clipping off: set it to 1.0 "
             f"(or lower {rate})"
         )
-    if settings.warmup_steps == 0:
+    if optimizer.warmup_steps == 0:
         return (
             f"Most likely trainer.warmup_steps=0: warm up (e.g. 10% of the steps) or lower {rate}"
         )

@@ -19,7 +19,7 @@ from prefect.states import State
 from flows.core.artifacts import MANIFEST_FILE, ArtifactError, ArtifactRef, ArtifactStore
 from flows.core.config import to_yaml
 from flows.core.paths import RunPaths
-from flows.core.redaction import redact_secrets
+from flows.core.redaction import redact_secrets, redacting_errors
 from flows.core.settings import ConfigError
 from flows.corpora import Corpus
 from flows.corpora.formats import CorpusInputError
@@ -110,8 +110,10 @@ class StageContext:
     def tracked(
         self, stage: str, produce: Callable[[RunHandle], ArtifactRef], label: str | None = None
     ) -> ArtifactRef:
-        """Runs `produce` inside a child run of the pipeline's parent run."""
-        return self.tracker.record_stage(stage, produce, self.parent, label=label)
+        """Runs `produce` inside a child run of the pipeline's parent run; an error leaves it
+        with URI credentials masked, before Prefect records it as the task run's state."""
+        with redacting_errors():
+            return self.tracker.record_stage(stage, produce, self.parent, label=label)
 
 
 @task(name="tokenizer", task_run_name="tokenizer", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
@@ -324,7 +326,8 @@ def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
     `until` stops after that stage (a stage deployment): the stages before it are computed or,
     through the content-addressed store, reused.
     """
-    return run_stages(unredacted(config), until)
+    with redacting_errors():  # the flow run's state message and traceback hold no secret
+        return run_stages(unredacted(config), until)
 
 
 def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any]:

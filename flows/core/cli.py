@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sys
 
+from flows.core.redaction import redact_text
+
 USAGE_ERROR = 2
 SERVICE_ERROR = 3
 
@@ -13,5 +15,5 @@ SERVICE_ERROR = 3
 def fail(error: BaseException | str, code: int = USAGE_ERROR) -> int:
     """Prints the error for the user (no traceback: the message names what to fix); returns
     the exit code for `main` to return."""
-    print(f"error: {error}", file=sys.stderr)
+    print(f"error: {redact_text(str(error))}", file=sys.stderr)
     return code

@@ -13,6 +13,7 @@ from flows.core.cli import SERVICE_ERROR, USAGE_ERROR, fail
 from flows.core.config import compose_config, expand_sweeps, to_yaml
 from flows.core.disk import disk_full_message
 from flows.core.logs import quiet_expected_errors, setup_logging
+from flows.core.redaction import redact_console, redact_log_handlers
 from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
 from flows.downstream.settings import FinetuneSettings
@@ -20,7 +21,7 @@ from flows.plan import RunConfig, load_run_config, start_services
 from flows.refresh.promotion import RefreshSettings
 from flows.tracking.links import run_label
 from flows.tracking.retry import lost_prefect_api, service_outage_message
-from flows.tracking.temporary_server import keep_temporary_server_through_ctrl_c
+from flows.tracking.temporary_server import bind_temporary_server_to_this_run
 from lightning_modules.divergence import TrainingDiverged
 
 USAGE = """usage: python -m flows [--cfg] [-m] [--verbose] [OVERRIDE ...]
@@ -98,7 +99,8 @@ def environment_failure(error: Exception, root: Path) -> int | None:
     if lost_prefect_api(error):
         # At exit Prefect drains its queued log lines to the API, retrying the dead server for
         # minutes (measured: the run hung > 5 min after its error line). Nothing of ours is left
-        # to flush, and no temporary server needs stopping: PREFECT_API_URL named an external one.
+        # to flush, and no temporary server needs stopping: PREFECT_API_URL named an external
+        # one, or the temporary one never answered and was killed.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -113,6 +115,7 @@ def fail_expected(error: BaseException, verbose: bool, code: int = USAGE_ERROR) 
 
 
 def main(argv: list[str]) -> int:
+    redact_console()  # before any handler keeps a reference to the streams
     if {"-h", "--help"} & set(argv):
         print(USAGE)
         return 0
@@ -132,7 +135,7 @@ def main(argv: list[str]) -> int:
         paths = start_services(validated[0])
     except ConfigError as error:  # the run root cannot be written
         return fail(error)
-    keep_temporary_server_through_ctrl_c()
+    bind_temporary_server_to_this_run()
     setup_logging()
 
     from flows.pipeline import pretraining_pipeline  # after start_services: Prefect reads env
@@ -140,6 +143,7 @@ def main(argv: list[str]) -> int:
 
     if not verbose:
         quiet_expected_errors(EXPECTED_ERRORS + STOPPED_ERRORS)
+    redact_log_handlers()  # Prefect's own handlers, made when it was imported
 
     summaries = []
     stop_on_signals()

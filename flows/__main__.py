@@ -22,7 +22,6 @@ from flows.refresh.promotion import RefreshSettings
 from flows.tracking.links import run_label
 from flows.tracking.retry import lost_prefect_api, service_outage_message
 from flows.tracking.temporary_server import bind_temporary_server_to_this_run
-from lightning_modules.divergence import TrainingDiverged
 
 USAGE = """usage: python -m flows [--cfg] [-m] [--verbose] [OVERRIDE ...]
 
@@ -37,8 +36,6 @@ OVERRIDEs are Hydra overrides, e.g. model=bert-mini trainer.max_steps=500 experi
 FLAGS = ("--cfg", "-m", "--multirun", "--verbose")
 # A user's error, fixed by the input and named by the message: no traceback unless --verbose.
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ConfigError, CorpusInputError)
-# A run that cannot go on as configured (exit 3): one line too, naming the step and the setting.
-STOPPED_ERRORS: tuple[type[BaseException], ...] = (TrainingDiverged,)
 
 
 def validate(config: dict[str, Any]) -> RunConfig:
@@ -137,14 +134,24 @@ def main(argv: list[str]) -> int:
         return fail(error)
     bind_temporary_server_to_this_run()
     setup_logging()
+    return run_all(runs, configs, paths.root, verbose, multirun)
 
+
+def run_all(
+    runs: list[list[str]],
+    configs: list[dict[str, Any]],
+    root: Path,
+    verbose: bool,
+    multirun: bool,
+) -> int:
+    """Runs the pipeline once per config (several with --multirun); the exit code."""
     from flows.pipeline import pretraining_pipeline  # after start_services: Prefect reads env
-    from flows.tracking.runs import received_stop_signal
+    from lightning_modules.divergence import TrainingDiverged  # Lightning: after validation
 
     if not verbose:
-        quiet_expected_errors(EXPECTED_ERRORS + STOPPED_ERRORS)
+        # A diverged run cannot go on as configured (exit 3): one line too, naming the setting.
+        quiet_expected_errors((*EXPECTED_ERRORS, TrainingDiverged))
     redact_log_handlers()  # Prefect's own handlers, made when it was imported
-
     summaries = []
     stop_on_signals()
     for run_overrides, config in zip(runs, configs, strict=True):
@@ -153,21 +160,16 @@ def main(argv: list[str]) -> int:
             summaries.append(pretraining_pipeline(config, name=name))
         except (Interrupted, SystemExit):
             # Lightning turns Ctrl-C (a KeyboardInterrupt) into `exit(1)` after its own cleanup.
-            signum = received_stop_signal()
-            if signum is None:
+            code = stopped_by_signal()
+            if code is None:
                 raise
-            message = (
-                f"stopped by {signal.Signals(signum).name}; the runs are marked KILLED. Rerun "
-                "the same command to resume: finished stages are reused and pretraining resumes "
-                "from its last checkpoint"
-            )
-            return fail(message, 128 + signum)
+            return code
         except EXPECTED_ERRORS as error:
             return fail_expected(error, verbose)
-        except STOPPED_ERRORS as error:
+        except TrainingDiverged as error:
             return fail_expected(error, verbose, SERVICE_ERROR)
         except Exception as error:
-            code = environment_failure(error, paths.root)
+            code = environment_failure(error, root)
             if code is None:
                 raise
             return code
@@ -176,6 +178,21 @@ def main(argv: list[str]) -> int:
 
         print(render_comparison(runs, summaries))
     return 0
+
+
+def stopped_by_signal() -> int | None:
+    """The one line and exit code of a run stopped by SIGTERM or SIGINT; None for none."""
+    from flows.tracking.runs import received_stop_signal
+
+    signum = received_stop_signal()
+    if signum is None:
+        return None
+    message = (
+        f"stopped by {signal.Signals(signum).name}; the runs are marked KILLED. Rerun the same "
+        "command to resume: finished stages are reused and pretraining resumes from its last "
+        "checkpoint"
+    )
+    return fail(message, 128 + signum)
 
 
 if __name__ == "__main__":

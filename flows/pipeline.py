@@ -326,10 +326,10 @@ def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
     `until` stops after that stage (a stage deployment): the stages before it are computed or,
     through the content-addressed store, reused.
     """
-    with redacting_errors():  # the flow run's state message and traceback hold no secret
-        return run_stages(unredacted(config), until)
+    return run_stages(unredacted(config), until)
 
 
+@redacting_errors()  # the flow run's state message and logged traceback hold no secret
 def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any]:
     """The pipeline's stages as tasks of the flow run this is called in (the CLI's flow, or a
     deployment's own run, whose graph then shows them); its MLflow runs take that run's name."""

@@ -101,17 +101,24 @@ def redacting_errors() -> Iterator[None]:
 
 
 class RedactingFilter(logging.Filter):
-    """Masks URI credentials in every log line a handler writes, and in its traceback."""
+    """Masks URI credentials in every log line a handler writes, and in its traceback.
+
+    A logged exception is masked in place too (`redact_error`): Prefect's engines log a run's
+    exception first and then make its state message from it, so this also covers flows whose
+    body cannot be wrapped (a decorator would hide the flow's globals from Prefect, which
+    resolves its parameter annotations there).
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            redact_error(record.exc_info[1])
+            if not record.exc_text:  # formatters write `exc_text` when it is set
+                text = "".join(traceback.format_exception(*record.exc_info))
+                record.exc_text = redact_text(text).rstrip("\n")
         message = record.getMessage()
         masked = redact_text(message)
         if masked != message:
             record.msg, record.args = masked, None
-        if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
-            # Formatters use `exc_text` when it is set: the traceback is written masked.
-            record.exc_text = redact_text("".join(traceback.format_exception(*record.exc_info)))
-            record.exc_text = record.exc_text.rstrip("\n")
         return True
 
 

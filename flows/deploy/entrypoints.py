@@ -19,7 +19,6 @@ from prefect.runtime import flow_run
 from pydantic import ValidationError
 
 from flows.core.config import compose_config
-from flows.core.redaction import redacting_errors
 from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
 from flows.deploy.form import Experiment, Model, RunForm, Stage, Steps, Task, described_by_form
@@ -86,7 +85,6 @@ def pipeline_markdown(summary: dict[str, Any], until: str) -> str:
 
 @flow(name="cloze-pipeline", flow_run_name=run_name, log_prints=True)
 @described_by_form
-@redacting_errors()  # the flow run's state message and logged traceback hold no secret
 def pipeline_deployment(
     experiment: Experiment | None = None,
     until: Stage = "finetune",

@@ -20,7 +20,6 @@ from prefect.artifacts import create_markdown_artifact
 
 from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore
 from flows.core.paths import RunPaths
-from flows.core.redaction import redacting_errors
 from flows.core.settings import ConfigError, settings_from
 from flows.core.tables import markdown_table
 from flows.corpora.file_source import resolve_paths
@@ -185,7 +184,6 @@ def record(parent: Any, result: dict[str, Any]) -> None:
 
 @flow(name="domain-refresh", flow_run_name=run_name, log_prints=True)
 @described_by_form
-@redacting_errors()  # the flow run's state message and logged traceback hold no secret
 def domain_refresh(
     experiment: Experiment | None = None, overrides: list[str] | None = None
 ) -> dict:

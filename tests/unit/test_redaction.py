@@ -131,8 +131,9 @@ def test_a_logged_traceback_is_masked_on_every_handler() -> None:
     logger.addHandler(handler)
     try:
         redact_log_handlers()  # the handler was made after the logging setup, as Prefect's are
+        error = ConnectionError(f"cannot reach {PLANTED}")
         try:
-            raise ConnectionError(f"cannot reach {PLANTED}")
+            raise error
         except ConnectionError:
             logger.exception("the call failed")
     finally:
@@ -140,6 +141,8 @@ def test_a_logged_traceback_is_masked_on_every_handler() -> None:
     assert "planted-pw" not in stream.getvalue() and "ConnectionError: cannot reach" in (
         stream.getvalue()
     )
+    # Masked in place: Prefect makes the run's state message from the exception it just logged.
+    assert str(error) == "cannot reach http://***@127.0.0.1:1/x"
 
 
 def test_the_console_streams_are_masked(capsys: pytest.CaptureFixture[str]) -> None:

@@ -38,9 +38,14 @@ def likely_cause(settings: TrainerSettings) -> str:
 
 def divergence_guard(settings: TrainerSettings, stage: str, work_dir: Path) -> DivergenceGuard:
     """The guard of a resumable training stage, whose checkpoints live in `work_dir`."""
-    return DivergenceGuard(
-        stage,
+    advice = (
         f"{likely_cause(settings)}. Nothing was published; any checkpoint saved before it stays "
         f"in {work_dir / 'checkpoints'}, and a rerun with the setting changed trains under a "
-        "new key.",
+        "new key."
+    )
+    return DivergenceGuard(
+        stage,
+        advice,
+        immediate=settings.accelerator == "cpu",  # elsewhere, no host-device wait every step
+        check_every_steps=settings.log_every_steps,  # the progress line waits there anyway
     )

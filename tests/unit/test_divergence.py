@@ -9,15 +9,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import pytorch_lightning as pl
 import torch
+from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger
+from torch.utils.data import DataLoader, TensorDataset
 
 from flows.core.artifacts import ArtifactStore
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import LAST_CHECKPOINT, PretrainSettings, pretrain
 from flows.training.divergence import likely_cause
 from flows.training.settings import TrainerSettings
-from lightning_modules.divergence import TrainingDiverged
+from lightning_modules.divergence import DivergenceGuard, TrainingDiverged
 from tests.fakes import TINY_ENCODER, WordShards
 
 DIVERGING = TrainerSettings(
@@ -125,3 +128,53 @@ def test_a_checkpoint_overwritten_with_nan_bytes_is_not_resumed_from(
         ref = pretrain(settings, word_shards.shards, word_shards.tokenizer, store)
     assert f"checkpoint {last} does not match its checksum" in caplog.text
     assert ref.outputs["resumed"] and math.isfinite(ref.outputs["val_loss"])
+
+
+class Exploding(pl.LightningModule):
+    """Linear regression under SGD at a learning rate of 1e6: inf within a few steps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch: list[torch.Tensor], index: int) -> torch.Tensor:
+        inputs, targets = batch
+        return ((self.layer(inputs) - targets) ** 2).mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=1e6)
+
+
+def diverge(tmp_path: Path, guard: DivergenceGuard) -> tuple[int, int]:
+    """Trains `Exploding` with a checkpoint after every step; the step the guard names, and the
+    step of the last checkpoint written."""
+    generator = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(64, 4, generator=generator), torch.randn(64, 1))
+    checkpoints = ModelCheckpoint(tmp_path, save_last=True, save_top_k=0, every_n_train_steps=1)
+    trainer = pl.Trainer(
+        max_steps=40,
+        callbacks=[guard, checkpoints],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+    )
+    pl.seed_everything(0, verbose=False)
+    with pytest.raises(TrainingDiverged, match=r"^test diverged at step (\d+) of 40") as stopped:
+        trainer.fit(Exploding(), DataLoader(data, batch_size=8))
+    step = int(str(stopped.value).split("at step ")[1].split()[0])
+    saved = torch.load(tmp_path / "last.ckpt", weights_only=True)
+    assert all(bool(torch.isfinite(t).all()) for t in saved["state_dict"].values())
+    return step, saved["global_step"]
+
+
+def test_read_late_the_record_still_names_the_first_step_and_nothing_after_it_is_saved(
+    tmp_path: Path,
+) -> None:
+    """On an accelerator the guard reads its record every 10 steps and before each save (not
+    every step); it must still name the first bad step, and no checkpoint may follow it."""
+    at_once = diverge(tmp_path / "a", DivergenceGuard("test", "advice", immediate=True))
+    deferred = DivergenceGuard("test", "advice", immediate=False, check_every_steps=10)
+    assert diverge(tmp_path / "b", deferred) == at_once
+    step, saved = at_once
+    assert 1 < step < 40 and saved == step - 1

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from flows.base_checkpoint import adopt_init
-from flows.core.cli import SERVICE_ERROR, fail
+from flows.core.cli import SERVICE_ERROR, USAGE_ERROR, fail
 from flows.core.config import compose_config, expand_sweeps, to_yaml
 from flows.core.disk import disk_full_message
 from flows.core.logs import quiet_expected_errors, setup_logging
+from flows.core.redaction import redact_console, redact_log_handlers
 from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
 from flows.downstream.settings import FinetuneSettings
@@ -21,7 +22,7 @@ from flows.plan import RunConfig, load_run_config, start_services
 from flows.refresh.promotion import RefreshSettings
 from flows.tracking.links import run_label
 from flows.tracking.retry import lost_prefect_api, service_outage_message
-from flows.tracking.temporary_server import keep_temporary_server_through_ctrl_c
+from flows.tracking.temporary_server import bind_temporary_server_to_this_run
 
 USAGE = """usage: python -m flows [--cfg] [-m] [--verbose] [OVERRIDE ...]
 
@@ -96,21 +97,23 @@ def environment_failure(error: Exception, root: Path) -> int | None:
     if lost_prefect_api(error):
         # At exit Prefect drains its queued log lines to the API, retrying the dead server for
         # minutes (measured: the run hung > 5 min after its error line). Nothing of ours is left
-        # to flush, and no temporary server needs stopping: PREFECT_API_URL named an external one.
+        # to flush, and no temporary server needs stopping: PREFECT_API_URL named an external
+        # one, or the temporary one never answered and was killed.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
     return code
 
 
-def fail_expected(error: BaseException, verbose: bool) -> int:
+def fail_expected(error: BaseException, verbose: bool, code: int = USAGE_ERROR) -> int:
     """The one `error:` line of a user's error; with `--verbose`, its traceback first."""
     if verbose:
         traceback.print_exception(error)
-    return fail(error)
+    return fail(error, code)
 
 
 def main(argv: list[str]) -> int:
+    redact_console()  # before any handler keeps a reference to the streams
     if {"-h", "--help"} & set(argv):
         print(USAGE)
         return 0
@@ -130,15 +133,26 @@ def main(argv: list[str]) -> int:
         paths = start_services(validated[0])
     except ConfigError as error:  # the run root cannot be written
         return fail(error)
-    keep_temporary_server_through_ctrl_c()
+    bind_temporary_server_to_this_run()
     setup_logging()
+    return run_all(runs, configs, paths.root, verbose, multirun)
 
+
+def run_all(
+    runs: list[list[str]],
+    configs: list[dict[str, Any]],
+    root: Path,
+    verbose: bool,
+    multirun: bool,
+) -> int:
+    """Runs the pipeline once per config (several with --multirun); the exit code."""
     from flows.pipeline import pretraining_pipeline  # after start_services: Prefect reads env
-    from flows.tracking.runs import received_stop_signal
+    from lightning_modules.divergence import TrainingDiverged  # Lightning: after validation
 
     if not verbose:
-        quiet_expected_errors(EXPECTED_ERRORS)
-
+        # A diverged run cannot go on as configured (exit 3): one line too, naming the setting.
+        quiet_expected_errors((*EXPECTED_ERRORS, TrainingDiverged))
+    redact_log_handlers()  # Prefect's own handlers, made when it was imported
     summaries = []
     stop_on_signals()
     for run_overrides, config in zip(runs, configs, strict=True):
@@ -147,19 +161,16 @@ def main(argv: list[str]) -> int:
             summaries.append(pretraining_pipeline(config, name=name))
         except (Interrupted, SystemExit):
             # Lightning turns Ctrl-C (a KeyboardInterrupt) into `exit(1)` after its own cleanup.
-            signum = received_stop_signal()
-            if signum is None:
+            code = stopped_by_signal()
+            if code is None:
                 raise
-            message = (
-                f"stopped by {signal.Signals(signum).name}; the runs are marked KILLED. Rerun "
-                "the same command to resume: finished stages are reused and pretraining resumes "
-                "from its last checkpoint"
-            )
-            return fail(message, 128 + signum)
+            return code
         except EXPECTED_ERRORS as error:
             return fail_expected(error, verbose)
+        except TrainingDiverged as error:
+            return fail_expected(error, verbose, SERVICE_ERROR)
         except Exception as error:
-            code = environment_failure(error, paths.root)
+            code = environment_failure(error, root)
             if code is None:
                 raise
             return code
@@ -168,6 +179,21 @@ def main(argv: list[str]) -> int:
 
         print(render_comparison(runs, summaries))
     return 0
+
+
+def stopped_by_signal() -> int | None:
+    """The one line and exit code of a run stopped by SIGTERM or SIGINT; None for none."""
+    from flows.tracking.runs import received_stop_signal
+
+    signum = received_stop_signal()
+    if signum is None:
+        return None
+    message = (
+        f"stopped by {signal.Signals(signum).name}; the runs are marked KILLED. Rerun the same "
+        "command to resume: finished stages are reused and pretraining resumes from its last "
+        "checkpoint"
+    )
+    return fail(message, 128 + signum)
 
 
 if __name__ == "__main__":

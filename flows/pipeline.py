@@ -20,7 +20,7 @@ from flows.base_checkpoint import adopt_init
 from flows.core.artifacts import MANIFEST_FILE, ArtifactError, ArtifactRef, ArtifactStore
 from flows.core.config import to_yaml
 from flows.core.paths import RunPaths
-from flows.core.redaction import redact_secrets
+from flows.core.redaction import redact_secrets, redacting_errors
 from flows.core.settings import ConfigError
 from flows.corpora import Corpus
 from flows.corpora.formats import CorpusInputError
@@ -114,8 +114,10 @@ class StageContext:
     def tracked(
         self, stage: str, produce: Callable[[RunHandle], ArtifactRef], label: str | None = None
     ) -> ArtifactRef:
-        """Runs `produce` inside a child run of the pipeline's parent run."""
-        return self.tracker.record_stage(stage, produce, self.parent, label=label)
+        """Runs `produce` inside a child run of the pipeline's parent run; an error leaves it
+        with URI credentials masked, before Prefect records it as the task run's state."""
+        with redacting_errors():
+            return self.tracker.record_stage(stage, produce, self.parent, label=label)
 
 
 @task(name="tokenizer", task_run_name="tokenizer", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
@@ -373,6 +375,7 @@ def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
     return run_stages(unredacted(config), until)
 
 
+@redacting_errors()  # the flow run's state message and logged traceback hold no secret
 def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any]:
     """The pipeline's stages as tasks of the flow run this is called in (the CLI's flow, or a
     deployment's own run, whose graph then shows them); its MLflow runs take that run's name."""

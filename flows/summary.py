@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.core.artifacts import ArtifactRef
+from flows.core.redaction import redact_text
 from flows.core.tables import markdown_table
 from flows.downstream.base_report import base_result
 from flows.downstream.curve import read_points
@@ -32,7 +33,7 @@ def build_summary(
             }
             for stage, ref in refs.items()
         },
-        "tracking_uri": tracking_uri,
+        "tracking_uri": redact_text(tracking_uri),  # printed and returned to Prefect
         "mlflow_run_id": parent_run_id,
         "experiment": experiment,
     }

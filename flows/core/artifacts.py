@@ -16,18 +16,24 @@ this one could not see), the first artifact wins and the later run adopts it.
 
 The store repairs itself: a folder without a readable manifest, or whose files no longer match
 the checksums recorded at publish, is moved aside (`.corrupt-<key>-<time>`) and rebuilt, so a
-rerun heals instead of failing forever. Keys and file names read back from manifests are
-confined to the store: anything that could name a path outside it is refused.
+rerun heals instead of failing forever. Verification cannot be skipped: every file of an
+artifact has a checksum in its manifest, so a manifest without checksums, an entry for a missing
+file, or a file without an entry is damage too. Reads stay in the store: a symbolic link (or
+anything but a plain file or folder) inside an artifact, a checksum entry or a key that could
+name a path outside it, and an input-key link that does not name a sibling are refused, and the
+clean-up moves them aside like any damage: no fault in the store needs a human.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
 import shutil
+import stat
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -103,20 +109,50 @@ def file_sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+def artifact_files(directory: Path) -> list[Path]:
+    """Every file under `directory` but its manifest, sorted; a symbolic link, or anything that
+    is neither a plain file nor a folder (a FIFO, a device), is refused naming it: read, it
+    would lead outside the artifact (or block), whatever its name."""
+    files = []
+    for path in sorted(directory.rglob("*")):
+        mode = path.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            raise ArtifactError(
+                f"{path} is a symbolic link (to {os.readlink(path)!r}); an artifact holds only "
+                "its own files: refused"
+            )
+        if stat.S_ISREG(mode):
+            if path != directory / MANIFEST_FILE:
+                files.append(path)
+        elif not stat.S_ISDIR(mode):
+            raise ArtifactError(f"{path} is not a plain file; refused")
+    return files
+
+
 def file_checksums(directory: Path) -> dict[str, str]:
     """sha256 of every file under `directory` except the manifest, by relative path."""
     return {
-        str(path.relative_to(directory)): file_sha256(path)
-        for path in sorted(directory.rglob("*"))
-        if path.is_file() and path.name != MANIFEST_FILE
+        str(path.relative_to(directory)): file_sha256(path) for path in artifact_files(directory)
     }
 
 
-def verify_checksums(directory: Path, recorded: Mapping[str, Any], manifest: Path) -> None:
-    """Raises ArtifactError naming the first file that is missing or differs from publish time."""
+def verify_checksums(directory: Path, recorded: object, manifest: Path) -> None:
+    """Raises ArtifactError naming the first file that is missing, unrecorded, or differs from
+    publish time. Nothing recorded is damage, not a pass: it would leave every file unchecked."""
+    if not isinstance(recorded, Mapping):
+        raise ArtifactError(
+            f"{manifest} records no checksums ({CHECKSUMS!r}): its files cannot be verified"
+        )
+    present = {str(path.relative_to(directory)) for path in artifact_files(directory)}
+    paths = {relative: confined(directory, relative, manifest) for relative in recorded}
+    unrecorded = sorted(present - set(recorded))
+    if unrecorded:
+        raise ArtifactError(
+            f"{directory / unrecorded[0]} has no checksum in {manifest}: it cannot be verified"
+        )
     for relative, expected in recorded.items():
-        path = confined(directory, relative, manifest)
-        if not path.is_file():
+        path = paths[relative]
+        if relative not in present:
             raise ArtifactError(f"{path} is missing (recorded in {manifest})")
         actual = file_sha256(path)
         if actual != expected:
@@ -151,7 +187,6 @@ class _Build:
     key: str
     build: Callable[[Path], dict[str, Any]]
     record: Mapping[str, Any]
-    checksums: bool  # always True for a content-addressed stage: its checksums name it
 
 
 class ArtifactStore:
@@ -176,17 +211,22 @@ class ArtifactStore:
         """The published artifact, verified against its checksums; None when there is none.
 
         Raises ArtifactError (naming the file) when the folder exists but its manifest is
-        missing or does not parse, or a file differs from what was published.
+        missing or does not parse, a file differs from what was published or has no checksum,
+        or the folder (or anything in it) is a link or not a plain file.
         """
         key = self.resolve(stage, key)
         directory = self.path(stage, key)
-        if not directory.exists():
+        if not os.path.lexists(directory):
             return None
+        if not stat.S_ISDIR(directory.lstat().st_mode):
+            raise ArtifactError(f"{directory} is not a folder (a link or a file); refused")
         manifest = directory / MANIFEST_FILE
+        if manifest.is_symlink():
+            raise ArtifactError(f"{manifest} is a symbolic link; refused")
         recorded = read_manifest(manifest)
         if not isinstance(recorded.get("outputs"), dict):
             raise ArtifactError(f"{manifest} is not a manifest (no 'outputs' object)")
-        verify_checksums(directory, recorded.get(CHECKSUMS, {}), manifest)
+        verify_checksums(directory, recorded.get(CHECKSUMS), manifest)
         return ArtifactRef(stage, key, directory, recorded["outputs"], cache_hit=True)
 
     def resolve(self, stage: str, key: str) -> str:
@@ -205,8 +245,13 @@ class ArtifactStore:
         return target
 
     def quarantine(self, stage: str, key: str, reason: str) -> Path:
-        """Moves a damaged artifact aside (kept for inspection) so the next lookup misses."""
-        key = self.resolve(stage, key)  # a link's content, which later lookups would still trust
+        """Moves a damaged artifact aside (kept for inspection) so the next lookup misses.
+
+        For an input-key link, that is the content it names, which later lookups would still
+        trust; a link that names no sibling (refused by `resolve`) is itself moved aside.
+        """
+        with contextlib.suppress(ArtifactError):  # if raised, the link itself is the damage
+            key = self.resolve(stage, key)
         source = self.path(stage, key)
         target = source.with_name(f".corrupt-{key}-{time.time_ns()}")
         os.rename(source, target)
@@ -225,15 +270,13 @@ class ArtifactStore:
         build: Callable[[Path], dict[str, Any]],
         record: Mapping[str, Any],
         validate: Callable[[ArtifactRef], None] | None = None,
-        checksums: bool = True,
         content_addressed: bool = False,
     ) -> ArtifactRef:
         """Returns the published artifact for `key`, building it first if absent or invalid.
 
-        A damaged artifact (no readable manifest, a checksum mismatch, or `validate` raising) is
-        quarantined and rebuilt, so a rerun heals the store instead of failing forever.
-        `checksums=False` is for stages that verify their own files (shards, per shard).
-        `content_addressed=True` publishes under the content key and links `key` to it: the
+        A damaged artifact (no readable manifest, a checksum mismatch, a link, or `validate`
+        raising) is quarantined and rebuilt, so a rerun heals the store instead of failing
+        forever. `content_addressed=True` publishes under the content key and links `key` to it: the
         returned ref's key is the content key, which is what later stages' keys hash.
         """
         with self.lock(stage, key):
@@ -244,7 +287,7 @@ class ArtifactStore:
             cached = self._verified(stage, key, validate)
             if cached is not None:
                 return cached
-            job = _Build(stage, key, build, record, checksums or content_addressed)
+            job = _Build(stage, key, build, record)
             return self._build_and_link(job) if content_addressed else self._build_and_publish(job)
 
     def _verified(
@@ -294,7 +337,7 @@ class ArtifactStore:
                 "created_at": time.time(),
                 "outputs": outputs,
                 **job.record,
-                **({CHECKSUMS: file_checksums(temp_dir)} if job.checksums else {}),
+                CHECKSUMS: file_checksums(temp_dir),
             }
             replace_json(temp_dir / MANIFEST_FILE, manifest, default=str)
         except BaseException:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import warnings
 
-from flows.core.redaction import RedactingFilter
+from flows.core.redaction import redact_log_handlers
 
 # Where Prefect reports a task or flow run that raised (with the traceback), then its final state.
 RUN_LOGGERS = ("prefect.task_runs", "prefect.flow_runs")
@@ -21,8 +21,7 @@ LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
 def setup_logging(level: int = logging.INFO) -> None:
     """Call once per process (a spawned rank is a fresh process and calls it again)."""
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(RedactingFilter())  # URI credentials never reach a log line
+    redact_log_handlers()  # URI credentials never reach a log line
     show_progress(level)
 
 

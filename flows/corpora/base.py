@@ -30,6 +30,9 @@ class CorpusSettings(Settings):
     format: Annotated[str, one_of(FORMATS)] = "auto"
     text_field: str = "text"
     decode_errors: Annotated[str, one_of(("fail", "replace", "skip"))] = "fail"
+    # A CSV/TSV row with an unclosed quote or another field count than the header: an error
+    # naming its line (fail), or counted and dropped (skip).
+    on_bad_rows: Annotated[str, one_of(("fail", "skip"))] = "fail"
     name: str | None = None
     config_name: str | None = None
     split: str = "train"
@@ -56,7 +59,7 @@ class CorpusSettings(Settings):
 
     @property
     def read_rules(self) -> ReadRules:
-        return ReadRules(self.decode_errors, self.max_chars)
+        return ReadRules(self.decode_errors, self.max_chars, self.on_bad_rows)
 
 
 class SourceUnit(Protocol):
@@ -182,6 +185,7 @@ def empty_corpus_error(corpus: Corpus, stats: CorpusStats) -> CorpusInputError:
         "holding a text of corpus.exclude_validation_of": stats.dropped_task_validation,
         "binary files skipped": stats.binary_files_skipped,
         "undecodable lines skipped": stats.undecodable_lines_skipped,
+        "bad CSV/TSV rows skipped": stats.bad_rows_skipped,
     }
     dropped = "; ".join(f"{count} {reason}" for reason, count in reasons.items() if count)
     return CorpusInputError(

@@ -20,8 +20,11 @@ from flows.corpora.formats import (
     ReadRules,
     detect_format,
     logical_suffix,
+    not_a_file,
     open_binary,
     read_documents,
+    reading,
+    unreadable_hint,
 )
 from flows.corpora.hashing import content_hashes
 from flows.corpora.stats import CorpusStats
@@ -36,7 +39,8 @@ def is_corpus_file(path: Path) -> bool:
         return False
     if logical_suffix(path) in FORMAT_BY_SUFFIX:
         return True
-    return not path.suffix and detect_format(path) == "wikiextractor"
+    with reading(path):
+        return not path.suffix and detect_format(path) == "wikiextractor"
 
 
 def resolve_paths(patterns: list[str]) -> list[Path]:
@@ -48,7 +52,11 @@ def resolve_paths(patterns: list[str]) -> list[Path]:
             matches = [Path(match) for match in glob.glob(str(path), recursive=True)]
             if not matches:
                 raise CorpusInputError(f"corpus.paths: the glob {pattern!r} matches no file")
-            files.update(match for match in matches if match.is_file())
+            for match in matches:
+                if match.is_file():
+                    files.add(match)
+                elif not match.is_dir():
+                    raise CorpusInputError(f"corpus.paths: {match} {not_a_file(match)}")
         elif path.is_dir():
             found = [
                 child for child in path.rglob("*") if child.is_file() and is_corpus_file(child)
@@ -63,7 +71,7 @@ def resolve_paths(patterns: list[str]) -> list[Path]:
         elif path.is_file():
             files.add(path)
         else:
-            raise CorpusInputError(f"corpus.paths: {path} does not exist")
+            raise CorpusInputError(f"corpus.paths: {path} {not_a_file(path)}")
     return sorted(file.resolve() for file in files)
 
 
@@ -97,19 +105,6 @@ class FileUnit:
             raise CorpusInputError(unreadable_hint(path, error)) from error
 
 
-def unreadable_hint(path: Path, error: BaseException) -> str:
-    """What went wrong and the likely cause; the compression hint only where it can apply."""
-    found = f"{path} cannot be read ({type(error).__name__}: {error})"
-    if isinstance(error, FileNotFoundError):
-        return f"{found}; it was deleted or moved while the run read it: restore it and rerun"
-    if path.suffix.lower() in COMPRESSIONS:
-        return (
-            f"{found}; if it is compressed, it may be truncated or not really the format its "
-            "suffix says"
-        )
-    return found
-
-
 def looks_binary(path: Path) -> bool:
     """NUL bytes mean binary, except in UTF-16 text (which starts with a byte-order mark)."""
     with open_binary(path) as handle:
@@ -137,11 +132,14 @@ class FileSource:
             "format": self.file_format,
             "text_field": self.text_field,
             "decode_errors": self.rules.decode_errors,
+            # Only when set: the keys of corpora read under the default stay what they were.
+            **({"on_bad_rows": "skip"} if self.rules.on_bad_rows == "skip" else {}),
         }
 
     def format_of(self, path: Path) -> str:
         """The parser a file gets: the same bytes named .csv and .txt give other documents."""
-        return detect_format(path) if self.file_format == "auto" else self.file_format
+        with reading(path):
+            return detect_format(path) if self.file_format == "auto" else self.file_format
 
     def units(self) -> list[FileUnit]:
         return [

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import bz2
 import csv
+import errno
 import gzip
 import io
 import json
 import logging
+import os
+import stat
+from collections import deque
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
@@ -43,6 +48,63 @@ UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 class CorpusInputError(ValueError):
     """An input file or path cannot be read as text; the message names it and the fix."""
+
+
+def not_a_file(path: Path) -> str:
+    """What `path` is, when it is not a regular file: for a message that says so, instead of
+    calling a FIFO or a device "missing". Readers read a file more than once (to fingerprint it,
+    then to parse it), which a pipe or a device cannot give."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            return f"is a link to {os.readlink(path)}, which does not exist"
+        return "does not exist"
+    except OSError as error:
+        return f"cannot be read ({type(error).__name__}: {error})"
+    kinds = {
+        stat.S_ISFIFO: "a FIFO (a named pipe)",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+        stat.S_ISDIR: "a directory",
+    }
+    kind = next((name for test, name in kinds.items() if test(mode)), "not a regular file")
+    return (
+        f"is {kind}, not a regular file: Cloze reads each input more than once (to fingerprint "
+        "it, then to parse it), which only a file allows; save its content to a file and name "
+        "that"
+    )
+
+
+def unreadable_hint(path: Path, error: BaseException) -> str:
+    """What went wrong reading `path` and the likely cause; the compression hint only where it
+    can apply. Any OS error reading an input is reported this way, once: the same file fails
+    the same way on a retry, and a rerun resumes."""
+    found = f"{path} cannot be read ({type(error).__name__}: {error})"
+    if isinstance(error, FileNotFoundError):
+        return f"{found}; it was deleted or moved while the run read it: restore it and rerun"
+    if isinstance(error, OSError) and error.errno == errno.EIO:
+        return (
+            f"{found}; the disk or network filesystem under it reported an I/O error: check "
+            "the device (dmesg) or copy the file elsewhere, then rerun"
+        )
+    if path.suffix.lower() in COMPRESSIONS:
+        return (
+            f"{found}; if it is compressed, it may be truncated or not really the format its "
+            "suffix says"
+        )
+    return found
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """Turns an OS error while `path` is read (a vanished file, EIO, a permission) into the
+    CorpusInputError that names it: one `error:` line, exit 2, never retried."""
+    try:
+        yield
+    except OSError as error:
+        raise CorpusInputError(unreadable_hint(path, error)) from error
 
 
 def logical_suffix(path: Path) -> str:
@@ -77,10 +139,12 @@ def detect_format(path: Path) -> str:
 
 @dataclass(frozen=True)
 class ReadRules:
-    """How a reader treats bad bytes and oversized text; `max_chars` bounds a reader's memory."""
+    """How a reader treats bad bytes, bad CSV/TSV rows and oversized text; `max_chars` bounds a
+    reader's memory."""
 
     decode_errors: str = "fail"
     max_chars: int = 1_000_000
+    on_bad_rows: str = "fail"  # "skip": a bad CSV/TSV row is counted and dropped, not an error
 
     @property
     def max_line_bytes(self) -> int:
@@ -271,30 +335,43 @@ def pubtator_documents(
         yield text
 
 
-def csv_rows(path: Path, lines: Lines, text_field: str, rules: ReadRules) -> Iterator[str]:
-    csv.field_size_limit(rules.max_line_bytes)
-    reader = csv.DictReader(line for _, line in lines)
-    try:
-        if reader.fieldnames is None or text_field not in reader.fieldnames:
-            raise CorpusInputError(
-                f"{path} has no column {text_field!r} (columns: "
-                f"{', '.join(reader.fieldnames or [])}); set corpus.text_field"
-            )
-        for row in reader:
-            if row[text_field]:
-                yield row[text_field]
-    except csv.Error as error:  # a field over the limit, a NUL byte, a bad quote
+def csv_rows(
+    path: Path, lines: Lines, text_field: str, rules: ReadRules, stats: CorpusStats
+) -> Iterator[str]:
+    """One document per row of a CSV file with a header, parsed strictly: an unclosed quote or a
+    row with another field count than the header is a bad row (an error naming its line, or
+    with `corpus.on_bad_rows=skip` counted and dropped), never text that swallows the rows
+    after it."""
+    records = csv_records(path, lines, rules, stats)
+    header = next(records, None)
+    fields = header[1] if header else []
+    if text_field not in fields:
         raise CorpusInputError(
-            f"{path}:{reader.line_num} is not readable CSV ({error}); a field may hold at most "
-            f"corpus.max_chars={rules.max_chars} characters: raise it or fix the file"
-        ) from error
+            f"{path} has no column {text_field!r} (columns: {', '.join(fields)}); set "
+            "corpus.text_field"
+        )
+    column = fields.index(text_field)
+    for number, row in records:
+        if len(row) != len(fields):
+            bad_row(
+                path,
+                number,
+                f"has {len(row)} comma-separated field(s), the header has {len(fields)}",
+                rules,
+                stats,
+            )
+        elif row[column]:
+            yield row[column]
 
 
-def tsv_rows(path: Path, lines: Lines, text_field: str) -> Iterator[str]:
+def tsv_rows(
+    path: Path, lines: Lines, text_field: str, rules: ReadRules, stats: CorpusStats
+) -> Iterator[str]:
     """One document per row of a tab-separated file with a header, split on tabs with no quoting
     (GLUE's convention: a quote character is text). A labelled task file read this way gives its
-    text without its labels, for pretraining on a task's own domain (docs/guides/corpora.md)."""
-    column = -1
+    text without its labels, for pretraining on a task's own domain (docs/guides/corpora.md).
+    A row with another field count than the header is a bad row, as in `csv_rows`."""
+    column, width = -1, 0
     for number, line in lines:
         fields = line.rstrip("\r\n").split("\t")
         if column < 0:
@@ -303,15 +380,25 @@ def tsv_rows(path: Path, lines: Lines, text_field: str) -> Iterator[str]:
                     f"{path}:{number} has no column {text_field!r} (columns: "
                     f"{', '.join(fields)}); set corpus.text_field"
                 )
-            column = fields.index(text_field)
-        elif len(fields) > column:
-            if fields[column].strip():
-                yield fields[column]
-        elif line.strip():
-            raise CorpusInputError(
-                f"{path}:{number} has {len(fields)} tab-separated fields, but column "
-                f"{text_field!r} is field {column + 1}: fix or remove the row"
-            )
+            column, width = fields.index(text_field), len(fields)
+        elif not line.strip():
+            continue
+        elif len(fields) != width:
+            problem = f"has {len(fields)} tab-separated field(s), the header has {width}"
+            bad_row(path, number, problem, rules, stats)
+        elif fields[column].strip():
+            yield fields[column]
+
+
+def bad_row(path: Path, number: int, problem: str, rules: ReadRules, stats: CorpusStats) -> None:
+    """A CSV/TSV row that cannot be read as the header says: an error, or counted and dropped."""
+    if rules.on_bad_rows != "skip":
+        raise CorpusInputError(
+            f"{path}:{number} {problem}: fix or remove the row, or set corpus.on_bad_rows=skip "
+            "to count and drop such rows"
+        )
+    stats.bad_rows_skipped += 1
+    log.warning("skipping %s:%d: it %s (corpus.on_bad_rows=skip)", path, number, problem)
 
 
 def parquet_rows(path: Path, text_field: str) -> Iterator[str]:
@@ -337,9 +424,9 @@ def read_documents(
     if file_format == "jsonl":
         yield from jsonl_records(path, lines, text_field)
     elif file_format == "csv":
-        yield from csv_rows(path, lines, text_field, rules)
+        yield from csv_rows(path, lines, text_field, rules, stats)
     elif file_format == "tsv":
-        yield from tsv_rows(path, lines, text_field)
+        yield from tsv_rows(path, lines, text_field, rules, stats)
     elif file_format == "wikiextractor":
         yield from wikiextractor_documents(path, lines, rules, stats)
     elif file_format == "pubtator":
@@ -366,24 +453,51 @@ def json_objects(path: Path, lines: Lines) -> Iterator[tuple[int, dict[str, obje
         yield number, record
 
 
-def csv_records(path: Path, lines: Lines, rules: ReadRules) -> Iterator[tuple[int, list[str]]]:
+def csv_records(
+    path: Path, lines: Lines, rules: ReadRules, stats: CorpusStats | None = None
+) -> Iterator[tuple[int, list[str]]]:
     """RFC 4180 rows with the line each starts on; quoted fields may hold commas and newlines.
 
-    `strict` makes an unclosed quote an error instead of a field that swallows the file's rest.
+    `strict` makes an unclosed quote an error instead of a field that swallows the file's rest:
+    the error names the line the record starts on. With `rules.on_bad_rows=skip` (and `stats`
+    to count it) that record is dropped instead and parsing starts again on its next line, so
+    one stray quote costs one row.
     """
     csv.field_size_limit(rules.max_line_bytes)
-    reader = csv.reader((line for _, line in lines), strict=True)
-    start = 1
-    try:
-        for row in reader:
-            if any(field.strip() for field in row):
-                yield start, row
-            start = reader.line_num + 1
-    except csv.Error as error:
-        raise CorpusInputError(
-            f"{path}:{start}: the CSV record starting here cannot be parsed ({error}); an "
-            'unclosed or stray " is the usual cause: double quotes inside a quoted field ("")'
-        ) from error
+    source = iter(lines)
+    replay: deque[tuple[int, str]] = deque()  # lines to read again after a dropped record
+    record: list[tuple[int, str]] = []  # the lines of the record being parsed
+
+    def feed() -> Iterator[str]:
+        while True:
+            item = replay.popleft() if replay else next(source, None)
+            if item is None:
+                return
+            record.append(item)
+            yield item[1]
+
+    while True:
+        reader = csv.reader(feed(), strict=True)  # reads no further than the record it yields
+        try:
+            for row in reader:
+                start = record[0][0] if record else 0
+                record.clear()
+                if any(field.strip() for field in row):
+                    yield start, row
+            return
+        except csv.Error as error:
+            start = record[0][0]
+            problem = f"starts a CSV record that cannot be parsed ({error})"
+            if stats is None or rules.on_bad_rows != "skip":
+                raise CorpusInputError(
+                    f"{path}:{start}: the CSV record starting here cannot be parsed ({error}); an "
+                    'unclosed or stray " is the usual cause: double quotes inside a quoted field '
+                    '(""), or set corpus.on_bad_rows=skip to count and drop such rows; a field may '
+                    f"hold at most corpus.max_chars={rules.max_chars} characters"
+                ) from error
+            bad_row(path, start, problem, rules, stats)
+            replay.extendleft(reversed(record[1:]))
+            record.clear()
 
 
 def parquet_columns(path: Path) -> list[str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 import xxhash
 
 from flows.core.artifacts import file_lock, replace_json
+from flows.corpora.formats import reading
 
 HASH_CACHE_ENV = "CLOZE_HASH_CACHE"
 log = logging.getLogger(__name__)
@@ -49,14 +50,15 @@ def content_hashes(paths: list[Path]) -> list[str]:
         known |= load_cache(Path(cache_file))
     hashes, fresh = [], {}
     for path in paths:
-        before = identity(path)
-        entry = known.get(str(path))
-        if entry is not None and entry[0] == before:
-            digest = entry[1]
-        else:
-            digest = content_hash(path)
-            if identity(path) == before:  # a file that changed while read is hashed again later
-                fresh[str(path)] = (before, digest)
+        with reading(path):  # vanished since the run started, EIO: named, exit 2
+            before = identity(path)
+            entry = known.get(str(path))
+            if entry is not None and entry[0] == before:
+                digest = entry[1]
+            else:
+                digest = content_hash(path)
+                if identity(path) == before:  # a file changed while read is hashed again later
+                    fresh[str(path)] = (before, digest)
         hashes.append(digest)
     _MEMO.update(fresh)
     if cache_file and fresh:

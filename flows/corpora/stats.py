@@ -19,6 +19,7 @@ class CorpusStats:
     undecodable_lines_skipped: int = 0
     undecodable_lines_replaced: int = 0
     binary_files_skipped: int = 0
+    bad_rows_skipped: int = 0  # CSV/TSV rows dropped under corpus.on_bad_rows=skip
 
     def add(self, other: CorpusStats) -> None:
         for item in fields(self):

@@ -4,12 +4,19 @@
 runs from this process (local use: no work pool, no worker). `register` registers the same
 deployments to a work pool, with this checkout as their source, for a worker to run. Both set
 the tag concurrency limit that keeps training tasks from running more than N at a time.
+
+Ctrl-C on `serve` ends like SIGTERM: Prefect's runner cancels the flow runs in progress (each
+gets SIGTERM: its run Cancelled, its task runs ended, its MLflow runs KILLED, its concurrency
+slots released), then `serve` exits with 130.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from flows.core.cli import fail
@@ -72,7 +79,8 @@ def with_timeout(flow_object: Any, item: DeploymentSettings) -> Any:
     return flow_object.with_options(timeout_seconds=item.timeout_hours * 3600)
 
 
-def serve(settings: DeploySettings) -> None:
+def serve(settings: DeploySettings) -> int:
+    """Serves until stopped; the exit code: 0, or 130 after Ctrl-C."""
     from prefect import serve as serve_deployments
 
     from flows.deploy.entrypoints import pipeline_deployment
@@ -84,7 +92,59 @@ def serve(settings: DeploySettings) -> None:
         ).to_deployment(**deployment_options(name, item))
         for name, item in settings.enabled().items()
     ]
-    serve_deployments(*deployments)
+    stopped = stop_like_sigterm_on_ctrl_c()
+    with flow_runs_immune_to_ctrl_c():
+        serve_deployments(*deployments)
+    return 128 + signal.SIGINT if stopped else 0
+
+
+def stop_like_sigterm_on_ctrl_c() -> list[int]:
+    """Turns the first SIGINT into a SIGTERM to this process, which Prefect's runner handles
+    by cancelling its flow runs and stopping; a second SIGINT acts as the default. Returns the
+    list the SIGINT is noted in.
+
+    Prefect's own SIGINT path (a KeyboardInterrupt out of the event loop) stopped the runner
+    without cancelling: the flow run and its pretrain task stayed Running for good, and its
+    MLflow runs RUNNING until a later run marked them KILLED.
+    """
+    received: list[int] = []
+
+    def on_ctrl_c(signum: int, frame: object) -> None:
+        received.append(signum)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        print("Ctrl-C: cancelling the flow runs in progress, then stopping (Ctrl-C again to force)")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, on_ctrl_c)
+    return received
+
+
+@contextmanager
+def flow_runs_immune_to_ctrl_c() -> Iterator[None]:
+    """Flow runs start with SIGINT blocked, so only `serve` reacts to Ctrl-C.
+
+    A terminal sends Ctrl-C to its whole foreground process group, flow-run processes
+    included: interrupted on their own, they died before reporting. Blocked, the signal stays
+    pending in them; the runner ends them with SIGTERM, their orderly path. A blocked signal's
+    mask is inherited by a spawned process and kept across `exec`. Prefect's direct starter
+    names `run_flow_in_subprocess` as the place to change how a flow run is started.
+    """
+    from prefect.runner import _starter_direct
+
+    spawn: Callable[..., Any] = _starter_direct.run_flow_in_subprocess
+
+    def spawn_blocking_sigint(*args: Any, **kwargs: Any) -> Any:
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:  # the child inherits the mask of the thread that starts it
+            return spawn(*args, **kwargs)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    _starter_direct.run_flow_in_subprocess = spawn_blocking_sigint
+    try:
+        yield
+    finally:
+        _starter_direct.run_flow_in_subprocess = spawn
 
 
 def register(settings: DeploySettings, pool: str, source: str) -> None:
@@ -135,6 +195,5 @@ def main(argv: list[str]) -> int:
     set_training_limit(settings)
     if args.command == "register":
         register(settings, args.pool, args.source)
-    else:
-        serve(settings)
-    return 0
+        return 0
+    return serve(settings)

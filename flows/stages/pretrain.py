@@ -35,6 +35,7 @@ from flows.stages.init_weights import (
 from flows.stages.objectives import ObjectiveSettings, make_collator
 from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokenizer
 from flows.training.checkpoints import resumable_checkpoint
+from flows.training.divergence import divergence_guard
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
 from flows.training.settings import TrainerSettings, model_in_key
 from flows.training.trainer import make_trainer
@@ -308,7 +309,8 @@ def resumable_trainer(
         save_top_k=0,
         every_n_train_steps=settings.checkpoint_every_steps,
     )
-    callbacks: list[pl.Callback] = [data.stream_state, checkpoints, *extra]
+    guard = divergence_guard(settings, stage, work_dir)  # before any checkpoint of a NaN step
+    callbacks: list[pl.Callback] = [data.stream_state, checkpoints, guard, *extra]
     if is_rank_zero():  # one progress line per step, not one per rank
         callbacks.append(ProgressLog(settings.log_every_steps, stage))
     return make_trainer(

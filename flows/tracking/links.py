@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from flows.core.redaction import redact_text
+
 FLOW_RUN_ID_TAG = "prefect.flow_run_id"
 FLOW_RUN_URL_TAG = "prefect.flow_run_url"
 # MLflow 3 opens an experiment on its GenAI overview unless this tag says what kind it is.
@@ -91,7 +93,12 @@ MODEL_TRAINING_VIEW = "workflowType=machine_learning"
 
 def mlflow_run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
     """The run's page in the MLflow UI: the tracking server, or `make ui`'s for a local store."""
-    base = tracking_uri.rstrip("/") if tracking_uri.startswith("http") else LOCAL_MLFLOW_UI
+    # A link is shown and stored (Prefect artifacts, MLflow descriptions): never its password.
+    base = (
+        redact_text(tracking_uri.rstrip("/"))
+        if tracking_uri.startswith("http")
+        else LOCAL_MLFLOW_UI
+    )
     return f"{base}/#/experiments/{experiment_id}/runs/{run_id}?{MODEL_TRAINING_VIEW}"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from flows.core.logs import PROJECT_LOGGERS, show_progress
-from flows.core.redaction import RedactingFilter
+from flows.core.redaction import redact_console, redact_log_handlers
 
 
 def run_log_handler() -> logging.Handler:
@@ -32,16 +32,17 @@ def report_progress_to_prefect() -> None:
     deployment's flow run our loggers also sat at WARNING. So the level is set and Prefect's API
     handler attached here, once per logger. The console gets each line once, through the root
     handler (ours in the CLI, Prefect's in a served run).
+
+    Every handler then masks URI credentials (Prefect's API handler writes to its database), and
+    so does the console: a deployment's flow run is a process of its own, where the CLI's
+    setup did not run.
     """
     from prefect.logging.handlers import APILogHandler
 
     show_progress()
-    handlers = []
     for name in PROJECT_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(handler, APILogHandler) for handler in logger.handlers):
             logger.addHandler(run_log_handler())
-        handlers += logger.handlers
-    for handler in [*handlers, *logging.getLogger().handlers]:
-        if not any(isinstance(item, RedactingFilter) for item in handler.filters):
-            handler.addFilter(RedactingFilter())  # URI credentials never reach a log line
+    redact_log_handlers()
+    redact_console()

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import requests
 
 from flows.core.disk import is_disk_full
+from flows.tracking.temporary_server import TemporaryServerDidNotStart
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -179,7 +180,7 @@ def service_outage_message(error: BaseException) -> str | None:
     for _ in range(5):  # an outage may surface wrapped, or while handling an earlier error
         if cause is None:
             return None
-        if isinstance(cause, TrackingUnavailableError):
+        if isinstance(cause, TrackingUnavailableError | TemporaryServerDidNotStart):
             return str(cause)
         if is_lost_prefect_api(cause):
             return (
@@ -193,12 +194,13 @@ def service_outage_message(error: BaseException) -> str | None:
 
 
 def lost_prefect_api(error: BaseException) -> bool:
-    """Whether `error`, or one of its causes, is the configured Prefect server not answering."""
+    """Whether `error`, or one of its causes, is the configured Prefect server not answering,
+    or the temporary one never coming up: either way no Prefect API is left to report to."""
     cause: BaseException | None = error
     for _ in range(5):
         if cause is None:
             return False
-        if is_lost_prefect_api(cause):
+        if isinstance(cause, TemporaryServerDidNotStart) or is_lost_prefect_api(cause):
             return True
         cause = cause.__cause__ or cause.__context__
     return False

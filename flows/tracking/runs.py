@@ -28,6 +28,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from flows.core.artifacts import ArtifactRef, file_lock
 from flows.core.paths import RunPaths
+from flows.core.redaction import redact_text
 from flows.core.settings import ConfigError
 from flows.tracking.links import (
     CUSTOM_MODEL_DEVELOPMENT,
@@ -106,6 +107,11 @@ def final_status(error: BaseException) -> str:
     return "FAILED"
 
 
+def masked(tags: Mapping[str, Any]) -> dict[str, str]:
+    """Tag values as MLflow stores them, URI credentials masked (flows/core/redaction.py)."""
+    return {key: redact_text(str(value)) for key, value in tags.items()}
+
+
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
     """`{"a": {"b": 1}}` -> `("a.b", 1)`: MLflow params are flat."""
     for key, value in tree.items():
@@ -138,7 +144,9 @@ class RunHandle:
         self.stage = stage  # the run's name without the flow run's: `finetune-challenger`
 
     def log_params(self, params: Mapping[str, Any]) -> None:
-        entries = [Param(key, str(value)[:MAX_PARAM_LENGTH]) for key, value in flatten(params)]
+        entries = [
+            Param(key, redact_text(str(value))[:MAX_PARAM_LENGTH]) for key, value in flatten(params)
+        ]
         for start in range(0, len(entries), BATCH_LIMIT):
             self.client.log_batch(self.run_id, params=entries[start : start + BATCH_LIMIT])
 
@@ -153,10 +161,10 @@ class RunHandle:
             self.client.log_batch(self.run_id, metrics=entries[start : start + BATCH_LIMIT])
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
-        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in masked(tags).items()])
 
     def log_text(self, text: str, artifact_file: str) -> None:
-        self.client.log_text(self.run_id, text, artifact_file)
+        self.client.log_text(self.run_id, redact_text(text), artifact_file)
 
     def log_table(self, columns: Mapping[str, list[Any]], artifact_file: str) -> None:
         """A table artifact (JSON) that MLflow's UI shows as a table, one list per column."""
@@ -259,7 +267,7 @@ class Tracker:
         if parent is not None:
             all_tags[PARENT_TAG] = parent.run_id
         run_name = self.identity.run_name(name)
-        run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
+        run = self.client.create_run(self.experiment_id, run_name=run_name, tags=masked(all_tags))
         return RunHandle(self.client, run.info.run_id, self.tracking_uri, name)
 
     def run_url(self, run_id: str) -> str:
@@ -326,7 +334,11 @@ class Tracker:
                 raise
         source = f"{self.client.get_run(run.run_id).info.artifact_uri}/{artifact_path}"
         version = self.client.create_model_version(
-            name, source, run_id=run.run_id, tags=dict(tags or {}), description=description
+            name,
+            source,
+            run_id=run.run_id,
+            tags=masked(tags or {}),
+            description=redact_text(description) if description else description,
         )
         return str(version.version)
 
@@ -334,11 +346,11 @@ class Tracker:
         self, name: str, version: str, tags: Mapping[str, Any], note: str | None = None
     ) -> None:
         """Tags on a registry version, and `note` appended to its description."""
-        for key, value in tags.items():
-            self.client.set_model_version_tag(name, version, key, str(value))
+        for key, value in masked(tags).items():
+            self.client.set_model_version_tag(name, version, key, value)
         if note:
             current = self.client.get_model_version(name, version).description or ""
-            description = f"{current}\n{note}" if current else note
+            description = redact_text(f"{current}\n{note}" if current else note)
             self.client.update_model_version(name, version, description=description)
 
     def set_alias(self, name: str, alias: str, version: str) -> None:

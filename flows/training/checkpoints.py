@@ -1,11 +1,16 @@
-"""Checkpoints that a kill, a full disk or a bad sector cannot turn into a run that never resumes.
+"""Checkpoints that a kill, a full disk or a bad sector cannot turn into a run that never resumes,
+or into one that resumes from damaged weights.
 
 Lightning's own save goes through fsspec, which writes into $TMPDIR and then moves the file: when
 $TMPDIR is another filesystem, that move is a copy, and a kill during it leaves `last.ckpt`
 truncated (and an orphan in $TMPDIR). Here a checkpoint is written beside its final name, fsynced,
-then renamed over it; the checkpoint it replaces is kept as `<name>.previous` until then. On
-resume a checkpoint that does not load is set aside (`<name>.corrupt-<time>`, named in a warning)
-and the previous one is used, or the stage starts over when none loads.
+then renamed over it; the checkpoint it replaces is kept as `<name>.previous` until then.
+
+Each checkpoint carries its sha256 in `<name>.sha256`, written once the checkpoint is in place. A
+checkpoint can load and still be wrong (tensors overwritten with NaN bytes of the same size), so
+loading is not the test: on resume, a checkpoint without its checksum, or whose bytes differ
+from it, or that does not load, is set aside (`<name>.corrupt-<time>`, named in a warning) and the
+previous one is used, or the stage starts over when none passes.
 """
 
 from __future__ import annotations
@@ -19,14 +24,16 @@ from typing import Any
 import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 
-from flows.core.artifacts import atomic_file
+from flows.core.artifacts import atomic_file, file_sha256
 
 PREVIOUS_SUFFIX = ".previous"
+CHECKSUM_SUFFIX = ".sha256"
 log = logging.getLogger(__name__)
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Saves each checkpoint atomically in its own directory, keeping the one it replaces."""
+    """Saves each checkpoint atomically in its own directory, keeping the one it replaces, and
+    records its checksum beside it."""
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
@@ -37,22 +44,38 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         target.parent.mkdir(parents=True, exist_ok=True)
         with atomic_file(target) as handle:
             torch.save(checkpoint, handle)
-            keep_previous(target)  # the new bytes are written; the old file is still intact
+            # The new bytes are written; the old file (and its checksum) is still intact.
+            keep_previous(target)
+        # A kill before this line leaves the new checkpoint with the old checksum: it is set
+        # aside on resume and the previous one (a hard link, whose checksum matches) is used.
+        with atomic_file(checksum_file(target), "w") as handle:
+            handle.write(file_sha256(target))
+
+    def remove_checkpoint(self, path: Any) -> None:
+        super().remove_checkpoint(path)
+        checksum_file(Path(path)).unlink(missing_ok=True)
+
+
+def checksum_file(path: Path) -> Path:
+    return path.with_name(path.name + CHECKSUM_SUFFIX)
 
 
 def keep_previous(path: Path) -> None:
-    """Hard-links `path` to `<path>.previous` (atomically) so it survives being replaced."""
-    if not path.is_file():
-        return
+    """Hard-links `path` (and its checksum) to `<path>.previous` (atomically) so it survives
+    being replaced."""
     previous = path.with_name(path.name + PREVIOUS_SUFFIX)
-    link = path.with_name(f".{previous.name}.{os.getpid()}.link")
-    link.unlink(missing_ok=True)
-    os.link(path, link)
-    os.replace(link, previous)
+    for source, target in ((path, previous), (checksum_file(path), checksum_file(previous))):
+        if not source.is_file():
+            continue
+        link = target.with_name(f".{target.name}.{os.getpid()}.link")
+        link.unlink(missing_ok=True)
+        os.link(source, link)
+        os.replace(link, target)
 
 
 def resumable_checkpoint(path: Path) -> Path | None:
-    """`path`, or the checkpoint it replaced, whichever loads first; None to start over.
+    """`path`, or the checkpoint it replaced, whichever passes its checksum and loads first;
+    None to start over.
 
     Also clears partial files a killed save left beside it: under the stage's lock no other
     process is writing here.
@@ -60,25 +83,46 @@ def resumable_checkpoint(path: Path) -> Path | None:
     for partial in path.parent.glob(".*.partial"):
         partial.unlink(missing_ok=True)
     for candidate in (path, path.with_name(path.name + PREVIOUS_SUFFIX)):
-        if candidate.is_file() and loads(candidate):
+        if candidate.is_file() and sound(candidate):
             return candidate
     return None
 
 
-def loads(path: Path) -> bool:
-    """Whether `path` loads as a checkpoint; a damaged one is moved aside with a warning."""
+def sound(path: Path) -> bool:
+    """Whether `path` matches its checksum and loads; a damaged one is moved aside with a
+    warning."""
     try:
-        torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        problem = checksum_problem(path)
+        if problem is None:
+            torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as error:
-        aside = path.with_name(f"{path.name}.corrupt-{time.time_ns()}")
-        os.rename(path, aside)
-        log.warning(
-            "checkpoint %s does not load (%s: %s); set aside as %s, resuming from the previous "
-            "checkpoint if one loads, else from the start of the stage",
-            path,
-            type(error).__name__,
-            str(error)[:200],
-            aside,
+        problem = f"does not load ({type(error).__name__}: {str(error)[:200]})"
+    if problem is None:
+        return True
+    aside = path.with_name(f"{path.name}.corrupt-{time.time_ns()}")
+    os.rename(path, aside)
+    if checksum_file(path).is_file():
+        os.rename(checksum_file(path), checksum_file(aside))
+    log.warning(
+        "checkpoint %s %s; set aside as %s, resuming from the previous checkpoint if one "
+        "passes, else from the start of the stage",
+        path,
+        problem,
+        aside,
+    )
+    return False
+
+
+def checksum_problem(path: Path) -> str | None:
+    """What is wrong with `path`'s bytes against its recorded checksum; None when they match."""
+    recorded = checksum_file(path)
+    if not recorded.is_file():
+        return f"has no checksum ({recorded.name}): its bytes cannot be verified"
+    expected = recorded.read_text().strip()
+    actual = file_sha256(path)
+    if actual != expected:
+        return (
+            f"does not match its checksum (recorded {expected[:12]}, found {actual[:12]}): "
+            "modified or damaged since it was saved"
         )
-        return False
-    return True
+    return None

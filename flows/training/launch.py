@@ -27,10 +27,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from flows.core.artifacts import ArtifactRef, ArtifactStore, replace_json
+from flows.core.artifacts import ArtifactRef, ArtifactStore, atomic_file, replace_json
 from flows.core.logs import setup_logging
 from flows.core.settings import ConfigError
 from flows.training.settings import TrainerSettings
+from lightning_modules.divergence import TrainingDiverged
 
 
 def launched_per_rank() -> bool:
@@ -164,13 +165,17 @@ def run_on_local_ranks(
     rank can never leave the rest waiting in a collective.
     """
     result_file.unlink(missing_ok=True)
-    mp.start_processes(
-        _rank_main,
-        args=(world_size, free_port(), accelerator, target, args, result_file, progress_level()),
-        nprocs=world_size,
-        join=True,
-        start_method="spawn",
-    )
+    diverged = result_file.with_name("diverged.txt")  # a rank's TrainingDiverged message
+    diverged.unlink(missing_ok=True)
+    rank_args = (world_size, free_port(), accelerator, target, args, result_file, progress_level())
+    try:
+        mp.start_processes(
+            _rank_main, args=rank_args, nprocs=world_size, join=True, start_method="spawn"
+        )
+    except mp.ProcessRaisedException as error:
+        if diverged.is_file():  # its type is lost across processes: raised again here
+            raise TrainingDiverged(diverged.read_text()) from error
+        raise
     result: dict[str, Any] = json.loads(result_file.read_text())
     result_file.unlink()
     return result
@@ -205,7 +210,12 @@ def _rank_main(
     # The ranks share this machine's cores; torch would otherwise give each of them all of them.
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
     ensure_process_group(accelerator)
-    result = target(*args)
+    try:
+        result = target(*args)
+    except TrainingDiverged as error:
+        with atomic_file(result_file.with_name("diverged.txt"), "w") as handle:
+            handle.write(str(error))
+        raise
     if local_rank == 0:
         replace_json(result_file, result)
     dist.destroy_process_group()

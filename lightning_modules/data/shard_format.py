@@ -56,6 +56,7 @@ class ShardIndex:
     @classmethod
     def load(cls, directory: Path) -> ShardIndex:
         path = directory / INDEX_FILE
+        check_plain_file(path)
         if not path.is_file():
             raise CorruptShardError(f"{path} is missing: {directory} is not a complete shard set")
         try:
@@ -82,6 +83,16 @@ def check_shard_name(name: object, index_path: Path) -> None:
         )
 
 
+def check_plain_file(path: Path) -> None:
+    """A shard set's files are its own: a symbolic link (even to an identical copy) would make
+    training read, and trust, a file outside the store."""
+    if path.is_symlink():
+        raise CorruptShardError(
+            f"{path} is a symbolic link; a shard set reads only its own files: refused. Rerun "
+            "the pipeline: the shards stage quarantines this shard set and rebuilds it."
+        )
+
+
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -95,6 +106,7 @@ def verify_shards(directory: Path, index: ShardIndex) -> None:
     for infos in index.splits.values():
         for info in infos:
             path = directory / info.file
+            check_plain_file(path)
             if not path.is_file():
                 raise CorruptShardError(f"shard {path} is missing; rerun to rebuild the shard set")
             actual = file_sha256(path)

@@ -11,74 +11,17 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
-import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import psutil
 import pytest
 import torch
 
+from tests.integration.cli_runs import local_env, run_cli
+
 pytestmark = pytest.mark.slow
 SMOKE = ["experiment=smoke", "corpus.max_documents=300", "trainer.max_steps=20"]
-
-
-def run_cli(
-    args: list[str],
-    env: dict[str, str],
-    timeout: float = 600,
-    meanwhile: Callable[[], object] = lambda: None,
-) -> tuple[int, str]:
-    """Runs `python -m flows`, calling `meanwhile` while it runs; asserts that none of its child
-    processes is left once it ends. The output goes to a file: a pipe nobody reads while the
-    run goes on fills up and blocks it."""
-    with tempfile.TemporaryFile("w+") as log:
-        run = subprocess.Popen(
-            [sys.executable, "-m", "flows", *args],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-            start_new_session=True,
-        )
-        family = watch_family(run, time.monotonic() + timeout, meanwhile)
-        log.seek(0)
-        output = log.read()
-    left = [child for child in family if child.is_running()]
-    left = [child for child in left if child.status() != psutil.STATUS_ZOMBIE]
-    for child in left:
-        child.kill()
-    assert left == [], [child.cmdline() for child in left]
-    return run.returncode, output
-
-
-def watch_family(
-    run: subprocess.Popen[str], deadline: float, meanwhile: Callable[[], object]
-) -> list[psutil.Process]:
-    """Waits for `run` (killed at `deadline`), noting every child process it started."""
-    family: dict[int, psutil.Process] = {}
-    while run.poll() is None and time.monotonic() < deadline:
-        try:
-            family.update({child.pid: child for child in psutil.Process(run.pid).children(True)})
-        except psutil.NoSuchProcess:
-            break
-        meanwhile()
-        time.sleep(0.2)
-    try:
-        run.wait(timeout=max(1.0, deadline - time.monotonic()))
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, 9)
-    return list(family.values())
-
-
-def local_env(home: Path) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    return {**env, "CLOZE_HOME": str(home)}
 
 
 @contextmanager

@@ -10,7 +10,7 @@ import torch
 from flows.core.artifacts import ArtifactStore
 from flows.core.settings import ConfigError, output_settings, settings_from
 from flows.training import rank_entry
-from flows.training.launch import build_on_ranks
+from flows.training.launch import build_on_ranks, run_on_local_ranks
 from flows.training.trainer import TrainerSettings, lightning_strategy
 from lightning_modules.data.collator import MaskingCollator, MaskingRule
 from lightning_modules.data.distributed import (
@@ -20,6 +20,7 @@ from lightning_modules.data.distributed import (
     rank_rows,
 )
 from lightning_modules.data.resume import EpochShuffleSampler
+from lightning_modules.divergence import TrainingDiverged
 from lightning_modules.models.heads import IGNORE_INDEX
 
 SMALL = {"max_steps": 10, "warmup_steps": 1, "batch_size": 8}
@@ -187,3 +188,17 @@ def test_the_rank_entry_point_refuses_several_ranks_in_one_process(
         "per rank: launch flows.training.rank_entry with torchrun (see infra/multinode.md), or use "
         "`python -m flows` on one node\n"
     )
+
+
+def diverge_on_rank_one(job: None, directory: Path) -> dict:
+    """A rank's training function (module level: spawned ranks import it)."""
+    if torch.distributed.get_rank() == 1:
+        raise TrainingDiverged("pretrain diverged at step 3 of 9: the training loss is nan.")
+    torch.distributed.barrier()  # rank zero waits in a collective, as in training
+    return {}
+
+
+@pytest.mark.slow  # two spawned interpreters: 27 s on a loaded 2-core machine
+def test_a_rank_that_diverges_stops_the_others_and_keeps_its_error_type(tmp_path: Path) -> None:
+    with pytest.raises(TrainingDiverged, match=r"^pretrain diverged at step 3 of 9"):
+        run_on_local_ranks(2, "cpu", diverge_on_rank_one, (None, tmp_path), tmp_path / "r.json")

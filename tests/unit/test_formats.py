@@ -6,6 +6,7 @@ import bz2
 import csv
 import gzip
 import json
+import logging
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,6 +16,7 @@ import zstandard
 
 from flows.corpora import CorpusSettings, open_corpus
 from flows.corpora.formats import CorpusInputError
+from flows.corpora.stats import CorpusStats
 
 DOCS = [
     "First document has enough words to be kept by the cleaner.",
@@ -106,3 +108,52 @@ def test_pubtator_malformed_line_names_file_and_line(tmp_path: Path, second: str
         CorpusInputError, match=r"b\.txt:2 is not a PubTator line .* corpus\.format"
     ):
         read(tmp_path / "b.txt", format="pubtator")
+
+
+def unit_stats(path: Path, **settings: object) -> tuple[list[str], CorpusStats]:
+    """The raw rows a file gives, and the counts of reading it."""
+    corpus = open_corpus(CorpusSettings(kind="files", paths=[str(path)], **settings))
+    stats = CorpusStats()
+    return [text for unit in corpus.units() for text in unit.texts(stats)], stats
+
+
+def test_bad_csv_rows_are_counted_and_dropped_with_on_bad_rows_skip(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One unclosed quote costs its row: the reader starts again on the next line."""
+    rows = [f'{number},"row {number} has a few words"' for number in range(1, 401)]
+    rows[10] = '11,"row 11 opens a quote it never closes'
+    rows[20] = '21,"row 21 has one field too many",x'
+    rows[30] = '31,"a quoted field that spans\nlines is one valid row"'
+    (tmp_path / "rows.csv").write_text("id,text\n" + "\n".join(rows) + "\n")
+    with caplog.at_level(logging.WARNING, logger="flows.corpora.formats"):
+        texts, stats = unit_stats(tmp_path / "rows.csv", on_bad_rows="skip")
+    assert len(texts) == 398 and stats.bad_rows_skipped == 2
+    assert "row 10 has a few words" in texts and "row 12 has a few words" in texts
+    assert "a quoted field that spans\nlines is one valid row" in texts
+    assert "rows.csv:12: it starts a CSV record that cannot be parsed" in caplog.text
+    assert "rows.csv:22: it has 3 comma-separated field(s), the header has 2" in caplog.text
+    assert max(len(text) for text in texts) < 100  # nothing swallowed the rows after it
+
+
+def test_a_quote_left_open_to_the_end_of_the_file_costs_only_its_row(tmp_path: Path) -> None:
+    (tmp_path / "end.csv").write_text('text\n"first row"\n"second row\nthird row\n')
+    texts, stats = unit_stats(tmp_path / "end.csv", on_bad_rows="skip")
+    assert texts == ["first row", "third row"] and stats.bad_rows_skipped == 1
+
+
+def test_bad_tsv_rows_are_counted_and_dropped_with_on_bad_rows_skip(tmp_path: Path) -> None:
+    (tmp_path / "t.tsv").write_text("text\tlabel\nkept row\t1\nshort row\n\nextra\t1\t2\nlast\t0\n")
+    texts, stats = unit_stats(tmp_path / "t.tsv", on_bad_rows="skip")
+    assert texts == ["kept row", "last"] and stats.bad_rows_skipped == 2
+
+
+def test_on_bad_rows_enters_the_corpus_key_only_when_set(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("text\nsome row\n")
+
+    def fingerprint(**settings: object) -> dict:
+        settings = {"kind": "files", "paths": [str(tmp_path / "a.csv")], **settings}
+        return open_corpus(CorpusSettings(**settings)).fingerprint()
+
+    assert fingerprint() == fingerprint(on_bad_rows="fail") != fingerprint(on_bad_rows="skip")
+    assert "on_bad_rows" not in fingerprint()["source"]

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import io
 import logging
+import sys
+import traceback
 from pathlib import Path
 
 import pytest
 
-from flows.core.redaction import REDACTED, RedactingFilter, is_secret_key, redact_secrets
+from flows.core.redaction import (
+    REDACTED,
+    RedactingFilter,
+    RedactingStream,
+    is_secret_key,
+    redact_log_handlers,
+    redact_secrets,
+    redact_text,
+    redacting_errors,
+)
 
 SECRET_KEYS = [
     "token", "api_token", "apikey", "api-key", "apiKey", "hfToken", "HF_TOKEN", "hf.token",
@@ -81,3 +93,59 @@ def test_prefect_stores_the_flow_parameter_redacted_while_the_run_sees_the_secre
         stored = client.read_flow_run(state.state_details.flow_run_id).parameters
     assert stored["config"]["tracking"]["uri"] == f"http://{REDACTED}@127.0.0.1:9"
     assert "hunter2" not in str(stored)
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("GET https://hub/x?api_key=abc123&page=2", "GET https://hub/x?api_key=***&page=2"),
+        ("override +tracking.password=hunter2 refused", "override +tracking.password=*** refused"),
+        ("trainer.max_steps=5 corpus.paths=[/data]", "trainer.max_steps=5 corpus.paths=[/data]"),
+    ],
+)
+def test_secret_named_assignments_in_free_text_are_masked(text: str, masked: str) -> None:
+    assert redact_text(text) == masked
+
+
+PLANTED = "http://cloze:planted-pw@127.0.0.1:1/x"
+
+
+def test_an_error_leaves_with_its_whole_chain_masked() -> None:
+    """What Prefect turns into a state message and a traceback: every link of the chain."""
+    from mlflow.exceptions import MlflowException
+
+    with pytest.raises(RuntimeError) as caught, redacting_errors():
+        try:
+            raise MlflowException(f"API request to {PLANTED} failed")
+        except MlflowException as inner:
+            raise RuntimeError(f"MLflow at {PLANTED} did not answer") from inner
+    text = "".join(traceback.format_exception(caught.value))
+    assert "planted-pw" not in text and "http://***@127.0.0.1:1/x" in text
+    assert "planted-pw" not in caught.value.__cause__.message
+
+
+def test_a_logged_traceback_is_masked_on_every_handler() -> None:
+    stream = io.StringIO()
+    logger = logging.getLogger("cloze.test.traceback")
+    handler = logging.StreamHandler(stream)
+    logger.addHandler(handler)
+    try:
+        redact_log_handlers()  # the handler was made after the logging setup, as Prefect's are
+        error = ConnectionError(f"cannot reach {PLANTED}")
+        try:
+            raise error
+        except ConnectionError:
+            logger.exception("the call failed")
+    finally:
+        logger.removeHandler(handler)
+    assert "planted-pw" not in stream.getvalue() and "ConnectionError: cannot reach" in (
+        stream.getvalue()
+    )
+    # Masked in place: Prefect makes the run's state message from the exception it just logged.
+    assert str(error) == "cannot reach http://***@127.0.0.1:1/x"
+
+
+def test_the_console_streams_are_masked(capsys: pytest.CaptureFixture[str]) -> None:
+    stream = RedactingStream(sys.stderr)
+    print(f"View run at: {PLANTED}", file=stream)
+    assert capsys.readouterr().err == "View run at: http://***@127.0.0.1:1/x\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from flows.core.artifacts import ArtifactStore
+from flows.core.artifacts import ArtifactStore, file_sha256
 from flows.corpora import CorpusSettings, open_corpus
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import LAST_CHECKPOINT, PretrainSettings, pretrain
@@ -60,8 +60,11 @@ def test_artifacts_hold_no_pickles_and_a_tampered_checkpoint_runs_no_code(
     checkpoints = store.work_dir("pretrain", trained.key) / "checkpoints"
     checkpoints.mkdir(parents=True)
     marker = tmp_path / "code-ran"
-    torch.save({"state_dict": Payload(marker)}, checkpoints / LAST_CHECKPOINT)
+    planted = checkpoints / LAST_CHECKPOINT
+    torch.save({"state_dict": Payload(marker)}, planted)
+    # Its checksum too, as a tamperer would write it: so it is the load that must refuse it.
+    planted.with_name(planted.name + ".sha256").write_text(file_sha256(planted))
     with caplog.at_level(logging.WARNING, logger="flows.training.checkpoints"):
         retrained = pretrain(settings, shards, tokenizer, store)  # set aside, trained afresh
     assert not marker.exists() and not retrained.outputs["resumed"]
-    assert f"checkpoint {checkpoints / LAST_CHECKPOINT} does not load" in caplog.text
+    assert f"checkpoint {planted} does not load" in caplog.text

@@ -1,15 +1,23 @@
-"""Every artifact kind is verified before reuse; paths read back from the store stay inside it."""
+"""Every artifact kind is verified before reuse; paths read back from the store stay inside it;
+a damaged artifact is set aside and recomputed (the store-fault table)."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 import torch
 
-from flows.core.artifacts import ArtifactError, ArtifactStore
+from flows.core.artifacts import MANIFEST_FILE, ArtifactError, ArtifactRef, ArtifactStore
 from flows.corpora import CorpusSettings, open_corpus
+from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TOKENIZER_FILE, TokenizerSettings, train_tokenizer
 from lightning_modules.data.shard_format import INDEX_FILE, CorruptShardError, ShardIndex
 from lightning_modules.models.serialization import WEIGHTS_FILE, read_weights, save_weights
@@ -86,3 +94,172 @@ def test_a_manifest_naming_a_tokenizer_key_outside_the_store_is_refused(tmp_path
     settings = TokenizerSettings(from_artifact=str(crafted.path))
     with pytest.raises(ArtifactError, match=r"manifest\.json records tokenizer key .*refused"):
         train_tokenizer(settings, corpus(tmp_path / "c.txt"), store)
+
+
+# --- The store-fault table: damage done to published artifacts, one row each. ---------------
+# Each row damages a real tokenizer, shard set or weights artifact; the next run of the stage
+# must refuse to reuse it, set it aside (`.corrupt-*`, named in a warning) and recompute, with
+# nothing for a human to clean up, and never read the file a link points at.
+
+
+@dataclass(frozen=True)
+class StoreFault:
+    name: str
+    stage: str  # which artifact the row damages: tokenizer, shards or weights
+    damage: Callable[[Path, Path], None]  # (the artifact's folder, a folder outside the store)
+    warning: str  # what the quarantine warning must say
+
+
+def outside_copy(path: Path, outside: Path) -> None:
+    """Replaces `path` by a link to an identical copy outside the store."""
+    copy = outside / path.name
+    shutil.copyfile(path, copy)
+    path.unlink()
+    path.symlink_to(copy)
+
+
+def drop_checksums_and_flip(folder: Path, outside: Path) -> None:
+    manifest = folder / MANIFEST_FILE
+    recorded = json.loads(manifest.read_text())
+    del recorded["checksums"]
+    manifest.write_text(json.dumps(recorded))
+    flip_last_byte(
+        next(
+            path
+            for path in sorted(folder.rglob("*"))
+            if path.suffix == ".bin" or path.name in (WEIGHTS_FILE, TOKENIZER_FILE)
+        )
+    )
+
+
+def flip_last_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+STORE_FAULTS = [
+    StoreFault(
+        "manifest without checksums, weights flipped beside it",
+        "weights",
+        drop_checksums_and_flip,
+        r"manifest\.json records no checksums \('checksums'\): its files cannot be verified",
+    ),
+    StoreFault(
+        "manifest without checksums, a shard flipped beside it",
+        "shards",
+        drop_checksums_and_flip,
+        r"records no checksums",
+    ),
+    StoreFault(
+        "a recorded file deleted",
+        "tokenizer",
+        lambda folder, _: (folder / TOKENIZER_FILE).unlink(),
+        rf"{TOKENIZER_FILE} is missing \(recorded in .*manifest\.json\)",
+    ),
+    StoreFault(
+        "a file the manifest does not record",
+        "weights",
+        lambda folder, _: (folder / "extra.bin").write_bytes(b"\0"),
+        r"extra\.bin has no checksum in .*manifest\.json: it cannot be verified",
+    ),
+    StoreFault(
+        "a shard replaced by a link to an identical copy outside the store",
+        "shards",
+        lambda folder, outside: outside_copy(folder / "train-00000.bin", outside),
+        r"train-00000\.bin is a symbolic link \(to '.*outside/train-00000\.bin'\); an artifact "
+        r"holds only its own files: refused",
+    ),
+    StoreFault(
+        "shards.json replaced by a link to an identical copy outside the store",
+        "shards",
+        lambda folder, outside: outside_copy(folder / INDEX_FILE, outside),
+        r"shards\.json is a symbolic link",
+    ),
+    StoreFault(
+        "tokenizer.json replaced by a link to an identical copy outside the store",
+        "tokenizer",
+        lambda folder, outside: outside_copy(folder / TOKENIZER_FILE, outside),
+        r"tokenizer\.json is a symbolic link",
+    ),
+    StoreFault(
+        "weights replaced by a link to an identical copy outside the store",
+        "weights",
+        lambda folder, outside: outside_copy(folder / WEIGHTS_FILE, outside),
+        rf"{WEIGHTS_FILE} is a symbolic link",
+    ),
+    StoreFault(
+        "a FIFO in place of a shard",
+        "shards",
+        lambda folder, _: (
+            (folder / "train-00000.bin").unlink(),
+            os.mkfifo(folder / "train-00000.bin"),
+        ),
+        r"train-00000\.bin is not a plain file; refused",
+    ),
+    StoreFault(
+        "the artifact folder replaced by a link to a copy outside the store",
+        "weights",
+        lambda folder, outside: (
+            shutil.copytree(folder, outside / "copy"),
+            shutil.rmtree(folder),
+            folder.symlink_to(outside / "copy"),
+        ),
+        r"links to '.*copy', which is not a key in .*; refused",
+    ),
+]
+
+
+def build_weights(directory: Path) -> dict:
+    save_weights(torch.nn.Linear(4, 4), directory / WEIGHTS_FILE)
+    return {}
+
+
+@pytest.mark.parametrize("fault", STORE_FAULTS, ids=[fault.name for fault in STORE_FAULTS])
+def test_a_damaged_artifact_is_set_aside_and_recomputed(
+    tmp_path: Path, fault: StoreFault, caplog: pytest.LogCaptureFixture
+) -> None:
+    store, outside = ArtifactStore(tmp_path / "store"), tmp_path / "outside"
+    outside.mkdir()
+    text, settings = corpus(tmp_path / "c.txt"), TokenizerSettings(vocab_size=120)
+
+    def produce() -> ArtifactRef:
+        if fault.stage == "weights":
+            return store.get_or_build("pretrain", "p1", build_weights, {})
+        tokenizer = train_tokenizer(settings, text, store)
+        if fault.stage == "tokenizer":
+            return tokenizer
+        return build_shards(ShardSettings(seq_len=16), text, tokenizer, store)
+
+    first = produce()
+    fault.damage(first.path, outside)
+    outside_before = {path.name: path.read_bytes() for path in outside.rglob("*") if path.is_file()}
+    with caplog.at_level(logging.WARNING, logger="flows.core.artifacts"):
+        again = produce()
+    assert not again.cache_hit and again.key == first.key
+    assert re.search(fault.warning, caplog.text), caplog.text
+    [aside] = (tmp_path / "store").glob(f"*/.corrupt-{first.key}-*")
+    assert aside.is_symlink() or aside.is_dir()
+    assert store.lookup(again.stage, again.key) == replace(again, cache_hit=True)
+    assert {path.name: path.read_bytes() for path in outside.rglob("*") if path.is_file()} == (
+        outside_before
+    )
+
+
+def test_a_tokenizer_link_out_of_the_store_is_set_aside_by_the_clean_up_itself(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The input key's link names a path outside the store: refused, moved aside, relinked."""
+    store, settings = ArtifactStore(tmp_path / "store"), TokenizerSettings(vocab_size=120)
+    text = corpus(tmp_path / "c.txt")
+    built = train_tokenizer(settings, text, store)
+    [link] = [entry for entry in built.path.parent.iterdir() if entry.is_symlink()]
+    link.unlink()
+    os.symlink("../../../../etc", link)
+    with caplog.at_level(logging.WARNING, logger="flows.core.artifacts"):
+        again = train_tokenizer(settings, text, store)
+    assert again.key == built.key and again.cache_hit  # its content was never damaged
+    assert "links to '../../../../etc', which is not a key" in caplog.text
+    assert os.readlink(link) == built.key
+    [aside] = link.parent.glob(f".corrupt-{link.name}-*")
+    assert os.readlink(aside) == "../../../../etc"

@@ -1,0 +1,180 @@
+"""Never publish a wrong model: a run that diverges stops with its step and its likely cause,
+publishes nothing, and keeps only checkpoints whose values are finite."""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.loggers import Logger
+from torch.utils.data import DataLoader, TensorDataset
+
+from flows.core.artifacts import ArtifactStore
+from flows.stages.objectives import ObjectiveSettings
+from flows.stages.pretrain import LAST_CHECKPOINT, PretrainSettings, pretrain
+from flows.training.divergence import likely_cause
+from flows.training.settings import TrainerSettings
+from lightning_modules.divergence import DivergenceGuard, TrainingDiverged
+from tests.fakes import TINY_ENCODER, WordShards
+
+DIVERGING = TrainerSettings(
+    max_steps=30,
+    warmup_steps=1,
+    batch_size=8,
+    learning_rate=1000,
+    val_every_steps=30,
+    checkpoint_every_steps=1,
+    log_every_steps=10,
+    threads=1,
+)
+
+
+def published(root: Path) -> list[Path]:
+    return [entry for entry in root.glob("*/*") if not entry.name.startswith(".")]
+
+
+def all_finite(checkpoint: Path) -> bool:
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)["state_dict"]
+    return all(bool(torch.isfinite(tensor).all()) for tensor in state.values())
+
+
+def test_a_diverging_run_stops_names_the_step_and_the_setting_and_publishes_nothing(
+    tmp_path: Path, word_shards: WordShards
+) -> None:
+    store = ArtifactStore(tmp_path / "store")
+    settings = PretrainSettings(TINY_ENCODER, ObjectiveSettings(), DIVERGING, 0)
+    with pytest.raises(
+        TrainingDiverged,
+        match=r"^pretrain diverged at step (\d+) of 30: the (gradient norm|training loss) is "
+        r"(nan|inf)\. Most likely trainer\.learning_rate=1000, far above what trains a "
+        r"transformer with AdamW \(1e-5 to 5e-3\): lower it\. Nothing was published; any "
+        r"checkpoint saved before it stays in .*/\.work-\w+/checkpoints, and a rerun with the "
+        r"setting changed trains under a new key\.$",
+    ) as stopped:
+        pretrain(settings, word_shards.shards, word_shards.tokenizer, store)
+    step = int(str(stopped.value).split("at step ")[1].split()[0])
+    assert step < 30  # stopped, not run to the end on NaN
+    assert published(tmp_path / "store") == []
+    [checkpoint] = (tmp_path / "store").glob(f"pretrain/.work-*/checkpoints/{LAST_CHECKPOINT}")
+    assert all_finite(checkpoint)
+    assert torch.load(checkpoint, weights_only=True)["global_step"] == step - 1
+
+    fixed = replace(settings, trainer=DIVERGING.model_copy(update={"learning_rate": 1e-3}))
+    ref = pretrain(fixed, word_shards.shards, word_shards.tokenizer, store)
+    assert not ref.cache_hit and not ref.outputs["resumed"]  # another key: nothing reused
+    assert math.isfinite(ref.outputs["val_loss"])
+
+
+@pytest.mark.parametrize(
+    ("update", "named"),
+    [
+        ({"learning_rate": 5.0}, "trainer.learning_rate=5, far above"),
+        ({"learning_rate": 2e-3, "grad_clip": 0}, "trainer.grad_clip=0, which turns gradient"),
+        ({"learning_rate": 2e-3, "warmup_steps": 0}, "trainer.warmup_steps=0: warm up"),
+        ({"learning_rate": 2e-3, "warmup_steps": 100}, "Most likely trainer.learning_rate=0.002: "),
+    ],
+)
+def test_the_likely_cause_names_the_first_suspect(update: dict, named: str) -> None:
+    assert named in likely_cause(TrainerSettings(**update))
+
+
+class StopAtStep(Logger):
+    """The injected fault: the run dies at `step`, as a kill would end it, after its checkpoints
+    of the steps before."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.step = step
+
+    @property
+    def name(self) -> str:
+        return "stop"
+
+    @property
+    def version(self) -> str:
+        return "0"
+
+    def log_hyperparams(self, params: object, *args: object, **kwargs: object) -> None:
+        pass
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        if step is not None and step + 1 >= self.step:
+            raise RuntimeError(f"killed at step {self.step}")
+
+
+def test_a_checkpoint_overwritten_with_nan_bytes_is_not_resumed_from(
+    tmp_path: Path, word_shards: WordShards, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = ArtifactStore(tmp_path / "store")
+    trainer = DIVERGING.model_copy(update={"learning_rate": 1e-3, "log_every_steps": 1})
+    settings = PretrainSettings(TINY_ENCODER, ObjectiveSettings(), trainer, 0)
+    with pytest.raises(RuntimeError, match="killed at step 6"):
+        pretrain(settings, word_shards.shards, word_shards.tokenizer, store, [StopAtStep(6)])
+    [last] = (tmp_path / "store").glob(f"pretrain/.work-*/checkpoints/{LAST_CHECKPOINT}")
+    size, saved = last.stat().st_size, torch.load(last, weights_only=True)
+    for tensor in saved["state_dict"].values():
+        if tensor.is_floating_point():
+            tensor.fill_(math.nan)  # in place: tied weights keep sharing one storage
+    with last.open("wb") as handle:
+        torch.save(saved, handle)
+    assert last.stat().st_size == size  # the same size, and it loads: only its checksum differs
+    with caplog.at_level(logging.WARNING, logger="flows.training.checkpoints"):
+        ref = pretrain(settings, word_shards.shards, word_shards.tokenizer, store)
+    assert f"checkpoint {last} does not match its checksum" in caplog.text
+    assert ref.outputs["resumed"] and math.isfinite(ref.outputs["val_loss"])
+
+
+class Exploding(pl.LightningModule):
+    """Linear regression under SGD at a learning rate of 1e6: inf within a few steps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch: list[torch.Tensor], index: int) -> torch.Tensor:
+        inputs, targets = batch
+        return ((self.layer(inputs) - targets) ** 2).mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=1e6)
+
+
+def diverge(tmp_path: Path, guard: DivergenceGuard) -> tuple[int, int]:
+    """Trains `Exploding` with a checkpoint after every step; the step the guard names, and the
+    step of the last checkpoint written."""
+    generator = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(64, 4, generator=generator), torch.randn(64, 1))
+    checkpoints = ModelCheckpoint(tmp_path, save_last=True, save_top_k=0, every_n_train_steps=1)
+    trainer = pl.Trainer(
+        max_steps=40,
+        callbacks=[guard, checkpoints],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+    )
+    pl.seed_everything(0, verbose=False)
+    with pytest.raises(TrainingDiverged, match=r"^test diverged at step (\d+) of 40") as stopped:
+        trainer.fit(Exploding(), DataLoader(data, batch_size=8))
+    step = int(str(stopped.value).split("at step ")[1].split()[0])
+    saved = torch.load(tmp_path / "last.ckpt", weights_only=True)
+    assert all(bool(torch.isfinite(t).all()) for t in saved["state_dict"].values())
+    return step, saved["global_step"]
+
+
+def test_read_late_the_record_still_names_the_first_step_and_nothing_after_it_is_saved(
+    tmp_path: Path,
+) -> None:
+    """On an accelerator the guard reads its record every 10 steps and before each save (not
+    every step); it must still name the first bad step, and no checkpoint may follow it."""
+    at_once = diverge(tmp_path / "a", DivergenceGuard("test", "advice", immediate=True))
+    deferred = DivergenceGuard("test", "advice", immediate=False, check_every_steps=10)
+    assert diverge(tmp_path / "b", deferred) == at_once
+    step, saved = at_once
+    assert 1 < step < 40 and saved == step - 1

@@ -145,6 +145,8 @@ def render_summary(summary: dict[str, Any]) -> str:
     uri = summary["tracking_uri"]
     if uri.startswith("sqlite:"):
         lines.append(f"  browse: mlflow ui --backend-store-uri {uri}   (or `make ui`)")
+    if "mlflow_run_url" in summary:
+        lines.append(f"  run page: {summary['mlflow_run_url']}")
     return "\n".join(lines)
 
 

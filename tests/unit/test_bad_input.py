@@ -204,7 +204,29 @@ def test_bad_corpus_input(tmp_path: Path, case: FileCase) -> None:
 
 
 CONFIG_CASES = [
-    (["trainer.max_stepz=5"], r"Could not override 'trainer\.max_stepz'"),
+    # A typo'd key: the nearest valid keys, never Hydra's "+key" advice.
+    (
+        ["trainer.max_stepz=5"],
+        r"^unknown config key trainer\.max_stepz; nearest valid keys: trainer\.max_steps, "
+        r"trainer\.max_tokens$",
+    ),
+    (["modle=bert-mini"], r"^unknown config key modle; nearest valid keys: model$"),
+    (
+        ["finetune.catalog.pydoc_topics.recipe.epoch=3"],
+        r"^unknown config key finetune\.catalog\.pydoc_topics\.recipe\.epoch; nearest valid "
+        r"keys: finetune\.catalog\.pydoc_topics\.recipe\.epochs$",
+    ),
+    (
+        ["distill=default", "distill.tacher=x"],
+        r"^unknown config key distill\.tacher; nearest valid keys: distill\.teacher, ",
+    ),
+    (["trainer.zzz=1"], r"^unknown config key trainer\.zzz; valid keys under trainer: accel"),
+    (
+        ["corpus.paths=[a.txt]"],
+        r"^unknown config key corpus\.paths: it belongs to corpus=files, not to the corpus this "
+        r"config selects; select one first \(e\.g\. corpus=files\)$",
+    ),
+    (["experiment=smok"], r"^experiment=smok is not in conf/experiment/; nearest: smoke$"),
     (["trainer.max_steps=abc"], r"trainer\.max_steps='abc' must be an integer"),
     (["trainer.learning_rate=fast"], r"trainer\.learning_rate='fast' must be a number"),
     (["model.share_layers=yes"], r"model\.share_layers='yes' must be true or false"),
@@ -234,7 +256,8 @@ CONFIG_CASES = [
     (["objective.selection=ngram"], r"objective\.selection='ngram' must be one of"),
     (["trainer.precision=16"], r"trainer\.precision=16 must be one of \('32-true', 'bf16-mixed'\)"),
     (["corpus=files"], r"Missing mandatory value: paths"),
-    (["model=bert-huge"], r"Could not find 'model/bert-huge'"),
+    (["model=bert-huge"], r"^model=bert-huge is not in conf/model/; nearest: bert-base"),
+    (["trainer.max_steps=[1"], r"^invalid config or override: no viable alternative at input"),
     (["shards.seq_len=4"], r"shards\.seq_len=4 must be between 8 and 8192"),
     (["trainer.learning_rate=-0.001"], r"trainer\.learning_rate=-0\.001 must be greater than 0"),
     (["trainer.learning_rate=nan"], r"trainer\.learning_rate=nan must be a finite number"),
@@ -243,8 +266,9 @@ CONFIG_CASES = [
     (["trainer.num_workers=-1"], r"trainer\.num_workers=-1 must be at least 0"),
     (["seed=-1"], r"^seed=-1 must be in \[0, 4294967296\)"),
     (["finetune.confidence=1.0"], r"finetune\.confidence=1\.0 must be in \[0\.5, 1\)"),
-    (["+trainr.max_steps=5"], r"^unknown config key trainr; valid keys at the top level: corpus"),
-    (["+trainer.max_stepz=5"], r"unknown config key trainer\.max_stepz; valid keys under trainer"),
+    (["+trainr.max_steps=5"], r"^unknown config key trainr; nearest valid keys: trainer, "),
+    (["+trainer.max_stepz=5"], r"^unknown config key trainer\.max_stepz; nearest valid keys: "),
+    (["+trainer.stepz=5"], r"^unknown config key trainer\.stepz; valid keys under trainer: "),
     (["finetune.seeds=0"], r"finetune\.seeds=0 must be at least 1"),
     (["finetune.pooling=max"], r"finetune\.pooling='max' must be one of \('cls', 'mean'\)"),
     (["finetune.encoder_dropout=1.0"], r"finetune\.encoder_dropout=1\.0 must be in \[0, 1\)"),
@@ -281,9 +305,8 @@ CONFIG_CASES = [
     ),
     (
         ["+finetune.catalog.pydoc_topics.recipe.epoch=3"],
-        r"unknown config key finetune\.catalog\.pydoc_topics\.recipe\.epoch; valid keys under "
-        r"finetune\.catalog\.pydoc_topics\.recipe: batch_size, classifier_dropout, "
-        r"encoder_dropout, epochs",
+        r"unknown config key finetune\.catalog\.pydoc_topics\.recipe\.epoch; nearest valid "
+        r"keys: finetune\.catalog\.pydoc_topics\.recipe\.epochs",
     ),
     (
         [

@@ -335,6 +335,11 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     report_progress_to_prefect()
     run = load_run_config(config)
     plan = PipelinePlan.from_run_config(run)
+    if until == "distill" and plan.distill is None:
+        raise ConfigError(
+            "until=distill: this config has no distill stage; add the override distill=default "
+            "(distils this run's model) or pick experiment=distilbert_smoke"
+        )
     corpus = plan.open_corpus()  # a missing path or empty glob fails here, before tracking
     if until == "finetune":  # deployment runs skip the CLI: task files are checked here too
         plan.finetune.check_task_files(run.seed)

@@ -6,6 +6,7 @@ the stage functions themselves know nothing of either.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -33,7 +34,7 @@ from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainOutputs, PretrainSett
 from flows.stages.shards.runners import prefect_unit_mapper
 from flows.stages.shards.stage import ShardOutputs, build_shards
 from flows.stages.tokenizer import train_tokenizer
-from flows.summary import build_summary, render_summary
+from flows.summary import build_summary, render_summary, stage_figures
 from flows.tracking.links import corpus_label, current_identity
 from flows.tracking.prefect_logs import report_progress_to_prefect
 from flows.tracking.publish import TaskRuns, publish, publish_curve
@@ -47,6 +48,7 @@ from flows.tracking.runs import (
 )
 from lightning_modules.data.shard_format import CorruptShardError
 
+log = logging.getLogger(__name__)
 # distill runs only when configured (distill=default); with distill.teacher set, pretrain is
 # skipped and the given teacher stands in for it.
 STAGES = ("tokenizer", "shards", "pretrain", "distill", "finetune")
@@ -110,8 +112,19 @@ class StageContext:
     def tracked(
         self, stage: str, produce: Callable[[RunHandle], ArtifactRef], label: str | None = None
     ) -> ArtifactRef:
-        """Runs `produce` inside a child run of the pipeline's parent run."""
-        return self.tracker.record_stage(stage, produce, self.parent, label=label)
+        """Runs `produce` inside a child run of the pipeline's parent run, saying in the logs
+        when the stage starts, and how it ended: computed or reused, its key, its figures."""
+        log.info("%s: started", label or stage)
+        ref = self.tracker.record_stage(stage, produce, self.parent, label=label)
+        log.info(stage_end_line(label or stage, ref))
+        return ref
+
+
+def stage_end_line(name: str, ref: ArtifactRef) -> str:
+    """`tokenizer: reused (cache hit), key 3f2a...: vocab 8000, ...`."""
+    origin = "reused (cache hit)" if ref.cache_hit else "computed"
+    figures = stage_figures(ref.stage, ref.outputs)
+    return f"{name}: {origin}, key {ref.key}" + (f": {figures}" if figures else "")
 
 
 @task(name="tokenizer", task_run_name="tokenizer", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)

@@ -108,24 +108,40 @@ def curve_result(curve: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def stage_figures(stage: str, outputs: dict[str, Any]) -> str:
+    """What a tokenizer, shards or pretrain artifact holds, in a few words (empty for others):
+    the summary's line, and the line the pipeline logs when the stage ends."""
+    if stage == "tokenizer":
+        tok = TokenizerOutputs.from_manifest(outputs)
+        return (
+            f"vocab {tok.vocab_size}, fertility {tok.fertility:.3f} tokens/word, unknown rate "
+            f"{tok.unknown_rate:.4%}"
+        )
+    if stage == "shards":
+        shards = ShardOutputs.from_manifest(outputs)
+        return (
+            f"train {shards.train_sequences} x {shards.seq_len} tokens in "
+            f"{shards.train_shards} shard(s), validation {shards.validation_sequences}"
+        )
+    if stage == "pretrain":
+        pre = PretrainOutputs.from_manifest(outputs)
+        return f"{pre.steps} steps, {pretraining_result(pre)}"
+    return ""
+
+
 def render_summary(summary: dict[str, Any]) -> str:
     stages = summary["stages"]
     fine = FinetuneOutputs.from_manifest(stages["finetune"])
-    tok = TokenizerOutputs.from_manifest(stages["tokenizer"])
-    shards = ShardOutputs.from_manifest(stages["shards"])
-    pre = PretrainOutputs.from_manifest(stages["pretrain"])
 
     def origin(stage: str) -> str:
         return "reused (cache hit)" if stages[stage]["cache_hit"] else "computed"
 
-    lines = [
-        "",
+    lines = [  # no blank line: a log record (Prefect's, through print) shows it as an empty one
         "Cloze pipeline summary",
-        f"  tokenizer  [{origin('tokenizer')}] vocab {tok.vocab_size}, fertility "
-        f"{tok.fertility:.3f} tokens/word, unknown rate {tok.unknown_rate:.4%}",
-        f"  shards     [{origin('shards')}] train {shards.train_sequences} x {shards.seq_len} "
-        f"tokens in {shards.train_shards} shard(s), validation {shards.validation_sequences}",
-        f"  pretrain   [{origin('pretrain')}] {pre.steps} steps, {pretraining_result(pre)}",
+        *(
+            f"  {stage:<10} [{origin(stage)}] {stage_figures(stage, stages[stage])}"
+            for stage in ("tokenizer", "shards", "pretrain")
+        ),
         *distill_result(stages),
         f"  finetune   [{origin('finetune')}] {len(fine.tasks)} task(s), pretrained vs random "
         "init, each arm at its own validation-chosen learning rate:",
@@ -138,7 +154,6 @@ def render_summary(summary: dict[str, Any]) -> str:
             ]
         ),
         *curve_result(stages.get("lift_curve")),
-        "",
         f"MLflow: experiment '{summary['experiment']}', run {summary['mlflow_run_id']} "
         f"at {summary['tracking_uri']}",
     ]

@@ -587,6 +587,14 @@ TASK_CASES = [
         r"finetune\.catalog\.t column settings to one of them",
     ),
     TaskCase(
+        "headerless TSV read with the default header: true",
+        {"t.tsv": "a fine and moving film\t1\na dull one\t0\n"},
+        GLUE,
+        r"t\.tsv:1 has no column 'sentence' \(columns: 'a fine and moving film', '1'\); set the "
+        r"finetune\.catalog\.t column settings to one of them\. If it is an example, not column "
+        r"names, set finetune\.catalog\.t\.header=false and name the columns by position",
+    ),
+    TaskCase(
         "row short of the label column",
         {"t.tsv": "sentence\tlabel\na fine film\n"},
         GLUE,

@@ -356,6 +356,8 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     corpus = plan.open_corpus()  # a missing path or empty glob fails here, before tracking
     if until == "finetune":  # deployment runs skip the CLI: task files are checked here too
         plan.finetune.check_task_files(run.seed)
+        for note in plan.finetune.recipe_notes():  # before any stage, not after the run
+            log.info(note)
     paths = RunPaths.from_settings(run.paths)
     store = ArtifactStore(paths.artifacts)
     tracker = Tracker.for_run(plan.tracking, paths)

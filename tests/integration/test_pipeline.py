@@ -164,6 +164,9 @@ def test_cli_runs_the_flow_and_prints_the_summary(root: Path, first: Any) -> Non
     assert f"key {keys['tokenizer']}: vocab 2000, fertility " in output
     assert f"key {keys['shards']}: train " in output
     assert "\n\n" not in result.stderr  # the log has no blank lines
+    # Before any stage: the smoke bundle's recipe is not the demo task's own.
+    note = "task pydoc_topics runs on this config's recipe, not its own: seeds 1 (own 5)"
+    assert output.index(note) < output.index("tokenizer: started")
     assert "pydoc_topics accuracy over 1 seed(s): pretrained" in output
     assert f"sqlite:///{root / 'mlflow.db'}" in output
 

@@ -10,6 +10,7 @@ a shell run.
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +21,7 @@ from prefect.states import Failed, State
 from pydantic import ValidationError
 
 from flows.core.config import compose_config
+from flows.core.logs import SaidOnce
 from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
 from flows.corpora.formats import CorpusInputError
@@ -52,11 +54,13 @@ def compose_run_config(form: RunForm) -> dict[str, Any]:
 # A user's error, named by its message (a bad form value, config key or input file): the run
 # fails with that one line as its state message, and no traceback in its logs.
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (ConfigError, CorpusInputError)
+FLOW_RUN_LOGGER = "prefect.flow_runs"  # where Prefect's engine logs a flow run's end
 
 
 def refused(error: Exception) -> State:
     """The final state of a run refused on an expected error, its line logged once."""
     get_run_logger().error("error: %s", error)
+    logging.getLogger(FLOW_RUN_LOGGER).addFilter(SaidOnce(str(error)))
     return Failed(message=str(error))
 
 

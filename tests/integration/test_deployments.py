@@ -387,6 +387,7 @@ def test_the_documented_refresh_runs_from_the_shell_without_parameters_once_at_a
     outputs = [shell.communicate(timeout=120)[0] for shell in shells]
     assert [shell.returncode for shell in shells] == [0, 0], outputs
     assert not any("MarkupError" in output for output in outputs), outputs
+    assert "MarkupError" not in services.serve_log.read_text()
     matches = [re.search(r"UUID: ([0-9a-f-]{36})", output) for output in outputs]
     ids = [UUID(match.group(1)) for match in matches if match]
     assert len(ids) == 2, outputs

@@ -29,6 +29,7 @@ CONF_DIR = Path(os.environ.get("CLOZE_CONF_DIR", REPO_ROOT / "conf"))
 # Hydra's words for an override of a key the composed config does not have.
 UNKNOWN_KEY = re.compile(r"Could not override '(?P<key>[^']+)'")
 MISSING_OPTION = re.compile(r"Could not find '(?P<group>[^'/]+)/(?P<option>[^']+)'")
+MISSING = object()  # a key a preset's file does not hold (None is a value it may hold)
 
 
 def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
@@ -101,9 +102,6 @@ def options_with_key(group: str, path: list[str]) -> list[str]:
         if node is not MISSING:
             owners.append(f"{group}={option.stem}")
     return owners
-
-
-MISSING = object()
 
 
 def unknown_option(group: str, option: str) -> str:

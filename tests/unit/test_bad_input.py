@@ -792,7 +792,7 @@ def test_bad_task_input_fails_the_up_front_check(tmp_path: Path, case: TaskCase)
 
 RUN_FORM_CASES = [
     ({"until": "evaluate"}, "parameter until: Input should be 'tokenizer', 'shards', "),
-    ({"experiment": "smok"}, "parameter experiment: Input should be 'albert', "),
+    ({"experiment": "smok"}, "parameter experiment: Input should be 'none', 'albert', "),
     ({"max_steps": 0}, "parameter max_steps: Input should be greater than or equal to 1 (got 0)"),
     ({"tasks": ["sst3"]}, "parameter tasks.0: Input should be 'bc5cdr', "),
     ({"max_step": 5}, "parameter max_step: Extra inputs are not permitted"),

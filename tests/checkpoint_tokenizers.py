@@ -123,7 +123,9 @@ def sentencepiece_file(folder: Path, text: list[str]) -> int:
     )
     corpus.unlink()
     (folder / "spiece.vocab").unlink()
-    return sentencepiece.SentencePieceProcessor(model_file=str(folder / "spiece.model")).vocab_size()
+    return sentencepiece.SentencePieceProcessor(
+        model_file=str(folder / "spiece.model")
+    ).vocab_size()
 
 
 def tokenizer_json(folder: Path, text: list[str]) -> int:

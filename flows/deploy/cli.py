@@ -66,14 +66,25 @@ def check_overrides(settings: DeploySettings) -> None:
             raise ConfigError(f"deployments.{name}.overrides: {error}") from error
 
 
+# A server that asks for credentials still is one: the client may hold them.
+AUTH_STATUSES = (401, 403)
+
+
 def check_server(api: str) -> None:
-    """Fails in seconds when nothing answers at `api`: Prefect's client retried for 77 s, then
-    printed a 78-line connection traceback. Any HTTP answer counts (an auth proxy's 401 too)."""
+    """Fails in seconds when no Prefect API answers at `api`: Prefect's client retried for
+    77 s, then printed a 78-line connection traceback."""
+    health = f"{api.rstrip('/')}/health"
     try:
-        with urllib.request.urlopen(f"{api.rstrip('/')}/health", timeout=HEALTH_TIMEOUT_SECONDS):
+        with urllib.request.urlopen(health, timeout=HEALTH_TIMEOUT_SECONDS):
             return
-    except urllib.error.HTTPError:
-        return
+    except urllib.error.HTTPError as error:
+        if error.code in AUTH_STATUSES:
+            return
+        raise ConfigError(
+            f"PREFECT_API_URL={api} is not a Prefect server's API: {health} answers HTTP "
+            f"{error.code}; a Prefect API URL ends in /api (`prefect server start` serves "
+            "http://127.0.0.1:4200/api)"
+        ) from None
     except (OSError, ValueError) as error:
         reason = getattr(error, "reason", error)
         raise ConfigError(

@@ -11,7 +11,7 @@ import pytest
 
 from flows.core.config import CONF_DIR, compose_config
 from flows.core.settings import ConfigError
-from flows.deploy.cli import check_overrides, config_path, deployment_options
+from flows.deploy.cli import check_overrides, check_server, config_path, deployment_options
 from flows.deploy.form import RunForm
 from flows.deploy.settings import DEPLOYMENTS, DeploymentSettings, DeploySettings
 
@@ -122,3 +122,31 @@ def test_deploy_without_a_reachable_server_says_so_in_one_line(tmp_path: Path) -
 def test_a_deploy_config_is_a_name_under_conf_or_a_yaml_path(tmp_path: Path) -> None:
     assert config_path("default") == CONF_DIR / "deploy" / "default.yaml"
     assert config_path(str(tmp_path / "team.yaml")) == tmp_path / "team.yaml"
+
+
+@pytest.mark.parametrize(("status", "refused"), [(404, True), (401, False), (200, False)])
+def test_a_server_that_is_not_a_prefect_api_is_named_and_one_asking_for_credentials_passes(
+    status: int, refused: bool
+) -> None:
+    import http.server
+    import threading
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    api = f"http://127.0.0.1:{server.server_port}/api"
+    try:
+        if refused:
+            with pytest.raises(ConfigError, match=rf"^PREFECT_API_URL={api} is not a Prefect"):
+                check_server(api)
+        else:
+            check_server(api)
+    finally:
+        server.shutdown()

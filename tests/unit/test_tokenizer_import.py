@@ -102,6 +102,8 @@ def test_a_folder_without_a_tokenizer_is_an_input_error(tmp_path: Path, corpus: 
     folder = tmp_path / "weights-only"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    with pytest.raises(CorpusInputError, match=r"weights-only holds no tokenizer: it needs tokenizer.json"):
+    with pytest.raises(
+        CorpusInputError, match=r"weights-only holds no tokenizer: it needs tokenizer.json"
+    ):
         import_tokenizer(folder, corpus, ArtifactStore(tmp_path / "store"))
     assert not list((tmp_path / "store").glob("tokenizer/[!.]*"))  # nothing published

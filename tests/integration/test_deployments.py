@@ -127,6 +127,30 @@ def wait_for(services: Services, flow_run_id: UUID, state: str = "Completed") ->
     return flow_run
 
 
+def run_logs(services: Services, flow_run_ids: list[UUID], last: str) -> list[Any]:
+    """The runs' logs once a line starting with `last` is among them: a run's process sends
+    its last lines as it exits, after the run's final state is recorded."""
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    page = 200  # the server's most per request
+    with SyncPrefectClient(services.prefect_api) as prefect:
+        deadline = time.monotonic() + 60
+        while True:
+            logs: list[Any] = []
+            while len(logs) % page == 0:
+                batch = prefect.read_logs(
+                    LogFilter(flow_run_id=LogFilterFlowRunId(any_=flow_run_ids)),
+                    limit=page,
+                    offset=len(logs),
+                )
+                logs += batch
+                if not batch:
+                    break
+            if any(log.message.startswith(last) for log in logs) or time.monotonic() > deadline:
+                return logs
+            time.sleep(1)
+
+
 def common(services: Services, experiment: str) -> list[str]:
     return [
         f"paths.root={services.root}",
@@ -166,12 +190,7 @@ def test_a_stage_deployment_runs_with_the_overrides_it_was_given(services: Servi
 def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
     services: Services,
 ) -> None:
-    from prefect.client.schemas.filters import (
-        FlowRunFilter,
-        FlowRunFilterId,
-        LogFilter,
-        LogFilterFlowRunId,
-    )
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     corpus = services.root.parent / "manuals"
     corpus.mkdir()
@@ -189,12 +208,12 @@ def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
             if {run.name for run in task_runs} >= set(STAGE_TASKS) or time.monotonic() > deadline:
                 break
             time.sleep(1)
-        logs = prefect.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
         [summary] = [
             item
             for item in prefect.read_artifacts()
             if item.flow_run_id == flow_run.id and item.key == "cloze-finetune-summary"
         ]
+    logs = run_logs(services, [flow_run.id], "Finished in state Completed")
     # One level: the deployment's own run holds the stage tasks, in order.
     ordered = [run.name for run in sorted(task_runs, key=lambda run: run.expected_start_time)]
     assert [name for name in ordered if name in STAGE_TASKS] == list(STAGE_TASKS)
@@ -342,8 +361,6 @@ def test_domain_refresh_trains_on_new_files_only_and_records_its_decision(
 def test_a_typo_in_the_run_form_fails_the_run_in_one_line_naming_the_nearest_keys(
     services: Services,
 ) -> None:
-    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-
     overrides = [*common(services, "typo"), "trainer.max_stepz=5"]
     flow_run = run_deployment(
         services, "cloze-pipeline/full", {"experiment": "smoke", "overrides": overrides}, "Failed"
@@ -353,8 +370,7 @@ def test_a_typo_in_the_run_form_fails_the_run_in_one_line_naming_the_nearest_key
         "unknown config key trainer.max_stepz; nearest valid keys: trainer.max_steps, "
         "trainer.max_tokens"
     )
-    with SyncPrefectClient(services.prefect_api) as prefect:
-        logs = prefect.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
+    logs = run_logs(services, [flow_run.id], "Finished in state Failed")
     text = "\n".join(log.message for log in logs)
     assert f"error: {flow_run.state.message}" in text
     assert "Traceback" not in text and "+trainer" not in text
@@ -366,8 +382,6 @@ def test_the_documented_refresh_runs_from_the_shell_without_parameters_once_at_a
     """`prefect deployment run domain-refresh/domain-refresh`, twice at once, on the defaults
     the guide shows: both commands succeed (no MarkupError on `[/...]`), one refresh trains and
     promotes, the other waits for it and finds nothing new."""
-    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-
     env = {**os.environ, "PREFECT_API_URL": services.prefect_api}
     env.pop("PREFECT_HOME", None)
     command = [
@@ -401,8 +415,7 @@ def test_the_documented_refresh_runs_from_the_shell_without_parameters_once_at_a
     ]
     decisions = sorted(run.data.tags["cloze.refresh.decision"] for run in refreshes)
     assert decisions == ["no-new-data", "promoted"]
-    with SyncPrefectClient(services.prefect_api) as prefect:
-        logs = prefect.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=ids)))
+    logs = run_logs(services, ids, "domain legal: another refresh of this domain is running")
     waited = [log for log in logs if "another refresh of this domain is running" in log.message]
     assert len(waited) == 1, [log.message for log in logs]
     assert len(client.search_model_versions("name = 'cloze-legal'")) == 1  # trained once

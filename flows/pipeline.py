@@ -6,6 +6,7 @@ the stage functions themselves know nothing of either.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -37,7 +38,7 @@ from flows.stages.shards.runners import prefect_unit_mapper
 from flows.stages.shards.stage import ShardOutputs, build_shards
 from flows.stages.tokenizer import train_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer
-from flows.summary import build_summary, render_summary
+from flows.summary import build_summary, render_summary, stage_figures
 from flows.tracking.links import corpus_label, current_identity
 from flows.tracking.prefect_logs import report_progress_to_prefect
 from flows.tracking.publish import TaskRuns, publish, publish_curve
@@ -51,6 +52,7 @@ from flows.tracking.runs import (
 )
 from lightning_modules.data.shard_format import CorruptShardError
 
+log = logging.getLogger(__name__)
 # distill runs only when configured (distill=default); with distill.teacher set, pretrain is
 # skipped and the given teacher stands in for it.
 STAGES = ("tokenizer", "shards", "pretrain", "distill", "finetune")
@@ -114,10 +116,22 @@ class StageContext:
     def tracked(
         self, stage: str, produce: Callable[[RunHandle], ArtifactRef], label: str | None = None
     ) -> ArtifactRef:
-        """Runs `produce` inside a child run of the pipeline's parent run; an error leaves it
-        with URI credentials masked, before Prefect records it as the task run's state."""
+        """Runs `produce` inside a child run of the pipeline's parent run, saying in the logs
+        when the stage starts, and how it ended: computed or reused, its key, its figures. An
+        error leaves it with URI credentials masked, before Prefect records it as the task run's
+        state."""
+        log.info("%s: started", label or stage)
         with redacting_errors():
-            return self.tracker.record_stage(stage, produce, self.parent, label=label)
+            ref = self.tracker.record_stage(stage, produce, self.parent, label=label)
+        log.info(stage_end_line(label or stage, ref))
+        return ref
+
+
+def stage_end_line(name: str, ref: ArtifactRef) -> str:
+    """`tokenizer: reused (cache hit), key 3f2a...: vocab 8000, ...`."""
+    origin = "reused (cache hit)" if ref.cache_hit else "computed"
+    figures = stage_figures(ref.stage, ref.outputs)
+    return f"{name}: {origin}, key {ref.key}" + (f": {figures}" if figures else "")
 
 
 @task(name="tokenizer", task_run_name="tokenizer", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
@@ -394,9 +408,16 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     for note in notes:
         print(note)
     plan = PipelinePlan.from_run_config(run)
+    if until == "distill" and plan.distill is None:
+        raise ConfigError(
+            "until=distill: this config has no distill stage; add the override distill=default "
+            "(distils this run's model) or pick experiment=distilbert_smoke"
+        )
     corpus = plan.open_corpus()  # a missing path or empty glob fails here, before tracking
     if until == "finetune":  # deployment runs skip the CLI: task files are checked here too
         plan.finetune.check_task_files(run.seed)
+        for note in plan.finetune.recipe_notes():  # before any stage, not after the run
+            log.info(note)
     store = ArtifactStore(paths.artifacts)
     tracker = tracker or Tracker.for_run(plan.tracking, paths)
     tracker.identity = current_identity()

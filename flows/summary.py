@@ -112,20 +112,32 @@ def curve_result(curve: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def tokenizer_result(stages: dict[str, Any], origin: str) -> list[str]:
-    """A trained tokenizer's fit to held-out text, or an imported one's to this corpus."""
-    if "imported_from" in stages["tokenizer"]:
-        imported = ImportedTokenizerOutputs.from_manifest(stages["tokenizer"])
-        return [
-            f"  tokenizer  [imported] {imported.imported_from}, vocab {imported.vocab_size}, "
-            f"fertility {imported.fertility:.3f} tokens/word on this corpus, unknown rate "
+def stage_figures(stage: str, outputs: dict[str, Any]) -> str:
+    """What a tokenizer, shards or pretrain artifact holds, in a few words (empty for others):
+    the summary's line, and the line the pipeline logs when the stage ends."""
+    if stage == "tokenizer" and "imported_from" in outputs:
+        imported = ImportedTokenizerOutputs.from_manifest(outputs)
+        return (
+            f"{imported.imported_from}, vocab {imported.vocab_size}, fertility "
+            f"{imported.fertility:.3f} tokens/word on this corpus, unknown rate "
             f"{imported.unknown_rate:.4%}"
-        ]
-    tok = TokenizerOutputs.from_manifest(stages["tokenizer"])
-    return [
-        f"  tokenizer  [{origin}] vocab {tok.vocab_size}, fertility {tok.fertility:.3f} "
-        f"tokens/word, unknown rate {tok.unknown_rate:.4%}"
-    ]
+        )
+    if stage == "tokenizer":
+        tok = TokenizerOutputs.from_manifest(outputs)
+        return (
+            f"vocab {tok.vocab_size}, fertility {tok.fertility:.3f} tokens/word, unknown rate "
+            f"{tok.unknown_rate:.4%}"
+        )
+    if stage == "shards":
+        shards = ShardOutputs.from_manifest(outputs)
+        return (
+            f"train {shards.train_sequences} x {shards.seq_len} tokens in "
+            f"{shards.train_shards} shard(s), validation {shards.validation_sequences}"
+        )
+    if stage == "pretrain":
+        pre = PretrainOutputs.from_manifest(outputs)
+        return f"{pre.steps} steps, {pretraining_result(pre)}"
+    return ""
 
 
 def checkpoint_result(stages: dict[str, Any]) -> list[str]:
@@ -144,20 +156,23 @@ def checkpoint_result(stages: dict[str, Any]) -> list[str]:
 def render_summary(summary: dict[str, Any]) -> str:
     stages = summary["stages"]
     fine = FinetuneOutputs.from_manifest(stages["finetune"])
-    shards = ShardOutputs.from_manifest(stages["shards"])
-    pre = PretrainOutputs.from_manifest(stages["pretrain"])
 
     def origin(stage: str) -> str:
-        return "reused (cache hit)" if stages[stage]["cache_hit"] else "computed"
+        if stages[stage]["cache_hit"]:
+            return "reused (cache hit)"
+        return "imported" if "imported_from" in stages[stage] else "computed"
 
-    lines = [
-        "",
+    lines = [  # no blank line: a log record (Prefect's, through print) shows it as an empty one
         "Cloze pipeline summary",
-        *tokenizer_result(stages, origin("tokenizer")),
+        *(
+            f"  {stage:<10} [{origin(stage)}] {stage_figures(stage, stages[stage])}"
+            for stage in ("tokenizer",)
+        ),
         *checkpoint_result(stages),
-        f"  shards     [{origin('shards')}] train {shards.train_sequences} x {shards.seq_len} "
-        f"tokens in {shards.train_shards} shard(s), validation {shards.validation_sequences}",
-        f"  pretrain   [{origin('pretrain')}] {pre.steps} steps, {pretraining_result(pre)}",
+        *(
+            f"  {stage:<10} [{origin(stage)}] {stage_figures(stage, stages[stage])}"
+            for stage in ("shards", "pretrain")
+        ),
         *distill_result(stages),
         f"  finetune   [{origin('finetune')}] {len(fine.tasks)} task(s), pretrained vs random "
         "init, each arm at its own validation-chosen learning rate:",
@@ -171,13 +186,14 @@ def render_summary(summary: dict[str, Any]) -> str:
             ]
         ),
         *curve_result(stages.get("lift_curve")),
-        "",
         f"MLflow: experiment '{summary['experiment']}', run {summary['mlflow_run_id']} "
         f"at {summary['tracking_uri']}",
     ]
     uri = summary["tracking_uri"]
     if uri.startswith("sqlite:"):
         lines.append(f"  browse: mlflow ui --backend-store-uri {uri}   (or `make ui`)")
+    if "mlflow_run_url" in summary:
+        lines.append(f"  run page: {summary['mlflow_run_url']}")
     return "\n".join(lines)
 
 

@@ -259,15 +259,20 @@ def write_results(
     directory: Path,
     arms: dict[str, dict[int, float]],
     train_pool: int = 6000,
+    metric: str = "accuracy",
     **sampling: int | None,
 ) -> Path:
-    """A finetune artifact's results.json for task `t`: each arm's test accuracy per seed, and
-    what decides each seed's examples: the recipe's sampling fields, overridable by name, and
-    the train pool the labelled sample is drawn from."""
+    """A finetune artifact's results.json for task `t`: each arm's test score per seed (under
+    `metric`, recorded after a `precision` of 0.5), and what decides each seed's
+    examples: the recipe's sampling fields, overridable by name, and the train pool the
+    labelled sample is drawn from."""
     directory.mkdir(parents=True, exist_ok=True)
     task: dict[str, Any] = {
         arm: {
-            "runs": [{"seed": seed, "test": {"accuracy": score}} for seed, score in scores.items()]
+            "runs": [
+                {"seed": seed, "test": {"precision": 0.5, metric: score}}
+                for seed, score in scores.items()
+            ]
         }
         for arm, scores in arms.items()
     }
@@ -279,6 +284,9 @@ def write_results(
     }
     task["caps"] = {"train_examples": {"used": task["recipe"]["train_examples"], "of": train_pool}}
     (directory / "results.json").write_text(json.dumps({"t": task}))
+    # The manifest names the task's own metric, as a finetune artifact's does.
+    outputs = {"tasks": ["t"], "t.metric": metric}
+    (directory / "manifest.json").write_text(json.dumps({"outputs": outputs}))
     return directory
 
 

@@ -34,10 +34,10 @@ def render(first: ArmScores, second: ArmScores, confidence: float) -> str:
     difference = paired_difference(first, second, confidence)
     header = ["arm", f"{first.task} test {first.metric} (mean ± std)", "seeds"]
     rows = [(side.source, side.summary, str(len(side.by_seed))) for side in (first, second)]
-    level = f"{confidence:.0%}"
+    interval = "" if difference.interval is None else f" [{confidence:.0%} CI, t]"
     return (
         markdown_table(header, rows)
-        + f"\n\nfirst - second, paired by seed [{level} CI, t]: {difference.text}"
+        + f"\n\nfirst - second, paired by seed{interval}: {difference.described}"
     )
 
 

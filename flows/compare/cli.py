@@ -2,7 +2,8 @@
 
 Reads MLflow only (the local SQLite store by default, or a server): the parent `pipeline` runs
 carry the flattened config as params and every stage's final figures as metrics; each run's
-`pretrain` child carries the loss curves. Writes a table, two PNG charts and the link to the same
+`pretrain` child carries the loss curves. Writes a table of what differs (`--all`: everything),
+with one column per run named as in Prefect and MLflow, two PNG charts, and the link to the same
 runs in the MLflow UI's compare view, where the rest can be browsed.
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
@@ -27,7 +29,7 @@ from flows.core.settings import ConfigError
 from flows.core.tables import TABLE_FORMATS, render_table
 from flows.downstream.curve import plot_curves, read_points
 from flows.stages.lift_curve import CURVE_STAGE
-from flows.tracking.links import mlflow_run_url, stage_name
+from flows.tracking.links import MODEL_TRAINING_VIEW, mlflow_run_url, stage_name
 from flows.tracking.runs import PARENT_TAG, STEP_OFFSET_TAG
 
 FORMATS = TABLE_FORMATS
@@ -62,6 +64,7 @@ class CompareSettings:
     metrics: tuple[str, ...] = ()  # empty: the flow's own (DEFAULT_METRICS)
     ui_url: str | None = None
     table_format: str = "markdown"
+    show_all: bool = False  # every param and metric, not only those that differ
 
     def __post_init__(self) -> None:
         if self.last < 1:
@@ -80,6 +83,7 @@ class Comparison:
     params: list[tuple[str, list[str | None]]]
     metrics: list[tuple[str, list[float | None]]]
     link: str
+    labels: list[str] = field(default_factory=list)  # column and legend names, one per run
     tags: list[tuple[str, list[str | None]]] = field(default_factory=list)
     loss_chart: Path | None = None
     loss_lines: dict[str, int] = field(default_factory=dict)
@@ -148,20 +152,31 @@ def select_runs(client: MlflowClient, experiment: str, settings: CompareSettings
     return parents[::-1]
 
 
-def differing_params(runs: Sequence[Run]) -> list[tuple[str, list[str | None]]]:
-    """Params whose value is not the same in every run (absent counts as a value)."""
+Row = tuple[str, list[Any]]
+
+
+def differ(rows: list[Row]) -> list[Row]:
+    """The rows whose value is not the same in every run (absent counts as a value)."""
+    return [row for row in rows if len(set(row[1])) > 1]
+
+
+def run_params(runs: Sequence[Run], show_all: bool = False) -> list[tuple[str, list[str | None]]]:
+    """Each param's value per run; only those that differ unless `show_all`."""
     keys = sorted({key for run in runs for key in run.data.params})
-    rows = [(key, [run.data.params.get(key) for run in runs]) for key in keys]
-    return [(key, values) for key, values in rows if len(set(values)) > 1]
+    rows: list[Row] = [(key, [run.data.params.get(key) for run in runs]) for key in keys]
+    return rows if show_all else differ(rows)
 
 
 def final_metrics(
-    runs: Sequence[Run], patterns: Sequence[str]
+    runs: Sequence[Run], patterns: Sequence[str], show_all: bool = False
 ) -> list[tuple[str, list[float | None]]]:
-    """Last logged value of each metric matching a glob, for every run that has it."""
+    """Last logged value of each metric matching a glob, for every run that has it; of several
+    runs only the metrics that differ unless `show_all` (48 figures, most of them equal, hid
+    the few that were not)."""
     keys = sorted({key for run in runs for key in run.data.metrics})
     wanted = [key for key in keys if any(fnmatch.fnmatchcase(key, p) for p in patterns)]
-    return [(key, [run.data.metrics.get(key) for run in runs]) for key in wanted]
+    rows: list[Row] = [(key, [run.data.metrics.get(key) for run in runs]) for key in wanted]
+    return rows if show_all or len(runs) == 1 else differ(rows)
 
 
 def shown_tags(runs: Sequence[Run]) -> list[tuple[str, list[str | None]]]:
@@ -223,11 +238,23 @@ def compare_link(ui_url: str, runs: Sequence[Run]) -> str:
         return urllib.parse.quote(json.dumps(list(values), separators=(",", ":")), safe="[],")
 
     run_ids = [run.info.run_id for run in runs]
-    return f"{base}/#/compare-runs?runs={encoded(run_ids)}&experiments={encoded(experiments)}"
+    return (
+        f"{base}/#/compare-runs?runs={encoded(run_ids)}&experiments={encoded(experiments)}"
+        f"&{MODEL_TRAINING_VIEW}"
+    )
 
 
-def run_label(run: Run) -> str:
-    return run.info.run_id[:8]
+def run_labels(runs: Sequence[Run]) -> list[str]:
+    """Each run's flow run name (`bert-mini-pubmed-20261202-230637`), as Prefect and MLflow show
+    it; a run of an older store, named after its flow alone, or a name two runs share, gets its
+    run id's first characters instead."""
+    names = [
+        run.info.run_name.rsplit("/", 1)[0] if "/" in run.info.run_name else "" for run in runs
+    ]
+    return [
+        name if name and names.count(name) == 1 else run.info.run_id[:8]
+        for name, run in zip(names, runs, strict=True)
+    ]
 
 
 def format_value(value: str | float | None) -> str:
@@ -240,9 +267,9 @@ def format_value(value: str | float | None) -> str:
     return f"{value:.4g}"
 
 
-def render(comparison: Comparison, table_format: str) -> str:
+def render(comparison: Comparison, table_format: str, show_all: bool = False) -> str:
     runs = comparison.runs
-    header = ["", *(run_label(run) for run in runs)]
+    header = ["", *comparison.labels]
     started = [
         "started (UTC)",
         *(
@@ -259,11 +286,12 @@ def render(comparison: Comparison, table_format: str) -> str:
         params_text = render_table(header, [started, *params], table_format)
         if not params:
             params_text += "\n(every param is the same in all runs)"
+    which = "" if show_all or len(runs) == 1 else " that differ"
     sections = [
-        f"Params that differ ({len(params)})",
+        f"Params{which} ({len(params)})",
         params_text,
         "",
-        f"Final metrics ({len(metrics)})",
+        f"Final metrics{which} ({len(metrics)})",
         render_table(header, metrics, table_format) if metrics else "(none logged)",
         "",
     ]
@@ -274,6 +302,8 @@ def render(comparison: Comparison, table_format: str) -> str:
     ]
     sections += [f"{name}: {path or '(no data to plot)'}" for name, path in charts]
     sections.append(f"MLflow UI: {comparison.link}")
+    if which:
+        sections.append("(--all shows every param and metric)")
     return "\n".join(sections)
 
 
@@ -285,15 +315,18 @@ def compare(settings: CompareSettings) -> Comparison:
     )
     comparison = Comparison(
         runs=runs,
-        params=differing_params(runs),
+        params=run_params(runs, settings.show_all),
         metrics=final_metrics(
-            runs, settings.metrics or DEFAULT_METRICS.get(settings.run_name, ("*",))
+            runs,
+            settings.metrics or DEFAULT_METRICS.get(settings.run_name, ("*",)),
+            settings.show_all,
         ),
         link=compare_link(ui_url, runs),
+        labels=run_labels(runs),
         tags=shown_tags(runs),
     )
     settings.output_dir.mkdir(parents=True, exist_ok=True)
-    labels = [run_label(run) for run in runs]
+    labels = comparison.labels
     curves = {label: loss_curves(client, run) for label, run in zip(labels, runs, strict=True)}
     if any(any(history.values()) for history in curves.values()):
         comparison.loss_chart = settings.output_dir / "loss_curves.png"
@@ -311,7 +344,7 @@ def compare(settings: CompareSettings) -> Comparison:
         comparison.curve_chart = settings.output_dir / "lift_curve.png"
         plot_curves(series, comparison.curve_chart)
         comparison.curve_lines = len(series)
-    comparison.text = render(comparison, settings.table_format)
+    comparison.text = render(comparison, settings.table_format, settings.show_all)
     return comparison
 
 
@@ -352,6 +385,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "--ui", dest="ui_url", help=f"MLflow UI base URL (default {LOCAL_UI} or the server)"
     )
     parser.add_argument("--format", dest="table_format", choices=FORMATS, default="markdown")
+    parser.add_argument(
+        "--all",
+        dest="show_all",
+        action="store_true",
+        help="every param and metric (default: only those that differ between the runs)",
+    )
     return parser.parse_args(list(argv))
 
 
@@ -374,6 +413,7 @@ def settings_from_args(args: argparse.Namespace) -> CompareSettings:
         metrics=tuple(args.metrics),
         ui_url=args.ui_url,
         table_format=args.table_format,
+        show_all=args.show_all,
     )
 
 

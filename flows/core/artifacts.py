@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from flows.core.disk import DiskFullError, is_disk_full
 
@@ -383,11 +383,23 @@ class ArtifactStore:
 
 
 @contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """The project's one inter-process lock (a `filelock` on `path`, created if needed)."""
+def file_lock(path: Path, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """The project's one inter-process lock (a `filelock` on `path`, created if needed).
+
+    `waiting` is called once if another process holds the lock, before this one waits for it.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(path):
+    lock = FileLock(path)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        if waiting is not None:
+            waiting()
+        lock.acquire()
+    try:
         yield
+    finally:
+        lock.release()
 
 
 @contextmanager

@@ -6,14 +6,17 @@ thread-safe; everything downstream sees only a resolved, JSON-compatible dict.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import os
+import re
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException
+from hydra.errors import HydraException, MissingConfigException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -24,19 +27,94 @@ OVERRIDES_KEY = "overrides"
 CONF_DIR = Path(os.environ.get("CLOZE_CONF_DIR", REPO_ROOT / "conf"))
 
 
+# Hydra's words for an override of a key the composed config does not have.
+UNKNOWN_KEY = re.compile(r"Could not override '(?P<key>[^']+)'")
+MISSING_OPTION = re.compile(r"Could not find '(?P<group>[^'/]+)/(?P<option>[^']+)'")
+MISSING = object()  # a key a preset's file does not hold (None is a value it may hold)
+
+
 def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
-    """`conf/` with `overrides` applied, resolved to plain data; `overrides` itself is kept under
-    the top-level key `overrides`: a key the user set explicitly can then be told from a preset's
-    default (a checkpoint's shape overrules the one, refuses the other: flows/base_checkpoint.py),
-    and the run records its own command line."""
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="cloze"):
-            composed = compose("config", overrides=list(overrides))
-        config = OmegaConf.to_container(composed, resolve=True, throw_on_missing=True)
-    except (HydraException, OmegaConfBaseException) as error:
-        raise ConfigError(f"invalid config or override: {error}") from error
+    """`conf/` composed with `overrides`, resolved to a plain dict; `overrides` itself is kept
+    under the top-level key `overrides` (as given, before any `+` is added): a key the user set
+    explicitly can then be told from a preset's default (a checkpoint's shape overrules the one
+    and refuses the other: flows/base_checkpoint.py), and the run records its own command line.
+
+    A key the composed config lacks is added, as Hydra's `+key=value` would: whether a key is
+    valid is for the settings classes to say (flows/core/settings.py), which know every key,
+    name the nearest ones to a typo, and refuse the rest. Hydra's own refusal advises `+key`,
+    which is wrong for a typo and needless for a valid key a preset leaves unset (a task's
+    `recipe.seeds`). A key that only another option of its group has names that option.
+    """
+    items = list(overrides)
+    for _ in range(len(items) + 1):
+        try:
+            return {**composed_config(items), OVERRIDES_KEY: list(overrides)}
+        except (HydraException, OmegaConfBaseException) as error:
+            added = with_unknown_key_added(error, items)
+            if added is None:
+                raise ConfigError(explain(error)) from error
+            items = added
+    raise AssertionError("unreachable: each retry adds one more override's key")
+
+
+def composed_config(overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="cloze"):
+        composed = compose("config", overrides=list(overrides))
+    config = OmegaConf.to_container(composed, resolve=True, throw_on_missing=True)
     assert isinstance(config, dict)
-    return {**config, OVERRIDES_KEY: list(overrides)}  # type: ignore[dict-item]
+    return config  # type: ignore[return-value]
+
+
+def with_unknown_key_added(error: Exception, overrides: list[str]) -> list[str] | None:
+    """`overrides` with the key Hydra refused to override added (`+key=value`), or None when
+    the error is another one."""
+    match = UNKNOWN_KEY.search(str(error))
+    if match is None:
+        return None
+    key = match.group("key")
+    parts = key.split(".")
+    owners = options_with_key(parts[0], parts[1:]) if len(parts) > 1 else []
+    if owners:
+        raise ConfigError(
+            f"unknown config key {key}: it belongs to {' and '.join(owners)}, not to the "
+            f"{parts[0]} this config selects; select one first (e.g. {owners[0]})"
+        ) from error
+    plain = [index for index, item in enumerate(overrides) if item.split("=", 1)[0] == key]
+    if not plain:
+        return None
+    return [f"+{item}" if index == plain[0] else item for index, item in enumerate(overrides)]
+
+
+def explain(error: Exception) -> str:
+    """One line for a composition error; a missing preset gets the nearest ones."""
+    text = str(error)
+    option = MISSING_OPTION.search(text) if isinstance(error, MissingConfigException) else None
+    if option is not None:
+        return unknown_option(option.group("group"), option.group("option"))
+    lines = text.split("Config search path:")[0].split("\n")
+    return "invalid config or override: " + " ".join(line.strip() for line in lines if line)
+
+
+def options_with_key(group: str, path: list[str]) -> list[str]:
+    """`corpus=files` for `corpus.paths`: the presets of a group whose file sets the key."""
+    folder = CONF_DIR / group
+    owners = []
+    for option in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+        node: Any = yaml.safe_load(option.read_text()) or {}
+        for part in path:
+            node = node.get(part, MISSING) if isinstance(node, dict) else MISSING
+        if node is not MISSING:
+            owners.append(f"{group}={option.stem}")
+    return owners
+
+
+def unknown_option(group: str, option: str) -> str:
+    """`model=bert-mimi`: the presets of the group spelled like it, else all of them."""
+    names = sorted(path.stem for path in (CONF_DIR / group).glob("*.yaml"))
+    nearest = difflib.get_close_matches(option, names, n=3, cutoff=0.6)
+    if nearest:
+        return f"{group}={option} is not in conf/{group}/; nearest: {', '.join(nearest)}"
+    return f"{group}={option} is not in conf/{group}/; options: {', '.join(names)}"
 
 
 def to_yaml(config: dict[str, Any]) -> str:

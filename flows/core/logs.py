@@ -65,6 +65,23 @@ class QuietExpectedErrors(logging.Filter):
         return not any(message and message in text for message in self.messages)
 
 
+class SaidOnce(logging.Filter):
+    """Drops a record whose exception repeats `message`, a refused run's one `error:` line.
+
+    A deployment's run refused on a user's error ends Failed with that line as its state
+    message; Prefect's engine then re-raises the failed state as it exits and logs it with a
+    traceback ("Engine execution exited with unexpected exception"), in the run's logs too.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return error is None or str(error) != self.message
+
+
 def quiet_expected_errors(expected: tuple[type[BaseException], ...]) -> QuietExpectedErrors:
     """Installs `QuietExpectedErrors` on the root logger's console handlers (Prefect's among
     them); call after Prefect has set up its logging."""

@@ -72,6 +72,8 @@ def configure_services(
     # after its running stage finished (measured, tests/integration/test_tracking_outage.py).
     os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "3")
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    # MLflow's "View run/experiment at" lines open its GenAI view; RunHandle.finish says its own.
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     # One retry layer: flows/tracking/retry.py retries whole MLflow calls within a deadline, so
     # MLflow's own HTTP retries (7 with exponential backoff, minutes per call) are switched off

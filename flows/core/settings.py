@@ -9,10 +9,11 @@ becomes a `ConfigError` whose message names the full dotted key, the value and w
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, PlainValidator, ValidationError
@@ -165,9 +166,7 @@ def config_error(detail: ErrorDetails, cls: type[BaseModel], prefix: str) -> Con
     if kind == "extra_forbidden":
         parent = ".".join([prefix, *loc[:-1]] if prefix else loc[:-1])
         model = model_at(cls, loc[:-1])
-        valid = ", ".join(sorted(model.model_fields)) if model else "?"
-        where = f"under {parent}" if parent else "at the top level"
-        return ConfigError(f"unknown config key {key}; valid keys {where}: {valid}")
+        return ConfigError(unknown_key(key, model.model_fields if model else ["?"], parent))
     if kind == "missing":
         return ConfigError(f"missing config key {key}")
     if kind == "value_error":
@@ -176,6 +175,20 @@ def config_error(detail: ErrorDetails, cls: type[BaseModel], prefix: str) -> Con
         nullable = " or null" if field_allows_none(cls, loc) else ""
         return ConfigError(f"{key}={value!r} must be {TYPE_NAMES[kind]}{nullable}")
     return ConfigError(f"{key}={value!r} {detail['msg']}")
+
+
+def unknown_key(key: str, valid: Iterable[str], parent: str) -> str:
+    """`unknown config key trainer.max_stepz; nearest valid keys: trainer.max_steps`: the keys
+    spelled most like it, else every key of its level. A typo is never fixed by adding the key
+    (Hydra's `+key` advice), so none is given."""
+    names = sorted(valid)
+    leaf = key.rsplit(".", 1)[-1]
+    nearest = difflib.get_close_matches(leaf, names, n=3, cutoff=0.6)
+    if nearest:
+        dotted = [f"{parent}.{name}" if parent else name for name in nearest]
+        return f"unknown config key {key}; nearest valid keys: {', '.join(dotted)}"
+    where = f"under {parent}" if parent else "at the top level"
+    return f"unknown config key {key}; valid keys {where}: {', '.join(names)}"
 
 
 def model_at(cls: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
@@ -189,6 +202,9 @@ def model_at(cls: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
         if field is None:
             return None
         current = field.annotation
+        if typing.get_origin(current) in (typing.Union, types.UnionType):  # `X | None`
+            models = [arg for arg in typing.get_args(current) if arg is not type(None)]
+            current = models[0] if len(models) == 1 else current
         if typing.get_origin(current) is dict and parts:
             current = typing.get_args(current)[1]
             parts.pop(0)

@@ -15,8 +15,11 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from flows.core.cli import fail
@@ -31,11 +34,16 @@ ENTRYPOINTS = {
     "refresh": "flows/refresh/flow.py:domain_refresh",
 }
 TAGS = ["cloze"]
+# How long `serve` and `register` wait for the server's health check before saying it is down.
+HEALTH_TIMEOUT_SECONDS = 5
+RUNNER_POLL_SECONDS = 2
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m flows.deploy", description=__doc__)
-    parser.add_argument("--config", default="default", help="conf/deploy/<CONFIG>.yaml")
+    parser.add_argument(
+        "--config", default="default", help="conf/deploy/CONFIG.yaml, or a path to a YAML file"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="register the deployments and run them from here")
     register = commands.add_parser("register", help="register the deployments to a work pool")
@@ -46,20 +54,88 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def config_path(config: str) -> Path:
+    """`--config`: a name under conf/deploy/, or a YAML file's path."""
+    if config.endswith((".yaml", ".yml")):
+        return Path(config).expanduser()
+    return CONF_DIR / "deploy" / f"{config}.yaml"
+
+
 def check_overrides(settings: DeploySettings) -> None:
-    """Each deployment's default overrides compose, so a scheduled run cannot fail on them."""
+    """Each deployment's default overrides compose into a valid config, so a scheduled run
+    cannot fail on them (a typo'd key among them is named here, not at 2 a.m.)."""
+    from flows.plan import load_run_config
+
     for name, item in settings.enabled().items():
         try:
-            compose_config(item.overrides)
+            load_run_config(compose_config(item.overrides))
         except ConfigError as error:
             raise ConfigError(f"deployments.{name}.overrides: {error}") from error
+
+
+# A server that asks for credentials still is one: the client may hold them.
+AUTH_STATUSES = (401, 403)
+
+
+def check_server(api: str) -> None:
+    """Fails in seconds when no Prefect API answers at `api`: Prefect's client retried for
+    77 s, then printed a 78-line connection traceback."""
+    health = f"{api.rstrip('/')}/health"
+    try:
+        with urllib.request.urlopen(health, timeout=HEALTH_TIMEOUT_SECONDS):
+            return
+    except urllib.error.HTTPError as error:
+        if error.code in AUTH_STATUSES:
+            return
+        raise ConfigError(
+            f"PREFECT_API_URL={api} is not a Prefect server's API: {health} answers HTTP "
+            f"{error.code}; a Prefect API URL ends in /api (`prefect server start` serves "
+            "http://127.0.0.1:4200/api)"
+        ) from None
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "reason", error)
+        raise ConfigError(
+            f"no Prefect server answers at PREFECT_API_URL={api} ({reason}); start one with "
+            "`prefect server start` (it serves http://127.0.0.1:4200/api) or point "
+            "PREFECT_API_URL at yours"
+        ) from None
+
+
+def quoted_lists(override: str) -> str:
+    """`corpus.paths=[/data/legal]` -> `corpus.paths=['/data/legal']`: the same to Hydra, and
+    no markup to rich. `prefect deployment run` prints a run's parameters as rich markup, where
+    `[/data/legal]` is a closing tag: it crashed (MarkupError) after creating the run, and
+    `[sst2]` vanished as an opening one. Other overrides are kept as written."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        (parsed,) = OverridesParser.create().parse_overrides([override])
+    except HydraException:
+        return override  # compose_config names the error when the deployment is checked
+    value = parsed.value()
+    scalars = (str, int, float, bool, type(None))
+    if not isinstance(value, list) or not all(isinstance(item, scalars) for item in value):
+        return override
+    if any(isinstance(item, str) and "\\" in item for item in value):
+        return override
+
+    def element(item: Any) -> str:
+        if isinstance(item, str):
+            return "'" + item.replace("'", "\\'") + "'"
+        if isinstance(item, bool) or item is None:
+            return {True: "true", False: "false", None: "null"}[item]
+        return str(item)
+
+    key = override.split("=", 1)[0]
+    return f"{key}=[{','.join(element(item) for item in value)}]"
 
 
 def deployment_options(name: str, item: DeploymentSettings) -> dict[str, Any]:
     """What `to_deployment` and `deploy` share: parameters, schedule, tags."""
     from prefect.schedules import Cron
 
-    parameters: dict[str, Any] = {"overrides": list(item.overrides)}
+    parameters: dict[str, Any] = {"overrides": [quoted_lists(entry) for entry in item.overrides]}
     until = DEPLOYMENTS[name]
     if until is not None:
         parameters["until"] = until
@@ -187,8 +263,12 @@ def main(argv: list[str]) -> int:
             "PREFECT_API_URL=http://127.0.0.1:4200/api); deployments need one"
         )
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", ",".join(PROJECT_LOGGERS))
+    # How often `serve` asks the server for runs to start: Prefect's 10 s default is on average
+    # 5 s of a served run's start before anything runs (docs/results/2026-12-03-served-start.md).
+    os.environ.setdefault("PREFECT_RUNNER_POLL_FREQUENCY", str(RUNNER_POLL_SECONDS))
     try:
-        settings = DeploySettings.load(CONF_DIR / "deploy" / f"{args.config}.yaml")
+        check_server(os.environ["PREFECT_API_URL"])  # first: seconds, before composing configs
+        settings = DeploySettings.load(config_path(args.config))
         check_overrides(settings)
     except ConfigError as error:
         return fail(error)

@@ -10,18 +10,36 @@ a shell run.
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
+from prefect.states import Failed, State
 from pydantic import ValidationError
 
 from flows.core.config import compose_config
+from flows.core.logs import SaidOnce
 from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
-from flows.deploy.form import Experiment, Model, RunForm, Stage, Steps, Task, described_by_form
+from flows.corpora.formats import CorpusInputError
+from flows.deploy.form import (
+    DEFAULT_MODEL,
+    DEFAULT_OBJECTIVE,
+    DEFAULT_STEPS,
+    DEFAULT_TASKS,
+    NO_EXPERIMENT,
+    Experiment,
+    Model,
+    Objective,
+    RunForm,
+    Stage,
+    Steps,
+    Task,
+    described_by_form,
+)
 from flows.pipeline import run_stages
 from flows.plan import load_run_config, start_services
 from flows.tracking.links import TIMESTAMP_FORMAT, run_label
@@ -31,6 +49,19 @@ def compose_run_config(form: RunForm) -> dict[str, Any]:
     config = compose_config(form.to_overrides())
     start_services(load_run_config(config))
     return config
+
+
+# A user's error, named by its message (a bad form value, config key or input file): the run
+# fails with that one line as its state message, and no traceback in its logs.
+EXPECTED_ERRORS: tuple[type[Exception], ...] = (ConfigError, CorpusInputError)
+FLOW_RUN_LOGGER = "prefect.flow_runs"  # where Prefect's engine logs a flow run's end
+
+
+def refused(error: Exception) -> State:
+    """The final state of a run refused on an expected error, its line logged once."""
+    get_run_logger().error("error: %s", error)
+    logging.getLogger(FLOW_RUN_LOGGER).addFilter(SaidOnce(str(error)))
+    return Failed(message=str(error))
 
 
 def read_form(**parameters: Any) -> RunForm:
@@ -46,7 +77,7 @@ def read_form(**parameters: Any) -> RunForm:
 
 
 def run_name() -> str:
-    """`<experiment>-<corpus or domain>-<UTC timestamp>` from the run's own parameters.
+    """`<model>[-<experiment>]-<corpus or domain>-<UTC timestamp>` from the run's parameters.
 
     An invalid override must not fail here, where the error would be obscure; the flow body
     composes again and reports it with the config key named.
@@ -86,28 +117,33 @@ def pipeline_markdown(summary: dict[str, Any], until: str) -> str:
 @flow(name="cloze-pipeline", flow_run_name=run_name, log_prints=True)
 @described_by_form
 def pipeline_deployment(
-    experiment: Experiment | None = None,
+    experiment: Experiment = NO_EXPERIMENT,
     until: Stage = "finetune",
-    model: Model | None = None,
-    corpus_paths: list[str] | None = None,
-    max_steps: Steps | None = None,
-    tasks: list[Task] | None = None,
-    overrides: list[str] | None = None,
-) -> dict[str, Any]:
+    model: Model = DEFAULT_MODEL,
+    objective: Objective = DEFAULT_OBJECTIVE,
+    corpus_paths: list[str] = [],  # noqa: B006 (defaults the UI shows; never mutated)
+    max_steps: Steps = DEFAULT_STEPS,
+    tasks: list[Task] = DEFAULT_TASKS,
+    overrides: list[str] = [],  # noqa: B006
+) -> dict[str, Any] | State:
     """The pipeline through `until` (a stage deployment stops early), configured by the form.
 
     The stages run as this flow run's own tasks, so its page shows them and their logs.
     """
-    form = read_form(
-        experiment=experiment,
-        until=until,
-        model=model,
-        corpus_paths=corpus_paths,
-        max_steps=max_steps,
-        tasks=tasks,
-        overrides=overrides,
-    )
-    summary = run_stages(compose_run_config(form), form.until)
+    try:
+        form = read_form(
+            experiment=experiment,
+            until=until,
+            model=model,
+            objective=objective,
+            corpus_paths=corpus_paths,
+            max_steps=max_steps,
+            tasks=tasks,
+            overrides=overrides,
+        )
+        summary = run_stages(compose_run_config(form), form.until)
+    except EXPECTED_ERRORS as error:
+        return refused(error)
     create_markdown_artifact(
         pipeline_markdown(summary, form.until),
         key=f"cloze-{form.until}-summary",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flows.core.artifacts import MANIFEST_FILE
 from flows.core.settings import ConfigError
 from flows.downstream.report import paired_interval, std
 
@@ -57,11 +58,29 @@ class PairedDifference:
         ci = f" [{self.interval[0]:+.3f}, {self.interval[1]:+.3f}]" if self.interval else ""
         return f"{self.mean:+.3f}{ci}"
 
+    @property
+    def described(self) -> str:
+        """`text`, saying why there is no interval when there is none."""
+        if self.interval is None:
+            return f"{self.text} (no interval with one seed)"
+        return self.text
+
+
+def own_metric(results: Path, task: str) -> str | None:
+    """The metric a task is scored on, as its finetune artifact's manifest records it."""
+    try:
+        outputs = json.loads((results.parent / MANIFEST_FILE).read_text())["outputs"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    metric = outputs.get(f"{task}.metric") if isinstance(outputs, dict) else None
+    return metric if isinstance(metric, str) else None
+
 
 def read_arm(results: Path, task: str, arm: str, metric: str | None = None) -> ArmScores:
     """An arm's per-seed test scores from a finetune artifact's `results.json`.
 
-    `metric` defaults to the first test metric the runs recorded (the task's own comes first).
+    `metric` defaults to the task's own (an NER task's entity_f1, not the first metric its runs
+    recorded), read from the artifact's manifest.
     """
     if not results.is_file():
         raise ConfigError(f"{results}: no such file; give a finetune artifact directory")
@@ -74,7 +93,12 @@ def read_arm(results: Path, task: str, arm: str, metric: str | None = None) -> A
         raise ConfigError(f"{results}: task {task!r} has no arm {arm!r}; it has {arms}")
     runs = record[arm]["runs"]
     metrics = list(runs[0]["test"])
-    chosen = metric or metrics[0]
+    chosen = metric or own_metric(results, task)
+    if chosen is None:
+        raise ConfigError(
+            f"{results.parent}: no {MANIFEST_FILE} says task {task!r}'s metric; name one with "
+            f"--metric ({', '.join(metrics)})"
+        )
     if chosen not in metrics:
         raise ConfigError(
             f"{results}: {task}/{arm} has no test metric {chosen!r}; it has {metrics}"

@@ -109,11 +109,21 @@ def column_position(
             f"position (0, 1, ...), not {column!r}"
         )
     if column not in header:
+        if not hint and looks_like_an_example(header):
+            hint = (
+                f" If it is an example, not column names, set {key}.header=false and name the "
+                "columns by position (text_column: 0, label_column: 1)."
+            )
         raise TaskInputError(
             f"{where}:1 has no column {column!r} (columns: {', '.join(map(repr, header))}); "
             f"set the {key} column settings to one of them{'.' + hint if hint else ''}"
         )
     return header.index(column)
+
+
+def looks_like_an_example(header: Sequence[str]) -> bool:
+    """A first line of a headerless file: a field of several words, or a number (a label)."""
+    return any(len(name.split()) > 2 or name.strip().lstrip("-").isdigit() for name in header)
 
 
 def text_examples(

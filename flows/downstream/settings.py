@@ -4,17 +4,24 @@ The recipe fields at the top of `finetune.*` (conf/finetune/base.yaml) are the f
 recipe. A task's catalog entry may set some of them under `recipe:` for that task alone: the demo
 task does (a cheap grid and 64 tokens, fit for the demo's 10 minutes), so a task a user adds runs
 on the full recipe, not on the demo's. A field a task's entry sets wins over `finetune.<field>`.
+
+A task's own recipe is the full recipe of conf/finetune/base.yaml with its entry's fields (as
+base.yaml defines them, for a task defined there). An experiment or override that changes
+`finetune.*` changes the recipe of every task it does not set: a run says so before any stage
+(`recipe_notes`), and an entry's `recipe: own` keeps the task on its own recipe.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from flows.core.config import compose_config
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
 from flows.downstream.load import Sampling, check_tasks, example_texts, load_task
 from flows.downstream.prompting import PromptSettings
@@ -103,6 +110,22 @@ OPT_IN_RECIPE_FIELDS = ("grid_seeds", "encoder_dropout", "prompt")
 
 
 RECIPE_FIELDS = tuple(Recipe.model_fields)
+OWN = "own"  # a catalog entry's `recipe: own`: the task's own recipe, whatever finetune.* says
+
+
+@cache
+def full_recipe() -> dict[str, Any]:
+    """`finetune=base` as conf/ composes it: the full recipe and the catalog it defines."""
+    return dict(compose_config(["finetune=base"])["finetune"])
+
+
+def own_recipe(task: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """The recipe `task` runs on by its own: the full recipe with its entry's fields, as
+    conf/finetune/base.yaml defines them for a task defined there, else as `entry` says."""
+    full = full_recipe()
+    defined = full["catalog"].get(task)
+    fields = (defined.get("recipe") or {}) if isinstance(defined, dict) else entry
+    return {**{name: full[name] for name in RECIPE_FIELDS}, **fields}
 
 
 class FinetuneSettings(Recipe):
@@ -119,6 +142,25 @@ class FinetuneSettings(Recipe):
     # Test-set resamples behind the bootstrap interval of the lift; fewer cannot place its tails.
     bootstrap_samples: Annotated[int, bounds(ge=100)] = 1000
     log_every_steps: Annotated[int, bounds(ge=1)] = 20
+
+    @model_validator(mode="before")
+    @classmethod
+    def _own_recipes(cls, data: Any) -> Any:
+        """`recipe: own` becomes the fields of the task's own recipe that this config's
+        `finetune.*` would change (the others need no entry)."""
+        if not isinstance(data, dict) or not isinstance(data.get("catalog"), dict):
+            return data
+        catalog = dict(data["catalog"])
+        for name, entry in catalog.items():
+            if isinstance(entry, dict) and entry.get("recipe") == OWN:
+                shared = {
+                    field: data.get(field, Recipe.model_fields[field].default)
+                    for field in RECIPE_FIELDS
+                }
+                own = own_recipe(name, {})
+                fields = {key: value for key, value in own.items() if value != shared[key]}
+                catalog[name] = {**entry, "recipe": fields}
+        return {**data, "catalog": catalog}
 
     @model_validator(mode="after")
     def _tasks_are_known(self) -> FinetuneSettings:
@@ -189,6 +231,25 @@ class FinetuneSettings(Recipe):
             validation = load_task(spec, self.resolved_data_dir(), sampling).splits["validation"]
             texts += [text for example in validation for text in example_texts(example)]
         return texts
+
+    def recipe_notes(self) -> list[str]:
+        """A line per task whose recipe here is not its own (an experiment's `finetune.*`
+        applies to every task that does not set the field), naming what differs."""
+        notes = []
+        for spec in self.specs():
+            own = Recipe(**own_recipe(spec.name, spec.recipe))
+            used = self.recipe_for(spec)
+            differ = [
+                f"{field} {getattr(used, field)} (own {getattr(own, field)})"
+                for field in RECIPE_FIELDS
+                if getattr(used, field) != getattr(own, field)
+            ]
+            if differ:
+                notes.append(
+                    f"task {spec.name} runs on this config's recipe, not its own: "
+                    f"{', '.join(differ)}; finetune.catalog.{spec.name}.recipe=own keeps its own"
+                )
+        return notes
 
     def recipe_text(self, spec: TaskSpec) -> str:
         """One line: the task's recipe, and which fields its catalog entry set."""

@@ -104,14 +104,19 @@ class TaskSpec(Settings):
 
     @model_validator(mode="before")
     @classmethod
-    def _token_list_columns(cls, data: Any) -> Any:
-        """jsonl/parquet token classification reads `tokens` and `tags` lists unless told."""
-        if (
-            isinstance(data, dict)
-            and data.get("kind") == "token_classification"
-            and data.get("format") in ("jsonl", "parquet")
-        ):
-            return {"text_column": "tokens", "label_column": "tags", **data}
+    def _kind_defaults(cls, data: Any) -> Any:
+        """What a kind implies unless told: a format that holds one kind only (conll) is that
+        kind; token classification is scored on entity F1, and jsonl/parquet read its `tokens`
+        and `tags` lists."""
+        if not isinstance(data, dict):
+            return data
+        kinds = FORMAT_KINDS.get(str(data.get("format")), KINDS)
+        if "kind" not in data and len(kinds) == 1:
+            data = {**data, "kind": kinds[0]}
+        if data.get("kind") == "token_classification":
+            data = {"metric": TOKEN_METRICS[0], **data}
+            if data.get("format") in ("jsonl", "parquet"):
+                data = {"text_column": "tokens", "label_column": "tags", **data}
         return data
 
     @model_validator(mode="after")

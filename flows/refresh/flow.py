@@ -5,26 +5,36 @@ only the new and changed files, with the tokenizer of the model we continue from
 must not move under trained embeddings); continue pretraining from the domain's `champion`
 (MLflow registry alias); fine-tune challenger and champion with the same recipe; register the
 result as `challenger` and promote it to `champion` only if it wins by `refresh.margin`. The
-manifest moves forward only when all of that succeeded. Wiring only: the stages are the
-pipeline's own tasks, so caching, tracking and Prefect options are the same.
+manifest moves forward only when all of that succeeded. One refresh of a domain runs at a time
+(a lock beside its manifest): a second one waits, then sees what the first recorded. Wiring only:
+the stages are the pipeline's own tasks, so caching, tracking and Prefect options are the same.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
+from prefect.states import State
 
-from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore
+from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, file_lock
 from flows.core.paths import RunPaths
 from flows.core.settings import ConfigError, settings_from
 from flows.core.tables import markdown_table
 from flows.corpora.file_source import resolve_paths
-from flows.deploy.entrypoints import compose_run_config, read_form, run_name
-from flows.deploy.form import Experiment, described_by_form
+from flows.deploy.entrypoints import (
+    EXPECTED_ERRORS,
+    compose_run_config,
+    read_form,
+    refused,
+    run_name,
+)
+from flows.deploy.form import NO_EXPERIMENT, Experiment, described_by_form
 from flows.pipeline import (
     StageContext,
     finetune_task,
@@ -143,6 +153,11 @@ def refresh_models(
     }
 
 
+def domain_dir(run: RunConfig, domain: str) -> Path:
+    """Where a domain's manifest and lock live, beside the artifacts its refreshes publish."""
+    return RunPaths.from_settings(run.paths).artifacts / "domains" / domain
+
+
 def scan(run: RunConfig, domain: str) -> tuple[Path, CorpusChanges]:
     """The manifest's path and what changed since it was written."""
     if run.corpus.kind != "files":
@@ -150,8 +165,7 @@ def scan(run: RunConfig, domain: str) -> tuple[Path, CorpusChanges]:
             "domain-refresh needs corpus=files with corpus.paths pointing at the growing corpus "
             f"(corpus.kind={run.corpus.kind!r})"
         )
-    artifacts = RunPaths.from_settings(run.paths).artifacts
-    manifest = artifacts / "domains" / domain / "fingerprints.json"
+    manifest = domain_dir(run, domain) / "fingerprints.json"
     previous = load_manifest(manifest)
     files = resolve_paths(list(run.corpus.paths))
     return manifest, compare(previous, fingerprint_files(files, previous))
@@ -182,17 +196,47 @@ def record(parent: Any, result: dict[str, Any]) -> None:
     parent.log_text("\n".join(result["sharded_files"]), "sharded_files.txt")
 
 
+@contextmanager
+def one_refresh_at_a_time(run: RunConfig, domain: str) -> Iterator[None]:
+    """Holds the domain's lock from the scan to the manifest's update. Two refreshes of one
+    domain at once both saw no champion, trained on the same files and both "promoted"; the
+    second now waits, then finds the files recorded and the champion set."""
+    lock = domain_dir(run, domain) / "refresh.lock"
+
+    def waiting() -> None:
+        get_run_logger().info(
+            "domain %s: another refresh of this domain is running; waiting for it to end (lock %s)",
+            domain,
+            lock,
+        )
+
+    with file_lock(lock, waiting):
+        yield
+
+
 @flow(name="domain-refresh", flow_run_name=run_name, log_prints=True)
 @described_by_form
 def domain_refresh(
-    experiment: Experiment | None = None, overrides: list[str] | None = None
-) -> dict:
+    experiment: Experiment = NO_EXPERIMENT,
+    overrides: list[str] = [],  # noqa: B006 (the default the UI shows; never mutated)
+) -> dict[str, Any] | State:
     """One refresh of `refresh.domain`; a run without new or changed files trains nothing."""
     report_progress_to_prefect()
-    config = compose_run_config(read_form(experiment=experiment, overrides=overrides))
-    run = load_run_config(config)
-    refresh = settings_from(RefreshSettings, run.refresh, "refresh")
-    domain = refresh.require_domain()
+    try:
+        config = compose_run_config(read_form(experiment=experiment, overrides=overrides))
+        run = load_run_config(config)
+        refresh = settings_from(RefreshSettings, run.refresh, "refresh")
+        domain = refresh.require_domain()
+        with one_refresh_at_a_time(run, domain):
+            return refresh_domain(config, run, refresh, domain)
+    except EXPECTED_ERRORS as error:
+        return refused(error)
+
+
+def refresh_domain(
+    config: dict[str, Any], run: RunConfig, refresh: RefreshSettings, domain: str
+) -> dict[str, Any]:
+    """Scan, train and decide if anything changed, record, and move the manifest forward."""
     manifest, changes = scan(run, domain)
     print(f"domain {domain}: {changes.describe()}")
     base = PipelinePlan.from_run_config(run)

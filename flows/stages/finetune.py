@@ -35,6 +35,7 @@ from flows.downstream.settings import RECIPE_FIELDS, FinetuneSettings, Recipe, r
 from flows.downstream.spec import ARMS, BASE_ARM, TaskSpec
 from flows.downstream.speed import inference_tokens_per_second
 from flows.stages.control_arm import CONTROL_ARM, base_record, cached_arm, control_record
+from flows.stages.finetune_progress import FinishedTasks
 from flows.stages.tokenizer import load_tokenizer
 from flows.training.settings import TrainerSettings
 from lightning_modules.models.encoder import BertEncoder
@@ -303,7 +304,10 @@ def finetune(
         outputs: dict[str, Any] = {"tasks": list(settings.tasks), "confidence": settings.confidence}
         runs: dict[str, Any] = {}
         predictions: dict[str, Any] = {}
+        finished = FinishedTasks.in_work_dir(store.work_dir(STAGE, key))
         for spec in settings.specs():
+            if finished.restore(spec.name, outputs, runs, predictions):
+                continue  # a stopped run of this key finished it
             recipe = settings.recipe_for(spec)
             seeds = [seed + offset for offset in range(recipe.seeds)]
             data, task_run, sizes = prepare_task(
@@ -356,6 +360,7 @@ def finetune(
             predictions[spec.name] = {
                 arm: [run.test_predictions for run in result.runs] for arm, result in arms.items()
             }
+            finished.keep(spec.name, outputs, runs, predictions)
         figures = list(FinetuneOutputs.from_manifest(outputs).figures.values())
         summary = markdown_table(figures, settings.confidence)
         if student_dir is not None:

@@ -50,6 +50,7 @@ def build_tokenizer(recipe: TokenizerRecipe) -> tuple[Tokenizer, Any]:
             vocab_size=recipe.vocab_size,
             min_frequency=recipe.min_frequency,
             special_tokens=recipe.special_tokens,
+            show_progress=False,  # off a terminal its bars print only blank lines (6 a run)
         )
     steps: list[normalizers.Normalizer] = [
         normalizers.NFC() if recipe.kind == "bpe" else normalizers.NFKC()
@@ -66,6 +67,7 @@ def build_tokenizer(recipe: TokenizerRecipe) -> tuple[Tokenizer, Any]:
             min_frequency=recipe.min_frequency,
             special_tokens=recipe.special_tokens,
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
         )
     tokenizer = Tokenizer(models.Unigram())
     tokenizer.normalizer = normalizers.Sequence(steps)
@@ -75,6 +77,7 @@ def build_tokenizer(recipe: TokenizerRecipe) -> tuple[Tokenizer, Any]:
         vocab_size=recipe.vocab_size,
         special_tokens=recipe.special_tokens,
         unk_token=recipe.unk_token,
+        show_progress=False,
     )
 
 

@@ -1,12 +1,14 @@
 """One name and two-way links between a Prefect flow run and its MLflow runs.
 
 An operator moves between the Prefect UI (what ran, when, its logs) and the MLflow UI (figures,
-curves, models). Both show the same run name, `<experiment>-<corpus or domain>-<UTC timestamp>`;
-every MLflow run carries the Prefect run's id and page, and Prefect's summary links back.
+curves, models). Both show the same run name, `<model>[-<experiment>]-<corpus or domain>-<UTC
+timestamp>`; every MLflow run carries the Prefect run's id and page (a tag, and a link in its
+description), and Prefect's summary links back.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +18,8 @@ from flows.core.redaction import redact_text
 
 FLOW_RUN_ID_TAG = "prefect.flow_run_id"
 FLOW_RUN_URL_TAG = "prefect.flow_run_url"
+# The run's description in the MLflow UI (markdown): a tag value is not clickable, a link here is.
+DESCRIPTION_TAG = "mlflow.note.content"
 # MLflow 3 opens an experiment on its GenAI overview unless this tag says what kind it is.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 CUSTOM_MODEL_DEVELOPMENT = "custom_model_development"
@@ -43,15 +47,19 @@ def corpus_label(corpus: dict[str, Any]) -> str:
 def run_label(
     overrides: list[str] | tuple[str, ...], config: dict[str, Any], now: datetime | None = None
 ) -> str:
-    """`<experiment>-<corpus or domain>-<UTC timestamp to the second>`.
+    """`<model>[-<experiment>]-<corpus or domain>-<UTC timestamp to the second>`, e.g.
+    `bert-mini-smoke-pubmed-20261202-230637`.
 
-    The experiment is the bundle asked for (`experiment=smoke`), else `tracking.experiment`;
-    a refresh names its domain rather than the corpus folder.
+    The model comes first: MLflow's run table cuts names after about 20 characters, and two runs
+    of different models must differ there. The experiment is the bundle asked for
+    (`experiment=smoke`), if any; a refresh names its domain rather than the corpus folder.
     """
-    experiment = experiment_override(overrides) or config["tracking"]["experiment"]
+    model = str((config.get("model") or {}).get("name") or "model")
+    experiment = experiment_override(overrides)
     domain = (config.get("refresh") or {}).get("domain")
     stamp = (now or datetime.now(UTC)).strftime(TIMESTAMP_FORMAT)
-    return f"{experiment}-{domain or corpus_label(config['corpus'])}-{stamp}"
+    parts = [model, experiment, domain or corpus_label(config["corpus"]), stamp]
+    return "-".join(part for part in parts if part)
 
 
 @dataclass(frozen=True)
@@ -82,24 +90,47 @@ def current_identity() -> RunIdentity:
     flow_run_id = flow_run.get_id()
     if flow_run_id is None:
         return RunIdentity()
-    tags = {FLOW_RUN_ID_TAG: str(flow_run_id), FLOW_RUN_URL_TAG: prefect_ui_url(flow_run_id)}
-    return RunIdentity(flow_run.get_name(), tags)
+    name, url = flow_run.get_name(), prefect_ui_url(flow_run_id)
+    tags = {
+        FLOW_RUN_ID_TAG: str(flow_run_id),
+        FLOW_RUN_URL_TAG: url,
+        DESCRIPTION_TAG: prefect_link(name or str(flow_run_id), url),
+    }
+    return RunIdentity(name, tags)
 
 
-# MLflow 3's UI opens a browser on its GenAI view (traces, evaluations) unless told otherwise; the
-# experiment's kind tag does not override a fresh browser's default (checked with Chromium).
+def prefect_link(name: str, url: str) -> str:
+    """The markdown a run's description holds: its Prefect flow run, one click away."""
+    label = re.sub(r"([\\\[\]])", r"\\\1", name)  # a bracket in a corpus name ends no link
+    return f"Prefect flow run [{label}]({url})"
+
+
+# MLflow 3.17's UI picks GenAI or model-training menus from the browser, not the experiment: the
+# `workflowType` URL parameter, else the browser's localStorage (`mlflow.workflowType_v1`, set
+# only by the sidebar's toggle), else GenAI. Its workflow-based navigation flag is compiled in as
+# on, which makes the experiment's `mlflow.experimentKind` tag unread for that choice
+# (docs/guides/deployments.md). So every link Cloze prints or stores carries the parameter.
 MODEL_TRAINING_VIEW = "workflowType=machine_learning"
 
 
+def mlflow_ui_base(tracking_uri: str) -> str:
+    """The MLflow UI: the tracking server itself, or `make ui`'s for a local store. A link is
+    shown and stored (Prefect artifacts, MLflow descriptions): never its password."""
+    if tracking_uri.startswith("http"):
+        return redact_text(tracking_uri.rstrip("/"))
+    return LOCAL_MLFLOW_UI
+
+
 def mlflow_run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
-    """The run's page in the MLflow UI: the tracking server, or `make ui`'s for a local store."""
-    # A link is shown and stored (Prefect artifacts, MLflow descriptions): never its password.
-    base = (
-        redact_text(tracking_uri.rstrip("/"))
-        if tracking_uri.startswith("http")
-        else LOCAL_MLFLOW_UI
-    )
+    """The run's page in the MLflow UI, with model-training menus."""
+    base = mlflow_ui_base(tracking_uri)
     return f"{base}/#/experiments/{experiment_id}/runs/{run_id}?{MODEL_TRAINING_VIEW}"
+
+
+def mlflow_experiment_url(tracking_uri: str, experiment_id: str) -> str:
+    """The experiment's runs table (its default page would redirect to the GenAI overview)."""
+    base = mlflow_ui_base(tracking_uri)
+    return f"{base}/#/experiments/{experiment_id}/runs?{MODEL_TRAINING_VIEW}"
 
 
 def stage_name(run_name: str) -> str:

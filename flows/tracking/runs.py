@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -34,6 +35,7 @@ from flows.tracking.links import (
     CUSTOM_MODEL_DEVELOPMENT,
     EXPERIMENT_KIND_TAG,
     RunIdentity,
+    mlflow_experiment_url,
     mlflow_run_url,
 )
 from flows.tracking.retry import RetryingClient, RetryPolicy
@@ -134,14 +136,35 @@ class RunLogger(MLFlowLogger):
         return None
 
 
+@dataclass(frozen=True)
+class RunPages:
+    """Where a run shows in the MLflow UI, said when it ends (MLflow's own lines are switched
+    off: they open the GenAI view, see flows/tracking/links.py)."""
+
+    name: str
+    run: str
+    experiment: str | None = None  # said for a top-level run only
+
+    def announce(self) -> None:
+        log.info("View run %s at: %s", self.name, self.run)
+        if self.experiment is not None:
+            log.info("View experiment at: %s", self.experiment)
+
+
 class RunHandle:
     def __init__(
-        self, client: MlflowClient, run_id: str, tracking_uri: str, stage: str = ""
+        self,
+        client: MlflowClient,
+        run_id: str,
+        tracking_uri: str,
+        stage: str = "",
+        pages: RunPages | None = None,
     ) -> None:
         self.client = client
         self.run_id = run_id
         self.tracking_uri = tracking_uri
         self.stage = stage  # the run's name without the flow run's: `finetune-challenger`
+        self.pages = pages  # None: a local store, which no server shows
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         entries = [
@@ -186,6 +209,8 @@ class RunHandle:
 
     def finish(self, status: str = "FINISHED") -> None:
         self.client.set_terminated(self.run_id, status=status)
+        if self.pages is not None:
+            self.pages.announce()
 
     def lightning_logger(self, prefix: str = "") -> Any:
         logger = RunLogger(tracking_uri=self.tracking_uri, run_id=self.run_id, prefix=prefix)
@@ -268,10 +293,18 @@ class Tracker:
             all_tags[PARENT_TAG] = parent.run_id
         run_name = self.identity.run_name(name)
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=masked(all_tags))
-        return RunHandle(self.client, run.info.run_id, self.tracking_uri, name)
+        run_id = run.info.run_id
+        pages = None
+        if self.tracking_uri.startswith("http"):  # as MLflow: a server's runs have pages
+            experiment = self.experiment_url() if parent is None else None
+            pages = RunPages(run_name, self.run_url(run_id), experiment)
+        return RunHandle(self.client, run_id, self.tracking_uri, name, pages)
 
     def run_url(self, run_id: str) -> str:
         return mlflow_run_url(self.tracking_uri, self.experiment_id, run_id)
+
+    def experiment_url(self) -> str:
+        return mlflow_experiment_url(self.tracking_uri, self.experiment_id)
 
     def close_stale_runs(self) -> list[str]:
         """Marks KILLED the runs left RUNNING by a process of this host that no longer exists.

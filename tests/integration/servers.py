@@ -141,14 +141,20 @@ def killable_mlflow_server(
 
 @contextmanager
 def serving_deployments(
-    api: str, log: Path, env: dict[str, str], names: list[str], timeout: float = 180
+    api: str,
+    log: Path,
+    env: dict[str, str],
+    names: list[str],
+    timeout: float = 180,
+    config: str = "default",
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """`python -m flows.deploy serve` against `api`, ready once every deployment in `names`
-    (`flow/deployment`) is registered; stopped, with its flow-run subprocesses, at the end."""
+    """`python -m flows.deploy --config CONFIG serve` against `api`, ready once every deployment
+    in `names` (`flow/deployment`) is registered; stopped, with its flow-run subprocesses, at the
+    end."""
     from prefect.client.orchestration import SyncPrefectClient
     from prefect.exceptions import ObjectNotFound
 
-    command = [sys.executable, "-m", "flows.deploy", "serve"]
+    command = [sys.executable, "-m", "flows.deploy", "--config", config, "serve"]
     with log.open("w") as output:
         process = subprocess.Popen(
             command,

@@ -58,17 +58,39 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     with (
         prefect_server(base / "prefect", services=True) as api,  # task runs in the graph
         mlflow_server(base / "mlflow") as uri,
-        serving_deployments(api, base / "serve.log", env, DEPLOYMENTS),
     ):
-        yield Services(api, uri, base / "run", base / "serve.log")
+        config = deploy_config(base, uri)
+        with serving_deployments(api, base / "serve.log", env, DEPLOYMENTS, config=str(config)):
+            yield Services(api, uri, base / "run", base / "serve.log")
 
 
-def run_deployment(services: Services, name: str, parameters: dict[str, Any]) -> FlowRun:
-    """Creates a flow run as the UI does and waits for it to end."""
+def deploy_config(base: Path, mlflow_uri: str) -> Path:
+    """conf/deploy/default.yaml with the domain refresh configured as the guide shows
+    (`"corpus.paths=[/data/legal]"`), on a tiny budget and the test's servers."""
+    legal = base / "legal"
+    legal.mkdir()
+    write_part(legal, 7)
+    settings = [
+        "experiment=smoke",
+        f"paths.root={base / 'run'}",
+        f"tracking.uri={mlflow_uri}",
+        "tracking.experiment=legal",
+        *TINY,
+    ]
+    refresh = ["corpus=files", f"corpus.paths=[{legal}]", "refresh.domain=legal", *settings]
+    path = base / "deploy.yaml"
+    path.write_text(json.dumps({"deployments": {"domain-refresh": {"overrides": refresh}}}))
+    return path
+
+
+def run_deployment(
+    services: Services, name: str, parameters: dict[str, Any], state: str = "Completed"
+) -> FlowRun:
+    """Creates a flow run as the UI does and waits for it to end in `state`."""
     with SyncPrefectClient(services.prefect_api) as client:
         deployment = client.read_deployment_by_name(name)
         flow_run = client.create_flow_run_from_deployment(deployment.id, parameters=parameters)
-    return wait_for(services, flow_run.id)
+    return wait_for(services, flow_run.id, state)
 
 
 def run_from_shell(services: Services, name: str, experiment: str, overrides: list[str]) -> FlowRun:
@@ -89,7 +111,7 @@ def run_from_shell(services: Services, name: str, experiment: str, overrides: li
     return wait_for(services, UUID(match.group(1)))
 
 
-def wait_for(services: Services, flow_run_id: UUID) -> FlowRun:
+def wait_for(services: Services, flow_run_id: UUID, state: str = "Completed") -> FlowRun:
     with SyncPrefectClient(services.prefect_api) as client:
         deadline = time.monotonic() + 400
         while True:
@@ -99,10 +121,34 @@ def wait_for(services: Services, flow_run_id: UUID) -> FlowRun:
             assert time.monotonic() < deadline, f"{flow_run.name} still {flow_run.state}"
             time.sleep(1)
     assert flow_run.state is not None
-    assert flow_run.state.is_completed(), (
+    assert flow_run.state.name == state, (
         f"{flow_run.name}: {flow_run.state}\n{services.serve_log.read_text()[-4000:]}"
     )
     return flow_run
+
+
+def run_logs(services: Services, flow_run_ids: list[UUID], last: str) -> list[Any]:
+    """The runs' logs once a line starting with `last` is among them: a run's process sends
+    its last lines as it exits, after the run's final state is recorded."""
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    page = 200  # the server's most per request
+    with SyncPrefectClient(services.prefect_api) as prefect:
+        deadline = time.monotonic() + 60
+        while True:
+            logs: list[Any] = []
+            while len(logs) % page == 0:
+                batch = prefect.read_logs(
+                    LogFilter(flow_run_id=LogFilterFlowRunId(any_=flow_run_ids)),
+                    limit=page,
+                    offset=len(logs),
+                )
+                logs += batch
+                if not batch:
+                    break
+            if any(log.message.startswith(last) for log in logs) or time.monotonic() > deadline:
+                return logs
+            time.sleep(1)
 
 
 def common(services: Services, experiment: str) -> list[str]:
@@ -121,7 +167,7 @@ def test_a_stage_deployment_runs_with_the_overrides_it_was_given(services: Servi
     # Quoted: the Prefect CLI prints parameters as rich markup, where `[/...]` is a closing tag.
     overrides = [*common(services, "deployed"), "corpus=files", f"corpus.paths=['{corpus}']"]
     flow_run = run_from_shell(services, "cloze-pipeline/shards", "smoke", overrides)
-    assert flow_run.name.startswith("smoke-texts-")  # run name: experiment, corpus, date
+    assert flow_run.name.startswith("bert-tiny-smoke-texts-")  # model, experiment, corpus, date
     client = MlflowClient(services.mlflow_uri)
     experiment = client.get_experiment_by_name("deployed")
     runs = client.search_runs([experiment.experiment_id])
@@ -144,12 +190,7 @@ def test_a_stage_deployment_runs_with_the_overrides_it_was_given(services: Servi
 def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
     services: Services,
 ) -> None:
-    from prefect.client.schemas.filters import (
-        FlowRunFilter,
-        FlowRunFilterId,
-        LogFilter,
-        LogFilterFlowRunId,
-    )
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     corpus = services.root.parent / "manuals"
     corpus.mkdir()
@@ -167,19 +208,27 @@ def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
             if {run.name for run in task_runs} >= set(STAGE_TASKS) or time.monotonic() > deadline:
                 break
             time.sleep(1)
-        logs = prefect.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
         [summary] = [
             item
             for item in prefect.read_artifacts()
             if item.flow_run_id == flow_run.id and item.key == "cloze-finetune-summary"
         ]
+    logs = run_logs(services, [flow_run.id], "Finished in state Completed")
     # One level: the deployment's own run holds the stage tasks, in order.
     ordered = [run.name for run in sorted(task_runs, key=lambda run: run.expected_start_time)]
     assert [name for name in ordered if name in STAGE_TASKS] == list(STAGE_TASKS)
-    # Progress: the training lines reach the run's Prefect logs, as they do for the CLI.
+    # Progress: the training lines reach the run's Prefect logs, as they do for the CLI, and
+    # each stage says when it starts and how it ended, with its key and figures.
     progress = [log.message for log in logs if log.name == "cloze.training"]
     assert any(line.startswith("pretrain step 12/12") for line in progress), progress
-    assert flow_run.name.startswith("smoke-manuals-")
+    stages = [log.message for log in logs if log.name == "flows.pipeline"]
+    for stage in STAGE_TASKS:
+        assert f"{stage}: started" in stages, stages
+        assert any(line.startswith(f"{stage}: computed, key ") for line in stages), stages
+    assert any(re.search(r"^tokenizer: computed, key \w+: vocab \d+, fert", x) for x in stages)
+    assert any(line.startswith("shards: computed, key ") and ": train " in line for line in stages)
+    assert not [log.message for log in logs if not log.message.strip()]  # no blank lines
+    assert flow_run.name.startswith("bert-tiny-smoke-manuals-")
 
     client = MlflowClient(services.mlflow_uri)
     experiment = client.get_experiment_by_name("linked")
@@ -190,7 +239,10 @@ def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
     for run in runs:
         assert run.info.run_name.startswith(f"{flow_run.name}/")
         assert run.data.tags["prefect.flow_run_id"] == str(flow_run.id)
-        assert run.data.tags["prefect.flow_run_url"].endswith(f"/runs/flow-run/{flow_run.id}")
+        page = run.data.tags["prefect.flow_run_url"]
+        assert page.endswith(f"/runs/flow-run/{flow_run.id}")
+        # The description, markdown in MLflow's UI, is a link to the flow run.
+        assert run.data.tags["mlflow.note.content"] == f"Prefect flow run [{flow_run.name}]({page})"
     # Prefect -> MLflow: the summary links to the pipeline run's page.
     parent = next(run for run in runs if stage_name(run.info.run_name) == "pipeline")
     page = f"{services.mlflow_uri}/#/experiments/{experiment.experiment_id}/runs/"
@@ -200,10 +252,16 @@ def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
     name, version = pretrain.data.tags["cloze.registered_model"].split("/")
     description = client.get_model_version(name, version).description
     assert description.startswith("Data: manuals (files)") and "validation loss" in description
-    # The serve terminal shows each progress line once.
+    # The serve terminal shows each progress line once, and every MLflow link it shows opens
+    # the model-training view (MLflow's own "View ..." lines opened the GenAI one).
     terminal = services.serve_log.read_text()
     assert terminal.count("pretrain step 12/12") == 1, terminal[-3000:]
-    assert terminal.count(f"View run {parent.info.run_name} at") == 1, terminal[-3000:]
+    run_page = f"{page}{parent.info.run_id}?workflowType=machine_learning"
+    assert terminal.count(f"View run {parent.info.run_name} at: {run_page}") == 1
+    table = f"{services.mlflow_uri}/#/experiments/{experiment.experiment_id}/runs?workflowType="
+    assert f"View experiment at: {table}machine_learning" in terminal
+    links = re.findall(r"View (?:run .*?|experiment) at: (\S+)", terminal)
+    assert links and all(link.endswith("workflowType=machine_learning") for link in links)
     assert "GPU available:" not in terminal  # no Lightning banners
 
 
@@ -298,6 +356,69 @@ def test_domain_refresh_trains_on_new_files_only_and_records_its_decision(
     manifest = services.root / "artifacts" / "domains" / "news" / "fingerprints.json"
     recorded = json.loads(manifest.read_text())["files"]
     assert sorted(recorded) == sorted(str(path) for path in [*first_files, added])
+
+
+def test_a_typo_in_the_run_form_fails_the_run_in_one_line_naming_the_nearest_keys(
+    services: Services,
+) -> None:
+    overrides = [*common(services, "typo"), "trainer.max_stepz=5"]
+    flow_run = run_deployment(
+        services, "cloze-pipeline/full", {"experiment": "smoke", "overrides": overrides}, "Failed"
+    )
+    assert flow_run.state is not None
+    assert flow_run.state.message == (
+        "unknown config key trainer.max_stepz; nearest valid keys: trainer.max_steps, "
+        "trainer.max_tokens"
+    )
+    logs = run_logs(services, [flow_run.id], "Finished in state Failed")
+    text = "\n".join(log.message for log in logs)
+    assert f"error: {flow_run.state.message}" in text
+    assert "Traceback" not in text and "+trainer" not in text
+
+
+def test_the_documented_refresh_runs_from_the_shell_without_parameters_once_at_a_time(
+    services: Services,
+) -> None:
+    """`prefect deployment run domain-refresh/domain-refresh`, twice at once, on the defaults
+    the guide shows: both commands succeed (no MarkupError on `[/...]`), one refresh trains and
+    promotes, the other waits for it and finds nothing new."""
+    env = {**os.environ, "PREFECT_API_URL": services.prefect_api}
+    env.pop("PREFECT_HOME", None)
+    command = [
+        sys.executable,
+        "-m",
+        "prefect",
+        "deployment",
+        "run",
+        "domain-refresh/domain-refresh",
+    ]
+    shells = [
+        subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for _ in range(2)
+    ]
+    outputs = [shell.communicate(timeout=120)[0] for shell in shells]
+    assert [shell.returncode for shell in shells] == [0, 0], outputs
+    assert not any("MarkupError" in output for output in outputs), outputs
+    assert "MarkupError" not in services.serve_log.read_text()
+    matches = [re.search(r"UUID: ([0-9a-f-]{36})", output) for output in outputs]
+    ids = [UUID(match.group(1)) for match in matches if match]
+    assert len(ids) == 2, outputs
+    names = {wait_for(services, flow_run_id).name for flow_run_id in ids}
+    client = MlflowClient(services.mlflow_uri)
+    experiment = client.get_experiment_by_name("legal")
+    refreshes = [
+        run
+        for run in client.search_runs([experiment.experiment_id])
+        if run.info.run_name in {f"{name}/domain-refresh" for name in names}
+    ]
+    decisions = sorted(run.data.tags["cloze.refresh.decision"] for run in refreshes)
+    assert decisions == ["no-new-data", "promoted"]
+    logs = run_logs(services, ids, "domain legal: another refresh of this domain is running")
+    waited = [log for log in logs if "another refresh of this domain is running" in log.message]
+    assert len(waited) == 1, [log.message for log in logs]
+    assert len(client.search_model_versions("name = 'cloze-legal'")) == 1  # trained once
 
 
 def test_register_puts_the_same_deployments_on_a_work_pool(services: Services) -> None:

@@ -155,7 +155,18 @@ def test_cli_runs_the_flow_and_prints_the_summary(root: Path, first: Any) -> Non
     )
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
-    assert output.count("reused (cache hit)") == 4
+    assert output.count("[reused (cache hit)]") == 4  # the summary
+    # The log says when each stage starts and how it ended, with its key and figures.
+    keys = {stage: first.result()["stages"][stage]["key"] for stage in STAGES}
+    for stage in STAGES:
+        assert f"flows.pipeline: {stage}: started" in output
+        assert f"flows.pipeline: {stage}: reused (cache hit), key {keys[stage]}" in output
+    assert f"key {keys['tokenizer']}: vocab 2000, fertility " in output
+    assert f"key {keys['shards']}: train " in output
+    assert "\n\n" not in result.stderr  # the log has no blank lines
+    # Before any stage: the smoke bundle's recipe is not the demo task's own.
+    note = "task pydoc_topics runs on this config's recipe, not its own: seeds 1 (own 5)"
+    assert output.index(note) < output.index("tokenizer: started")
     assert "pydoc_topics accuracy over 1 seed(s): pretrained" in output
     assert f"sqlite:///{root / 'mlflow.db'}" in output
 
@@ -168,7 +179,8 @@ def test_cli_rejects_an_unknown_key_by_name() -> None:
         timeout=60,
     )
     assert result.returncode == 2
-    assert "max_stepz" in result.stderr
+    assert result.stderr.startswith("error: unknown config key trainer.max_stepz; nearest")
+    assert "+trainer" not in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_cli_names_a_missing_corpus_path(tmp_path: Path) -> None:

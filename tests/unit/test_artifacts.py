@@ -11,6 +11,7 @@ from flows.core.artifacts import (
     ArtifactError,
     ArtifactStore,
     atomic_file,
+    file_lock,
     replace_json,
     stage_key,
 )
@@ -170,3 +171,29 @@ def test_the_atomic_writer_leaves_no_partial_file_behind(tmp_path: Path) -> None
         handle.write(b"half")
         raise OSError(28, "No space left on device")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_held_lock_says_once_that_it_waits_then_takes_the_lock(tmp_path: Path) -> None:
+    path = tmp_path / "domain" / "refresh.lock"
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with file_lock(path):
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(30)
+    calls: list[str] = []
+
+    def waiting() -> None:
+        calls.append("waiting")
+        release.set()  # the other holder ends; this one then gets the lock
+
+    with file_lock(path, waiting):
+        holder.join(30)  # it held the lock until it was told to let go
+        assert not holder.is_alive()
+    with file_lock(path, waiting):  # free: no wait, nothing said
+        pass
+    assert calls == ["waiting"]

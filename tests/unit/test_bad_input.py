@@ -229,7 +229,29 @@ def test_bad_corpus_input(tmp_path: Path, case: FileCase) -> None:
 
 
 CONFIG_CASES = [
-    (["trainer.max_stepz=5"], r"Could not override 'trainer\.max_stepz'"),
+    # A typo'd key: the nearest valid keys, never Hydra's "+key" advice.
+    (
+        ["trainer.max_stepz=5"],
+        r"^unknown config key trainer\.max_stepz; nearest valid keys: trainer\.max_steps, "
+        r"trainer\.max_tokens$",
+    ),
+    (["modle=bert-mini"], r"^unknown config key modle; nearest valid keys: model$"),
+    (
+        ["finetune.catalog.pydoc_topics.recipe.epoch=3"],
+        r"^unknown config key finetune\.catalog\.pydoc_topics\.recipe\.epoch; nearest valid "
+        r"keys: finetune\.catalog\.pydoc_topics\.recipe\.epochs$",
+    ),
+    (
+        ["distill=default", "distill.tacher=x"],
+        r"^unknown config key distill\.tacher; nearest valid keys: distill\.teacher, ",
+    ),
+    (["trainer.zzz=1"], r"^unknown config key trainer\.zzz; valid keys under trainer: accel"),
+    (
+        ["corpus.paths=[a.txt]"],
+        r"^unknown config key corpus\.paths: it belongs to corpus=files, not to the corpus this "
+        r"config selects; select one first \(e\.g\. corpus=files\)$",
+    ),
+    (["experiment=smok"], r"^experiment=smok is not in conf/experiment/; nearest: smoke$"),
     (["trainer.max_steps=abc"], r"trainer\.max_steps='abc' must be an integer"),
     (["trainer.learning_rate=fast"], r"trainer\.learning_rate='fast' must be a number"),
     (["model.share_layers=yes"], r"model\.share_layers='yes' must be true or false"),
@@ -259,7 +281,8 @@ CONFIG_CASES = [
     (["objective.selection=ngram"], r"objective\.selection='ngram' must be one of"),
     (["trainer.precision=16"], r"trainer\.precision=16 must be one of \('32-true', 'bf16-mixed'\)"),
     (["corpus=files"], r"Missing mandatory value: paths"),
-    (["model=bert-huge"], r"Could not find 'model/bert-huge'"),
+    (["model=bert-huge"], r"^model=bert-huge is not in conf/model/; nearest: bert-base"),
+    (["trainer.max_steps=[1"], r"^invalid config or override: no viable alternative at input"),
     (["shards.seq_len=4"], r"shards\.seq_len=4 must be between 8 and 8192"),
     (["trainer.learning_rate=-0.001"], r"trainer\.learning_rate=-0\.001 must be greater than 0"),
     (["trainer.learning_rate=nan"], r"trainer\.learning_rate=nan must be a finite number"),
@@ -268,8 +291,9 @@ CONFIG_CASES = [
     (["trainer.num_workers=-1"], r"trainer\.num_workers=-1 must be at least 0"),
     (["seed=-1"], r"^seed=-1 must be in \[0, 4294967296\)"),
     (["finetune.confidence=1.0"], r"finetune\.confidence=1\.0 must be in \[0\.5, 1\)"),
-    (["+trainr.max_steps=5"], r"^unknown config key trainr; valid keys at the top level: corpus"),
-    (["+trainer.max_stepz=5"], r"unknown config key trainer\.max_stepz; valid keys under trainer"),
+    (["+trainr.max_steps=5"], r"^unknown config key trainr; nearest valid keys: trainer, "),
+    (["+trainer.max_stepz=5"], r"^unknown config key trainer\.max_stepz; nearest valid keys: "),
+    (["+trainer.stepz=5"], r"^unknown config key trainer\.stepz; valid keys under trainer: "),
     (["finetune.seeds=0"], r"finetune\.seeds=0 must be at least 1"),
     (["finetune.pooling=max"], r"finetune\.pooling='max' must be one of \('cls', 'mean'\)"),
     (["finetune.encoder_dropout=1.0"], r"finetune\.encoder_dropout=1\.0 must be in \[0, 1\)"),
@@ -306,9 +330,8 @@ CONFIG_CASES = [
     ),
     (
         ["+finetune.catalog.pydoc_topics.recipe.epoch=3"],
-        r"unknown config key finetune\.catalog\.pydoc_topics\.recipe\.epoch; valid keys under "
-        r"finetune\.catalog\.pydoc_topics\.recipe: batch_size, classifier_dropout, "
-        r"encoder_dropout, epochs",
+        r"unknown config key finetune\.catalog\.pydoc_topics\.recipe\.epoch; nearest valid "
+        r"keys: finetune\.catalog\.pydoc_topics\.recipe\.epochs",
     ),
     (
         [
@@ -585,6 +608,14 @@ TASK_CASES = [
         r"finetune\.catalog\.t column settings to one of them",
     ),
     TaskCase(
+        "headerless TSV read with the default header: true",
+        {"t.tsv": "a fine and moving film\t1\na dull one\t0\n"},
+        GLUE,
+        r"t\.tsv:1 has no column 'sentence' \(columns: 'a fine and moving film', '1'\); set the "
+        r"finetune\.catalog\.t column settings to one of them\. If it is an example, not column "
+        r"names, set finetune\.catalog\.t\.header=false and name the columns by position",
+    ),
+    TaskCase(
         "row short of the label column",
         {"t.tsv": "sentence\tlabel\na fine film\n"},
         GLUE,
@@ -782,7 +813,7 @@ def test_bad_task_input_fails_the_up_front_check(tmp_path: Path, case: TaskCase)
 
 RUN_FORM_CASES = [
     ({"until": "evaluate"}, "parameter until: Input should be 'tokenizer', 'shards', "),
-    ({"experiment": "smok"}, "parameter experiment: Input should be 'albert', "),
+    ({"experiment": "smok"}, "parameter experiment: Input should be 'none', 'albert', "),
     ({"max_steps": 0}, "parameter max_steps: Input should be greater than or equal to 1 (got 0)"),
     ({"tasks": ["sst3"]}, "parameter tasks.0: Input should be 'bc5cdr', "),
     ({"max_step": 5}, "parameter max_step: Extra inputs are not permitted"),

@@ -45,7 +45,10 @@ def record_run(
     key: str,
     cache_hit: bool = False,
 ) -> str:
-    """A parent run and its pretrain child as flows.pipeline records them; returns the parent id."""
+    """A parent run and its pretrain child as flows.pipeline records them, named after the flow
+    run (`<model>-pydoc-<second>/pipeline`); returns the parent id."""
+    second = len(tracker.client.search_runs([tracker.experiment_id]))
+    tracker.identity = RunIdentity(f"{config['model']['name']}-pydoc-20261201-0800{second:02d}")
     parent = tracker.start_run("pipeline", tags={"cloze.model": config["model"]["name"]})
     parent.log_params(config)
     child = tracker.start_run("pretrain", parent, tags={"cloze.stage": "pretrain"})
@@ -98,6 +101,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 "finetune.pretrained_accuracy": 0.6,
                 "finetune.random_init_accuracy": 0.4,
                 "finetune.lift_accuracy": 0.2,
+                "finetune.seeds": 5,
                 **curve_point("topics", 0.5, 1000, 0.05),
                 **curve_point("topics", 1.0, 2000, 0.2),
             },
@@ -114,6 +118,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             {
                 "pretrain.val_loss": 5.5,
                 "finetune.pretrained_accuracy": 0.7,
+                "finetune.seeds": 5,
                 **curve_point("topics", 0.25, 500, -0.01),
                 **curve_point("topics", 1.0, 2000, 0.1),
             },
@@ -157,6 +162,16 @@ def test_table_lists_only_the_params_that_differ_with_each_runs_value(
     assert "| trainer.max_steps | 20 | 30 |" in result.text
     assert "| trainer.warmup | - | 3 |" in result.text
     assert "tokenizer.vocab_size" not in result.text  # the same in both runs
+    everything = compare(settings(store, tmp_path, run_ids=(ids["a"], ids["b"]), show_all=True))
+    assert ("tokenizer.vocab_size", ["8000", "8000"]) in everything.params
+
+
+def test_columns_and_charts_are_labelled_by_run_name(store: dict[str, Any], tmp_path: Path) -> None:
+    ids = store["ids"]
+    result = compare(settings(store, tmp_path, run_ids=(ids["a"], ids["b"])))
+    names = ["bert-tiny-pydoc-20261201-080002", "bert-mini-pydoc-20261201-080004"]
+    assert result.labels == names  # the table's columns and the charts' legends
+    assert result.text.splitlines()[1] == f"|  | {names[0]} | {names[1]} |"
 
 
 def test_final_metrics_follow_the_globs_and_show_a_gap_where_a_run_lacks_one(
@@ -170,7 +185,12 @@ def test_final_metrics_follow_the_globs_and_show_a_gap_where_a_run_lacks_one(
         "finetune.random_init_accuracy": [0.4, None],
         "pretrain.steps": [20.0, None],
         "pretrain.val_loss": [5.94, 5.5],
-    }
+    }  # not finetune.seeds: 5 in both
+    assert "Final metrics that differ (5)" in result.text
+    assert "(--all shows every param and metric)" in result.text
+    everything = compare(settings(store, tmp_path, run_ids=(ids["a"], ids["b"]), show_all=True))
+    assert ("finetune.seeds", [5.0, 5.0]) in everything.metrics
+    assert "Final metrics (6)" in everything.text
     assert "| pretrain.val_loss | 5.94 | 5.5 |" in result.text
     assert "| pretrain.steps | 20 | - |" in result.text
     assert "shards.train_tokens" not in result.text
@@ -224,7 +244,9 @@ def test_the_link_opens_the_mlflow_compare_view_on_these_runs(
     encoded = (
         f"runs=[%22{ids['a']}%22,%22{ids['b']}%22]&experiments=[%22{store['experiment_id']}%22]"
     )
-    assert result.link == f"http://127.0.0.1:5000/#/compare-runs?{encoded}"
+    assert result.link == (
+        f"http://127.0.0.1:5000/#/compare-runs?{encoded}&workflowType=machine_learning"
+    )
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(result.link).fragment.split("?", 1)[1])
     assert json.loads(query["runs"][0]) == [ids["a"], ids["b"]]
     assert f"MLflow UI: {result.link}" in result.text

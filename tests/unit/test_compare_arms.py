@@ -46,9 +46,33 @@ def test_the_cli_prints_both_arms_and_the_paired_interval(
     assert "first - second, paired by seed [95% CI, t]: +0.020 [-0.005, +0.045]" in out
 
 
-def test_one_seed_gives_a_difference_without_an_interval(tmp_path: Path) -> None:
+def test_one_seed_gives_a_difference_without_an_interval_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     one = write_results(tmp_path / "a", {"student": {7: 0.6}, "pretrained": {7: 0.5}})
     assert paired_difference(arm_of(one), arm_of(one, "pretrained"), 0.95).text == "+0.100"
+    assert main(["--task", "t", f"{one}:student", f"{one}:pretrained"]) == 0
+    out = capsys.readouterr().out
+    assert "first - second, paired by seed: +0.100 (no interval with one seed)" in out
+    assert "CI" not in out
+
+
+def test_the_task_s_own_metric_is_compared_not_the_first_one_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scores = by_seed(SEEDS, (0.70, 0.72, 0.74))
+    ner = write_results(tmp_path / "a", {"pretrained": scores}, metric="entity_f1")
+    assert arm_of(ner, "pretrained").metric == "entity_f1"  # though `precision` came first
+    assert main(["--task", "t", f"{ner}:pretrained", f"{ner}:pretrained"]) == 0
+    assert "| t test entity_f1 (mean ± std) |" in capsys.readouterr().out
+    (ner / "manifest.json").unlink()
+    with pytest.raises(ConfigError, match=r"no manifest\.json says task 't''s metric; name one"):
+        arm_of(ner, "pretrained")
+    assert arm_of_metric(ner, "entity_f1").metric == "entity_f1"
+
+
+def arm_of_metric(directory: Path, metric: str) -> ArmScores:
+    return read_arm(directory / "results.json", "t", "pretrained", metric)
 
 
 @pytest.mark.parametrize(

@@ -48,9 +48,16 @@ def test_experiment_bundle_overrides_groups() -> None:
     assert config["model"]["hidden_size"] == 256
 
 
-def test_unknown_override_key_is_named() -> None:
-    with pytest.raises(ConfigError, match="max_stepz"):
-        compose_config(["trainer.max_stepz=5"])
+def test_a_key_no_preset_sets_is_the_settings_classes_to_judge() -> None:
+    # A valid key the task's entry leaves unset needs no Hydra `+`...
+    config = compose_config(["finetune.tasks=[sst2]", "finetune.catalog.sst2.recipe.seeds=2"])
+    assert config["finetune"]["catalog"]["sst2"]["recipe"] == {"seeds": 2}
+    finetune = PipelinePlan.from_config(config).finetune
+    assert finetune.recipe_for(finetune.specs()[0]).seeds == 2
+    # ...and a typo'd one is refused by the settings class, naming the nearest valid keys.
+    typo = compose_config(["trainer.max_stepz=5"])
+    with pytest.raises(ConfigError, match=r"^unknown config key trainer\.max_stepz; nearest"):
+        PipelinePlan.from_config(typo)
 
 
 def test_missing_mandatory_value_is_named() -> None:

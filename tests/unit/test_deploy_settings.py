@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from flows.core.config import CONF_DIR, compose_config
 from flows.core.settings import ConfigError
-from flows.deploy.cli import deployment_options
+from flows.deploy.cli import check_overrides, check_server, config_path, deployment_options
 from flows.deploy.form import RunForm
 from flows.deploy.settings import DEPLOYMENTS, DeploymentSettings, DeploySettings
 
@@ -17,6 +20,7 @@ def test_the_shipped_deploy_config_is_valid_and_lists_every_deployment() -> None
     settings = DeploySettings.load(CONF_DIR / "deploy" / "default.yaml")
     assert list(settings.enabled()) == list(DEPLOYMENTS)
     assert settings.training_concurrency == 1
+    check_overrides(settings)  # every default composes into a valid config
 
 
 @pytest.mark.parametrize(
@@ -71,3 +75,78 @@ def test_io_stages_retry_and_training_stages_never_do_but_share_the_limited_tag(
         assert io_task.retries == 2 and "cloze-io" in io_task.tags
     for training_task in (pretrain_task, finetune_task):
         assert not training_task.retries and TRAINING_TAG in training_task.tags
+
+
+def test_the_documented_refresh_overrides_survive_prefect_s_markup_printing() -> None:
+    from rich.markup import render
+
+    documented = ["corpus=files", "corpus.paths=[/data/legal]", "refresh.domain=legal"]
+    item = DeploymentSettings(overrides=[*documented, "finetune.tasks=[sst2]"])
+    parameters = deployment_options("domain-refresh", item)["parameters"]
+    # `prefect deployment run` prints the parameters as rich markup: as written, `[/data/legal]`
+    # was a closing tag (MarkupError) and `[sst2]` vanished.
+    assert render(str(parameters)).plain == str(parameters)
+    assert compose_config(parameters["overrides"]) == compose_config(item.overrides)
+
+
+def test_a_typo_in_a_deployment_s_default_overrides_is_named_before_registering() -> None:
+    settings = DeploySettings.from_dict(
+        {"deployments": {"full": {"overrides": ["trainer.max_stepz=5"]}}}
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"^deployments\.full\.overrides: unknown config key trainer\.max_stepz; nearest",
+    ):
+        check_overrides(settings)
+
+
+def test_deploy_without_a_reachable_server_says_so_in_one_line(tmp_path: Path) -> None:
+    from tests.integration.servers import free_port
+
+    api = f"http://127.0.0.1:{free_port()}/api"  # nothing listens there
+    for command in (["serve"], ["register", "--pool", "p"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "flows.deploy", *command],
+            env={**os.environ, "PREFECT_API_URL": api},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 2
+        assert result.stderr.startswith(
+            f"error: no Prefect server answers at PREFECT_API_URL={api} "
+        ), result.stderr
+        assert result.stderr.count("\n") == 1 and "prefect server start" in result.stderr
+
+
+def test_a_deploy_config_is_a_name_under_conf_or_a_yaml_path(tmp_path: Path) -> None:
+    assert config_path("default") == CONF_DIR / "deploy" / "default.yaml"
+    assert config_path(str(tmp_path / "team.yaml")) == tmp_path / "team.yaml"
+
+
+@pytest.mark.parametrize(("status", "refused"), [(404, True), (401, False), (200, False)])
+def test_a_server_that_is_not_a_prefect_api_is_named_and_one_asking_for_credentials_passes(
+    status: int, refused: bool
+) -> None:
+    import http.server
+    import threading
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    api = f"http://127.0.0.1:{server.server_port}/api"
+    try:
+        if refused:
+            with pytest.raises(ConfigError, match=rf"^PREFECT_API_URL={api} is not a Prefect"):
+                check_server(api)
+        else:
+            check_server(api)
+    finally:
+        server.shutdown()

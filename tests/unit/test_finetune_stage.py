@@ -271,3 +271,48 @@ def test_the_control_key_follows_the_shape_and_vocabulary_not_the_weights(
     assert key(seed=6) != key()
     assert key(tokenizer=replace(tokenizer, key="another")) != key()
     assert key(task={**task, "recipe": {**task["recipe"], "seeds": 3}}) != key()
+
+
+def test_a_stopped_stage_keeps_each_finished_task_and_the_rerun_trains_only_the_rest(
+    word_shards: WordShards, word_encoder: Any, tmp_path: Path
+) -> None:
+    settings = FinetuneSettings(
+        tasks=["pairs", "tags"],
+        catalog=word_shards.catalog,
+        data_dir=str(word_shards.root),
+        seeds=1,
+        learning_rates=[1e-2],
+        epochs=1,
+        batch_size=16,
+        max_length=32,
+        train_examples=100,
+        validation_examples=40,
+        bootstrap_samples=100,
+    )
+    store = ArtifactStore(tmp_path / "store")
+    trained: list[str] = []
+    stop_in: set[str] = {"tags"}
+
+    def loggers_for(task: str, label: str) -> list[Any]:
+        if task in stop_in:
+            stop_in.clear()
+            raise KeyboardInterrupt  # Ctrl-C while the second task trains
+        trained.append(task)
+        return []
+
+    def run() -> Any:
+        return finetune(
+            settings, 5, TRAINER, word_encoder, word_shards.tokenizer, store, loggers_for
+        )
+
+    with pytest.raises(KeyboardInterrupt):
+        run()
+    assert set(trained) == {"pairs"}
+    trained.clear()
+    ref = run()
+    assert set(trained) == {"tags"}  # the first task was restored, not trained again
+    results = json.loads((ref.path / "results.json").read_text())
+    assert sorted(results) == ["pairs", "tags"]
+    pre, rand = (ref.outputs[f"pairs.{arm}_accuracy_mean"] for arm in ("pretrained", "random_init"))
+    assert ref.outputs["pairs.lift_accuracy"] == pytest.approx(pre - rand)
+    assert not store.work_dir("finetune", ref.key).exists()  # gone once published

@@ -11,12 +11,15 @@ from mlflow.tracking import MlflowClient
 from flows.core.config import compose_config
 from flows.tracking.links import (
     CUSTOM_MODEL_DEVELOPMENT,
+    DESCRIPTION_TAG,
     EXPERIMENT_KIND_TAG,
     FLOW_RUN_ID_TAG,
     FLOW_RUN_URL_TAG,
     RunIdentity,
     experiment_override,
+    mlflow_experiment_url,
     mlflow_run_url,
+    prefect_link,
     run_label,
 )
 from flows.tracking.runs import Tracker
@@ -24,24 +27,29 @@ from flows.tracking.runs import Tracker
 NOON = datetime(2026, 12, 1, 8, 4, 47, tzinfo=UTC)
 
 
-def test_a_run_is_named_after_its_experiment_corpus_and_second() -> None:
+def test_a_run_is_named_after_its_model_experiment_corpus_and_second() -> None:
     overrides = ["experiment=smoke", "trainer.max_steps=5"]
-    assert run_label(overrides, compose_config(overrides), NOON) == "smoke-pydoc-20261201-080447"
+    name = run_label(overrides, compose_config(overrides), NOON)
+    assert name == "bert-tiny-smoke-pydoc-20261201-080447"
     later = NOON.replace(second=48)
-    assert run_label(overrides, compose_config(overrides), later) != run_label(
-        overrides, compose_config(overrides), NOON
-    )  # two runs in the same minute get two names
+    assert run_label(overrides, compose_config(overrides), later) != name
+    # two runs in the same minute get two names
 
 
-def test_without_an_experiment_bundle_the_tracking_experiment_names_the_run() -> None:
-    assert run_label([], compose_config([]), NOON) == "cloze-pydoc-20261201-080447"
+def test_runs_of_different_models_differ_in_their_first_characters() -> None:
+    names = [
+        run_label([f"model={model}"], compose_config([f"model={model}"]), NOON)
+        for model in ("bert-tiny", "bert-mini")
+    ]
+    assert names == ["bert-tiny-pydoc-20261201-080447", "bert-mini-pydoc-20261201-080447"]
+    assert names[0][:9] != names[1][:9]  # what MLflow's run table shows of a name
 
 
 def test_a_refresh_names_its_domain_and_a_files_corpus_its_folder(tmp_path: Path) -> None:
     overrides = ["corpus=files", f"corpus.paths=[{tmp_path / 'legal'}]"]
-    assert run_label(overrides, compose_config(overrides), NOON).startswith("cloze-legal-")
+    assert run_label(overrides, compose_config(overrides), NOON).startswith("bert-tiny-legal-")
     refresh = [*overrides, "refresh.domain=law"]
-    assert run_label(refresh, compose_config(refresh), NOON) == "cloze-law-20261201-080447"
+    assert run_label(refresh, compose_config(refresh), NOON) == "bert-tiny-law-20261201-080447"
 
 
 def test_the_last_experiment_override_wins() -> None:
@@ -52,7 +60,12 @@ def test_the_last_experiment_override_wins() -> None:
 def test_stage_runs_carry_the_flow_run_name_and_link_back_to_prefect(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = Tracker(uri, "links", tmp_path / "artifacts")
-    tags = {FLOW_RUN_ID_TAG: "1234", FLOW_RUN_URL_TAG: "http://127.0.0.1:4200/runs/flow-run/1234"}
+    page = "http://127.0.0.1:4200/runs/flow-run/1234"
+    tags = {
+        FLOW_RUN_ID_TAG: "1234",
+        FLOW_RUN_URL_TAG: page,
+        DESCRIPTION_TAG: prefect_link("x", page),
+    }
     tracker.identity = RunIdentity("smoke-pydoc-20261201-080447", tags)
     parent = tracker.start_run("pipeline")
     child = tracker.start_run("finetune-challenger", parent)
@@ -61,6 +74,8 @@ def test_stage_runs_carry_the_flow_run_name_and_link_back_to_prefect(tmp_path: P
     assert run.info.run_name == "smoke-pydoc-20261201-080447/finetune-challenger"
     assert client.get_run(parent.run_id).info.run_name == "smoke-pydoc-20261201-080447/pipeline"
     assert {key: run.data.tags[key] for key in tags} == tags
+    # The description (markdown in MLflow's UI) is a link back to the Prefect flow run.
+    assert run.data.tags[DESCRIPTION_TAG] == f"Prefect flow run [x]({page})"
     assert tracker.run_url(parent.run_id) == (
         f"http://127.0.0.1:5000/#/experiments/{tracker.experiment_id}/runs/{parent.run_id}"
         "?workflowType=machine_learning"
@@ -110,3 +125,12 @@ def test_a_registry_version_carries_its_description_and_the_refresh_decision(
 def test_the_mlflow_run_page_is_on_the_server_or_the_local_ui(tracking_uri: str, base: str) -> None:
     page = f"{base}/#/experiments/3/runs/abc?workflowType=machine_learning"  # not the GenAI view
     assert mlflow_run_url(tracking_uri, "3", "abc") == page
+    table = f"{base}/#/experiments/3/runs?workflowType=machine_learning"  # not its overview
+    assert mlflow_experiment_url(tracking_uri, "3") == table
+
+
+def test_a_bracket_in_a_run_name_does_not_break_the_description_link() -> None:
+    assert (
+        prefect_link("law-[draft]-1", "http://p/1")
+        == r"Prefect flow run [law-\[draft\]-1](http://p/1)"
+    )

@@ -18,10 +18,14 @@ def corpus_for(path: Path):
     return open_corpus(CorpusSettings(kind="files", paths=[str(path)]))
 
 
-def test_tokenizer_covers_its_corpus_and_records_stats(tmp_path: Path, greek_corpus: Path) -> None:
+def test_tokenizer_covers_its_corpus_and_records_stats(
+    tmp_path: Path, greek_corpus: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     ref = train_tokenizer(
         TokenizerSettings(vocab_size=200), corpus_for(greek_corpus), ArtifactStore(tmp_path)
     )
+    # The trainer's progress bars printed six blank lines off a terminal, at every run's start.
+    assert capfd.readouterr().out == ""
     trained = load_tokenizer(ref)
     assert ref.outputs["unknown_rate"] == 0.0
     assert 1.0 <= ref.outputs["fertility"] < 3.0

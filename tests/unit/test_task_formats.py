@@ -141,6 +141,25 @@ def test_jsonl_token_classification_reads_token_and_tag_lists(tmp_path: Path) ->
     ]
 
 
+def test_a_conll_task_is_token_classification_scored_on_entity_f1_unless_told(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "n.tsv").write_text("fever\tB-Disease\nand\tO\n\nno\tO\n")
+    spec = TaskSpec(name="n", format="conll", labels="auto", train="n.tsv", test="n.tsv")
+    assert (spec.kind, spec.metric) == ("token_classification", "entity_f1")
+    assert load_task(spec, tmp_path, ALL).splits["test"][0] == TaggedSentence(
+        ("fever", "and"), (0, 1)
+    )
+    recall = TaskSpec(
+        name="n", format="jsonl", kind="token_classification", metric="entity_recall",
+        labels="auto", train="n.jsonl", test="n.jsonl",
+    )  # fmt: skip
+    assert (recall.metric, recall.text_column) == ("entity_recall", "tokens")
+    assert TaskSpec(name="t", format="csv", labels="auto", train="t.csv", test="t.csv").kind == (
+        "classification"
+    )
+
+
 def test_per_class_scores_agree_with_scikit_learn_and_mark_untested_classes() -> None:
     labels = ["a", "b", "c", "never_tested"]
     gold = [0, 0, 1, 1, 2, 2, 2]

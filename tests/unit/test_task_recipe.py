@@ -76,3 +76,30 @@ def test_cfg_ends_with_the_recipe_each_task_runs_on(capsys: pytest.CaptureFixtur
 def test_the_recipe_line_names_encoder_dropout_only_when_fine_tuning_sets_one() -> None:
     assert "dropout" not in recipe_text(Recipe(), [])
     assert "batch 32, encoder dropout 0.1," in recipe_text(Recipe(encoder_dropout=0.1), [])
+
+
+def test_a_task_on_another_recipe_than_its_own_is_named_with_what_differs() -> None:
+    # An experiment's finetune.* applies to a task a user adds to it: 10 seeds, 1,000 examples.
+    added = settings(AGNEWS, "experiment=domain_lift_pubmed", "finetune.tasks=[agnews]")
+    [note] = added.recipe_notes()
+    assert note.startswith(
+        "task agnews runs on this config's recipe, not its own: seeds 10 (own 5)"
+    )
+    assert "train_examples 1000 (own None)" in note
+    assert note.endswith("finetune.catalog.agnews.recipe=own keeps its own")
+    assert settings().recipe_notes() == []  # the demo task on its own recipe
+    assert settings(AGNEWS, "finetune.tasks=[agnews]").recipe_notes() == []
+
+
+def test_recipe_own_keeps_a_task_on_its_own_recipe_whatever_the_experiment_sets() -> None:
+    own = recipes(
+        AGNEWS,
+        "experiment=domain_lift_pubmed",
+        "finetune.tasks=[ncbi_disease,agnews]",
+        "finetune.catalog.agnews.recipe=own",
+        "finetune.catalog.ncbi_disease.recipe=own",
+    )
+    assert (own["agnews"]["seeds"], own["agnews"]["train_examples"]) == (5, None)
+    assert own["ncbi_disease"] == recipes("finetune=ncbi_disease")["ncbi_disease"]
+    smoke = recipes("experiment=smoke", "finetune.catalog.pydoc_topics.recipe=own")
+    assert smoke["pydoc_topics"] == recipes()["pydoc_topics"]  # the demo task's own, not smoke's

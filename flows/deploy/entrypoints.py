@@ -122,6 +122,7 @@ def pipeline_deployment(
     model: Model = DEFAULT_MODEL,
     objective: Objective = DEFAULT_OBJECTIVE,
     corpus_paths: list[str] = [],  # noqa: B006 (defaults the UI shows; never mutated)
+    init_from: str = "",
     max_steps: Steps = DEFAULT_STEPS,
     tasks: list[Task] = DEFAULT_TASKS,
     overrides: list[str] = [],  # noqa: B006
@@ -137,6 +138,7 @@ def pipeline_deployment(
             model=model,
             objective=objective,
             corpus_paths=corpus_paths,
+            init_from=init_from,
             max_steps=max_steps,
             tasks=tasks,
             overrides=overrides,

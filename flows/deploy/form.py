@@ -102,6 +102,13 @@ class RunForm(BaseModel):
         description="Text files, folders or globs to pretrain on (corpus=files with these "
         "corpus.paths). Empty: the configured corpus (the Python documentation).",
     )
+    init_from: str | None = Field(
+        default=None,
+        description="Continue from given weights (pretrain.init_from): a transformers checkpoint "
+        "folder on the worker (e.g. /models/bert-base-uncased; its shape and tokenizer are then "
+        "used, and fine-tuning adds the base arm), a Hub name, a pretrain artifact directory, or "
+        "models:/NAME@ALIAS. Empty: pretrain from random init.",
+    )
     max_steps: Steps | None = Field(
         default=None,
         description=f"Pretraining steps (trainer.max_steps). Left at {DEFAULT_STEPS}: the "
@@ -133,6 +140,8 @@ class RunForm(BaseModel):
             items.append(f"objective={self.objective}")
         if self.corpus_paths:
             items += ["corpus=files", f"corpus.paths={json.dumps(self.corpus_paths)}"]
+        if self.init_from:
+            items.append(f"pretrain.init_from={self.init_from}")
         if self.max_steps not in (None, DEFAULT_STEPS):
             items.append(f"trainer.max_steps={self.max_steps}")
         if self.tasks and list(self.tasks) != DEFAULT_TASKS:

@@ -48,6 +48,7 @@ def test_every_field_starts_on_the_value_a_run_gets_not_on_none() -> None:
         "model": "bert-tiny",
         "objective": "mlm",
         "corpus_paths": [],
+        "init_from": "",
         "max_steps": 3000,
         "tasks": ["pydoc_topics"],
         "overrides": [],
@@ -91,3 +92,12 @@ def test_fields_left_at_their_defaults_keep_the_experiment_s_own_values() -> Non
 def test_until_distill_without_a_distill_config_is_refused_before_any_stage() -> None:
     with pytest.raises(ConfigError, match=r"^until=distill: this config has no distill stage; add"):
         run_stages(compose_config(["experiment=smoke"]), "distill")
+
+
+def test_a_checkpoint_on_the_form_is_pretrain_init_from() -> None:
+    """The form's `init_from` is the CLI's `pretrain.init_from`; empty adds nothing."""
+    form = RunForm(init_from="/models/bert-base-uncased")
+    assert form.to_overrides() == ["pretrain.init_from=/models/bert-base-uncased"]
+    assert RunForm(init_from="").to_overrides() == []
+    config = compose_config(form.to_overrides())
+    assert config["pretrain"]["init_from"] == "/models/bert-base-uncased"

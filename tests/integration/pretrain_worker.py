@@ -5,13 +5,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from flows.base_checkpoint import shape_keys
 from flows.core.artifacts import ArtifactRef, ArtifactStore
-from flows.corpora import CorpusSettings, open_corpus
+from flows.corpora import Corpus, CorpusSettings, open_corpus
+from flows.stages.checkpoint import import_checkpoint
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+from flows.stages.tokenizer_import import import_tokenizer
 from flows.training.trainer import TrainerSettings
+from lightning_modules.transformers_import import peek_checkpoint
+from tests.checkpoint_tokenizers import write_tokenizer
+from tests.checkpoints import tiny_checkpoint
 
 MODEL = {
     "hidden_size": 32,
@@ -36,6 +42,9 @@ MODERN_MODEL = {
     "document_attention": True,
 }
 MODELS = {"bert": MODEL, "modernbert": MODERN_MODEL}
+# Continuing a transformers checkpoint: its folder is written once, beside the stores (a
+# WordPiece vocabulary trained in two processes may differ, so both stores read one copy).
+CHECKPOINT = "checkpoint"
 TRAINER = TrainerSettings(
     max_steps=90,
     batch_size=8,
@@ -50,9 +59,23 @@ TRAINER = TrainerSettings(
 def run(store_root: Path, corpus_file: Path, model: str = "bert") -> ArtifactRef:
     store = ArtifactStore(store_root)
     corpus = open_corpus(CorpusSettings(kind="files", paths=[str(corpus_file)]))
+    if model == CHECKPOINT:
+        return continue_checkpoint(store, corpus, store_root.parent / "checkpoint")
     tokenizer = train_tokenizer(TokenizerSettings(vocab_size=200), corpus, store)
     shards = build_shards(ShardSettings(seq_len=32), corpus, tokenizer, store)
     settings = PretrainSettings(MODELS[model], ObjectiveSettings(), TRAINER, seed=3)
+    return pretrain(settings, shards, tokenizer, store)
+
+
+def continue_checkpoint(store: ArtifactStore, corpus: Corpus, folder: Path) -> ArtifactRef:
+    """Pretraining continued from the tiny BERT checkpoint in `folder`, as the pipeline runs it."""
+    if not folder.is_dir():
+        tiny_checkpoint("bert", folder, vocab_size=write_tokenizer(folder, "wordpiece"))
+    tokenizer = import_tokenizer(folder, corpus, store)
+    imported = import_checkpoint(folder, tokenizer, store)
+    shards = build_shards(ShardSettings(seq_len=32), corpus, tokenizer, store)
+    model = shape_keys(peek_checkpoint(folder))
+    settings = PretrainSettings(model, ObjectiveSettings(), TRAINER, 3, str(imported.path))
     return pretrain(settings, shards, tokenizer, store)
 
 

@@ -26,6 +26,7 @@ def build_summary(
     return {
         "stages": {
             stage: {
+                "stage": ref.stage,  # "checkpoint" where an imported teacher stands in for pretrain
                 "key": ref.key,
                 "cache_hit": ref.cache_hit,
                 "path": str(ref.path),
@@ -137,20 +138,14 @@ def stage_figures(stage: str, outputs: dict[str, Any]) -> str:
     if stage == "pretrain":
         pre = PretrainOutputs.from_manifest(outputs)
         return f"{pre.steps} steps, {pretraining_result(pre)}"
+    if stage == CheckpointOutputs.STAGE:
+        base = CheckpointOutputs.from_manifest(outputs)
+        head = "with its MLM head" if base.has_mlm_head else "no MLM head (a fresh one is trained)"
+        return (
+            f"{base.name}: {base.architecture} ({base.model_type}), {base.parameters:,} "
+            f"parameters, {head}"
+        )
     return ""
-
-
-def checkpoint_result(stages: dict[str, Any]) -> list[str]:
-    """The checkpoint a run continues, when it continues one."""
-    if "checkpoint" not in stages:
-        return []
-    base = CheckpointOutputs.from_manifest(stages["checkpoint"])
-    origin = "reused (cache hit)" if stages["checkpoint"]["cache_hit"] else "imported"
-    head = "with its MLM head" if base.has_mlm_head else "no MLM head (a fresh one is trained)"
-    return [
-        f"  checkpoint [{origin}] {base.name}: {base.architecture} ({base.model_type}), "
-        f"{base.parameters:,} parameters, {head}"
-    ]
 
 
 def render_summary(summary: dict[str, Any]) -> str:
@@ -160,18 +155,16 @@ def render_summary(summary: dict[str, Any]) -> str:
     def origin(stage: str) -> str:
         if stages[stage]["cache_hit"]:
             return "reused (cache hit)"
-        return "imported" if "imported_from" in stages[stage] else "computed"
+        imported = "imported_from" in stages[stage] or stages[stage]["stage"] == "checkpoint"
+        return "imported" if imported else "computed"
 
     lines = [  # no blank line: a log record (Prefect's, through print) shows it as an empty one
         "Cloze pipeline summary",
         *(
-            f"  {stage:<10} [{origin(stage)}] {stage_figures(stage, stages[stage])}"
-            for stage in ("tokenizer",)
-        ),
-        *checkpoint_result(stages),
-        *(
-            f"  {stage:<10} [{origin(stage)}] {stage_figures(stage, stages[stage])}"
-            for stage in ("shards", "pretrain")
+            # An external distill teacher stands in for pretrain: its own stage says what it is.
+            f"  {name:<10} [{origin(name)}] {stage_figures(stages[name]['stage'], stages[name])}"
+            for name in ("tokenizer", "checkpoint", "shards", "pretrain")
+            if name in stages
         ),
         *distill_result(stages),
         f"  finetune   [{origin('finetune')}] {len(fine.tasks)} task(s), pretrained vs random "

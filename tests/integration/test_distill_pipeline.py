@@ -100,9 +100,9 @@ def test_a_transformers_checkpoint_is_imported_as_the_teacher(
     root = tmp_path_factory.mktemp("checkpoint-teacher")
     folder = root / "bert-teacher"
     tiny_checkpoint("bert", folder, vocab_size=write_tokenizer(folder, "wordpiece"), scale=0.0)
-    stages = run_pipeline(root, f"distill.teacher={folder}", "distill.student.hidden_size=32")[
-        "stages"
-    ]
+    student = [f"distill.student.{key}" for key in ("hidden_size=32", "intermediate_size=16")]
+    student.append("distill.student.max_position_embeddings=64")
+    stages = run_pipeline(root, f"distill.teacher={folder}", *student)["stages"]
     assert list(stages) == ["tokenizer", "shards", "pretrain", "distill", "finetune"]
     assert stages["pretrain"]["path"].startswith(str(root / "artifacts" / "checkpoint"))
     assert stages["tokenizer"]["vocab_size"] == json_vocab(folder)

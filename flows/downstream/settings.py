@@ -20,6 +20,7 @@ from flows.downstream.load import Sampling, check_tasks, example_texts, load_tas
 from flows.downstream.prompting import PromptSettings
 from flows.downstream.spec import BASELINES, TaskSpec, default_data_dir, task_specs
 from lightning_modules.models.heads import POOLINGS
+from lightning_modules.models.relation_head import RELATION_HEADS
 
 PositiveRate = Annotated[Number, bounds(gt=0)]
 
@@ -77,6 +78,12 @@ class Recipe(Settings):
     # What a classification task's head reads: BERT's [CLS] vector, or the mean over the
     # sentence's tokens (MLM never trains [CLS]; see lightning_modules/models/heads.py).
     pooling: Annotated[Literal["cls", "mean"], one_of(POOLINGS)] = "cls"
+    # What a relation task's head reads: the hidden states at the entities' start markers,
+    # concatenated (Matching the Blanks' "entity start"), or [CLS]; lightning_modules/models/
+    # relation_head.py. Other kinds ignore it.
+    relation_head: Annotated[Literal["entity_start", "cls"], one_of(RELATION_HEADS)] = (
+        "entity_start"
+    )
     # Prompt-based fine-tuning (flows/downstream/prompting.py): a classification task read as a
     # cloze by the MLM head, in both arms. None: the pooled classification head above.
     prompt: PromptSettings | None = None

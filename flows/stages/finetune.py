@@ -124,6 +124,7 @@ def stage_settings(
                 "catalog",
                 "data_dir",
                 "checkpoints",
+                "label_counts",
                 *RECIPE_FIELDS,
             ),
         ),

@@ -345,6 +345,10 @@ CONFIG_CASES = [
         r"ncbi_disease is token_classification",
     ),
     (
+        ["finetune.label_counts=[0,100]"],
+        r"finetune\.label_counts=\[0, 100\]: 0 is not a number of labelled examples",
+    ),
+    (
         ["finetune.relation_head=mean"],
         r"finetune\.relation_head='mean' must be one of \('entity_start', 'cls'\)",
     ),
@@ -824,6 +828,27 @@ def test_bad_task_input_fails_the_up_front_check(tmp_path: Path, case: TaskCase)
     settings = FinetuneSettings(tasks=["t"], catalog={"t": case.spec}, data_dir=str(tmp_path))
     with pytest.raises((TaskInputError, ConfigError), match=case.message.split(";")[0]):
         settings.check_task_files(0)
+
+
+def test_label_counts_above_a_train_pool_are_refused_before_any_service_or_stage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = "".join(f'{{"text": "row {i}", "label": "{i % 2}"}}\n' for i in range(20))
+    (tmp_path / "t.jsonl").write_text(rows)
+    task = "{format:jsonl,labels:auto,text_column:text,train:t.jsonl,test:t.jsonl}"
+    code = cli_main(
+        [
+            "finetune.tasks=[t]",
+            f"+finetune.catalog.t={task}",
+            f"finetune.data_dir={tmp_path}",
+            "finetune.label_counts=[10,all,50]",
+        ]
+    )
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "error: finetune.label_counts=[10, 'all', 50]: 50 labels is more than task t's train "
+        "pool holds (18 examples, validation carved out); use counts up to 18, or all\n"
+    )
 
 
 RUN_FORM_CASES = [

@@ -87,3 +87,31 @@ def per_class_table(task_record: dict[str, Any], arms: tuple[str, ...]) -> dict[
             for column in PER_CLASS_COLUMNS:
                 table[column].append(row[column])
     return table
+
+
+def per_class_markdown(task: str, record: dict[str, Any], arms: list[str]) -> str:
+    """A task's per-class precision / recall / F1 of each arm (means over seeds), as markdown:
+    summary.md shows it for relation tasks, whose macro-F1 averages these rows."""
+    names = list(record[arms[0]]["per_class"])
+
+    def cell(scores: dict[str, Any]) -> str:
+        return " / ".join(
+            "-" if scores[m] is None else f"{scores[m]:.3f}" for m in ("precision", "recall", "f1")
+        )
+
+    rows = [
+        f"| {name} | {record[arms[0]]['per_class'][name]['support']} | "
+        + " | ".join(cell(record[arm]["per_class"][name]) for arm in arms)
+        + " |"
+        for name in names
+    ]
+    header = f"| class | test support | {' | '.join(f'{arm} P / R / F1' for arm in arms)} |"
+    return "\n".join(
+        [
+            f"Per class, {task} (mean over seeds):",
+            "",
+            header,
+            "|---|---|" + "---|" * len(arms),
+            *rows,
+        ]
+    )

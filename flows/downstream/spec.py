@@ -182,6 +182,11 @@ class TaskSpec(Settings):
                 f"inline ({key}.entity_markers=[[<e1>,</e1>],[<e2>,</e2>]]) or by character "
                 f"offsets in jsonl or parquet records ({key}.entity_offsets=[head,tail])"
             )
+        if self.pair_column is not None:
+            raise ConfigError(
+                f"{key}.pair_column: a relation is read from one text holding its entities' "
+                "markers; remove pair_column (or mark the entities in one text column)"
+            )
         if self.entity_offsets is not None and self.format not in OFFSET_FORMATS:
             raise ConfigError(
                 f"{key}.entity_offsets reads offsets from records: format {self.format!r} has "

@@ -26,7 +26,7 @@ from flows.downstream.distill_report import distillation_table, size_outputs, st
 from flows.downstream.encoding import EncodedSplit, encode
 from flows.downstream.figures import TaskFigures
 from flows.downstream.load import TaskData, load_task, source_fingerprint, train_sample
-from flows.downstream.per_class import mean_report, per_class
+from flows.downstream.per_class import mean_report, per_class, per_class_markdown
 from flows.downstream.prompting import PromptIds, encode_prompted, label_word_ids
 from flows.downstream.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_arm
 from flows.downstream.relation import (
@@ -383,6 +383,10 @@ def finetune(
             }
         figures = list(FinetuneOutputs.from_manifest(outputs).figures.values())
         summary = markdown_table(figures, settings.confidence)
+        for spec in (spec for spec in settings.specs() if spec.kind == "relation"):
+            summary += "\n\n" + per_class_markdown(
+                spec.name, runs[spec.name], list(predictions[spec.name])
+            )
         if student_dir is not None:
             outputs.update(measure_sizes(pretrain_ref.path, student_dir, settings))
             summary += "\n\n" + distillation_table(outputs, settings.tasks, settings.confidence)

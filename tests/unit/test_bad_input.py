@@ -345,6 +345,10 @@ CONFIG_CASES = [
         r"ncbi_disease is token_classification",
     ),
     (
+        ["finetune=semeval2010", "+finetune.catalog.semeval2010.pair_column=b"],
+        r"finetune\.catalog\.semeval2010\.pair_column: a relation is read from one text",
+    ),
+    (
         ["finetune.label_counts=[0,100]"],
         r"finetune\.label_counts=\[0, 100\]: 0 is not a number of labelled examples",
     ),

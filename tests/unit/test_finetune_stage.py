@@ -231,6 +231,10 @@ def test_a_relation_task_with_typed_markers_runs_from_config(
     low, high = (outputs[f"relations.lift_macro_f1_bootstrap_{end}"] for end in ("low", "high"))
     assert low <= outputs["relations.lift_macro_f1"] <= high
     assert outputs["relations.caps"] == ""  # every row marked whole, 32 tokens hold each
+    summary = (ref.path / "summary.md").read_text()
+    assert "| class | test support | pretrained P / R / F1 | random_init P / R / F1 |" in summary
+    support = results["relations"]["pretrained"]["per_class"]["CAUSES"]["support"]
+    assert f"| CAUSES | {support} | " in summary
 
 
 def control_artifacts(store: ArtifactStore) -> set[str]:

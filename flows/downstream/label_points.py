@@ -17,8 +17,6 @@ from typing import Any
 from flows.downstream.figures import TaskFigures
 from flows.downstream.report import ARM_NAMES
 
-LIFT_FIELDS = ("lift", "ci_low", "ci_high", "bootstrap_low", "bootstrap_high")
-
 
 def count_label(count: int | None) -> str:
     """`n100`, or `nall` for the whole pool: no dot, so flat keys split cleanly."""
@@ -48,10 +46,8 @@ def point(figures: TaskFigures, confidence: float) -> dict[str, float]:
     }
     for arm, scores in figures.arms.items():
         low, high = arm_interval(scores.mean, scores.std, figures.seeds, confidence)
-        values.update(
-            {f"{arm}_mean": scores.mean, f"{arm}_std": scores.std, f"{arm}_low": low}
-            | {f"{arm}_high": high}
-        )
+        values[f"{arm}_mean"], values[f"{arm}_std"] = scores.mean, scores.std
+        values[f"{arm}_low"], values[f"{arm}_high"] = low, high
     values.update({f"baseline_{name}": value for name, value in figures.baselines.items()})
     return {name: value for name, value in values.items() if value is not None}
 

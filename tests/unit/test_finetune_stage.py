@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from flows.core.artifacts import ArtifactStore, stage_key
+from flows.core.config import compose_config
 from flows.stages.control_arm import CONTROL_STAGE, control_record
 from flows.stages.finetune import (
     FinetuneOutputs,
@@ -198,17 +199,18 @@ def test_a_relation_task_with_typed_markers_runs_from_config(
             text = f"{before} {first} {verb} {second} {after}"
             rows.append(json.dumps({"text": text, "label": label}) + "\n")
         (tmp_path / f"relations-{split}.jsonl").write_text("".join(rows))
-    task = {
-        "format": "jsonl",
-        "kind": "relation",
-        "labels": "auto",
-        "text_column": "text",
-        "entity_markers": [["<<", ">>"], ["[[", "]]"]],
-        "negative_label": "false",
-        "metric": "macro_f1",
-        "train": "relations-train.jsonl",
-        "test": "relations-test.jsonl",
-    }
+    entry = (
+        "{format:jsonl,kind:relation,labels:auto,text_column:text,metric:macro_f1,"
+        'negative_label:"false",train:relations-train.jsonl,test:relations-test.jsonl}'
+    )
+    config = compose_config(
+        [
+            "finetune.tasks=[relations]",
+            f"+finetune.catalog.relations={entry}",
+            '+finetune.catalog.relations.entity_markers=[["<<",">>"],["[[","]]"]]',
+        ]
+    )
+    task = config["finetune"]["catalog"]["relations"]
     settings = FinetuneSettings(
         tasks=["relations"],
         catalog={"relations": task},

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from flows.core.artifacts import ArtifactRef
-from flows.downstream.label_points import crossing, read_label_points
+from flows.downstream.label_points import count_label, crossing, read_label_points
 from flows.stages.control_arm import CONTROL_STAGE
 from flows.stages.finetune import STAGE as FINETUNE_STAGE
 from flows.stages.finetune import FinetuneSettings, finetune, stage_settings
-from flows.stages.label_curve import label_curve
+from flows.stages.label_curve import at_count, label_curve
 from flows.summary import label_curve_result
 from tests.fakes import TINY_TRAINER as TRAINER
 from tests.fakes import WordShards
@@ -117,3 +117,20 @@ def test_the_sentence_names_where_the_lift_interval_stops_excluding_zero() -> No
     assert crossing(shrinking[2:], 0.95).endswith(
         "includes zero already at 300 labels, the fewest run."
     )
+
+
+def test_a_count_sets_the_task_own_train_examples_and_all_is_the_whole_pool(
+    word_shards: WordShards,
+) -> None:
+    settings = FinetuneSettings(
+        tasks=["pairs", "tags"],
+        catalog=word_shards.catalog,
+        train_examples=200,
+        label_counts=[100, "all"],
+    )
+    assert settings.curve_counts == [100, None]
+    for count in settings.curve_counts:
+        point = at_count(settings, "tags", count)
+        (spec,) = point.specs()
+        assert point.tasks == ["tags"] and point.recipe_for(spec).train_examples == count
+    assert [count_label(count) for count in settings.curve_counts] == ["n100", "nall"]

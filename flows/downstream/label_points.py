@@ -94,25 +94,36 @@ def labels_text(point: dict[str, float], count: str) -> str:
     return f"{int(point['labels'])} labels" + (" (all)" if count == "nall" else "")
 
 
+def counts_text(points: list[dict[str, float]]) -> str:
+    """`32, 100 and 300`."""
+    counts = [f"{int(p['labels'])}" for p in points]
+    return counts[0] if len(counts) == 1 else f"{', '.join(counts[:-1])} and {counts[-1]}"
+
+
 def crossing(points: list[dict[str, float]], confidence: float) -> str:
     """The sentence naming the smallest count at which the lift's interval no longer excludes
-    zero, or that it never stops excluding zero within the counts run."""
-    level = f"{confidence:.0%}"
-    kind = "paired t over seeds" if "ci_low" in points[0] else "test bootstrap"
-    first = next((p for p in points if not excludes_zero(p)), None)
-    if first is None:
+    zero, or that it excludes zero at every count run."""
+    interval = (
+        f"The lift's {confidence:.0%} interval "
+        f"({'paired t over seeds' if 'ci_low' in points[0] else 'test bootstrap'})"
+    )
+    including = [p for p in points if not excludes_zero(p)]
+    excluding = [p for p in points if excludes_zero(p)]
+    first_count, last_count = int(points[0]["labels"]), int(points[-1]["labels"])
+    span = f"{first_count} labels" if len(points) == 1 else f"{first_count} to {last_count} labels"
+    if not including:
+        return f"{interval} excludes zero at every count run, {span}."
+    if not excluding:
+        return f"{interval} includes zero at every count run, {span}."
+    first = including[0]
+    if all(not excludes_zero(p) for p in points[points.index(first) :]):
         return (
-            f"The lift's {level} interval ({kind}) excludes zero at every count run, "
-            f"{int(points[0]['labels'])} to {int(points[-1]['labels'])} labels."
-        )
-    if first is points[0]:
-        return (
-            f"The lift's {level} interval ({kind}) includes zero already at "
-            f"{int(first['labels'])} labels, the fewest run."
+            f"{interval} excludes zero up to {counts_text(excluding)} labels and no longer from "
+            f"{int(first['labels'])} labels on."
         )
     return (
-        f"The lift's {level} interval ({kind}) no longer excludes zero from "
-        f"{int(first['labels'])} labels on."
+        f"{interval} first includes zero at {int(first['labels'])} labels; it includes zero at "
+        f"{counts_text(including)} labels and excludes it at {counts_text(excluding)} labels."
     )
 
 

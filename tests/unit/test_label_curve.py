@@ -108,14 +108,18 @@ def point(labels: int, low: float, high: float) -> dict[str, float]:
 def test_the_sentence_names_where_the_lift_interval_stops_excluding_zero() -> None:
     shrinking = [point(32, 0.1, 0.3), point(100, 0.02, 0.2), point(300, -0.01, 0.1)]
     assert crossing(shrinking, 0.95) == (
-        "The lift's 95% interval (paired t over seeds) no longer excludes zero from 300 labels on."
+        "The lift's 95% interval (paired t over seeds) excludes zero up to 32 and 100 labels and "
+        "no longer from 300 labels on."
     )
     assert crossing(shrinking[:2], 0.9) == (
         "The lift's 90% interval (paired t over seeds) excludes zero at every count run, 32 to "
         "100 labels."
     )
-    assert crossing(shrinking[2:], 0.95).endswith(
-        "includes zero already at 300 labels, the fewest run."
+    assert crossing(shrinking[2:], 0.95).endswith("includes zero at every count run, 300 labels.")
+    growing = [point(10, -0.05, 0.25), *shrinking[:2]]
+    assert crossing(growing, 0.95) == (
+        "The lift's 95% interval (paired t over seeds) first includes zero at 10 labels; it "
+        "includes zero at 10 labels and excludes it at 32 and 100 labels."
     )
 
 

@@ -121,9 +121,13 @@ def crossing(points: list[dict[str, float]], confidence: float) -> str:
             f"{interval} excludes zero up to {counts_text(excluding)} labels and no longer from "
             f"{int(first['labels'])} labels on."
         )
+    where = (
+        f"{int(first['labels'])} labels only"
+        if len(including) == 1
+        else f"{counts_text(including)} labels, first at {int(first['labels'])}"
+    )
     return (
-        f"{interval} first includes zero at {int(first['labels'])} labels; it includes zero at "
-        f"{counts_text(including)} labels and excludes it at {counts_text(excluding)} labels."
+        f"{interval} includes zero at {where}, and excludes it at {counts_text(excluding)} labels."
     )
 
 

@@ -118,8 +118,8 @@ def test_the_sentence_names_where_the_lift_interval_stops_excluding_zero() -> No
     assert crossing(shrinking[2:], 0.95).endswith("includes zero at every count run, 300 labels.")
     growing = [point(10, -0.05, 0.25), *shrinking[:2]]
     assert crossing(growing, 0.95) == (
-        "The lift's 95% interval (paired t over seeds) first includes zero at 10 labels; it "
-        "includes zero at 10 labels and excludes it at 32 and 100 labels."
+        "The lift's 95% interval (paired t over seeds) includes zero at 10 labels only, and "
+        "excludes it at 32 and 100 labels."
     )
 
 

@@ -32,6 +32,7 @@ from flows.stages.checkpoint_source import is_registry_uri
 from flows.stages.distill import distill
 from flows.stages.distill_plan import external_teacher
 from flows.stages.finetune import finetune
+from flows.stages.label_curve import label_curve
 from flows.stages.lift_curve import lift_curve
 from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainOutputs, PretrainSettings, pretrain
 from flows.stages.shards.runners import prefect_unit_mapper
@@ -41,7 +42,7 @@ from flows.stages.tokenizer_import import import_tokenizer
 from flows.summary import build_summary, render_summary, stage_figures
 from flows.tracking.links import corpus_label, current_identity
 from flows.tracking.prefect_logs import report_progress_to_prefect
-from flows.tracking.publish import TaskRuns, publish, publish_curve
+from flows.tracking.publish import TaskRuns, publish, publish_curve, publish_label_curve
 from flows.tracking.runs import (
     ARTIFACT_KEY_TAG,
     ARTIFACT_PATH_TAG,
@@ -311,6 +312,34 @@ def lift_curve_task(ctx: StageContext, refs: dict[str, ArtifactRef]) -> Artifact
     return ctx.tracked("lift_curve", evaluate)
 
 
+@task(name="label_curve", task_run_name="label_curve", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
+def label_curve_task(ctx: StageContext, refs: dict[str, ArtifactRef]) -> ArtifactRef:
+    """Every task again at each of `finetune.label_counts` labelled examples per seed."""
+    plan = ctx.plan
+
+    def evaluate(run: RunHandle) -> ArtifactRef:
+        task_runs = TaskRuns(ctx.tracker, run)
+        try:
+            ref = label_curve(
+                plan.finetune,
+                plan.pretrain.seed,
+                plan.pretrain.trainer,
+                refs,
+                ctx.store,
+                task_runs.loggers,
+            )
+        except BaseException:
+            task_runs.fail_open()
+            raise
+        for task_run in task_runs.runs.values():
+            task_run.finish()
+        assert ref is not None  # curve_counts is not empty
+        publish_label_curve(ref, run)
+        return ref
+
+    return ctx.tracked("label_curve", evaluate)
+
+
 def published_artifact(path: str | None) -> ArtifactRef | None:
     """The published artifact at `path` (`<root>/<stage>/<key>`), if it is one."""
     directory = Path(path) if path else None
@@ -467,6 +496,8 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
         # Only asked-for curves become a task: each task run is a round of Prefect API calls.
         if "finetune" in wanted and plan.finetune.curve_fractions:
             refs["lift_curve"] = lift_curve_task(ctx, dict(refs))
+        if "finetune" in wanted and plan.finetune.curve_counts:
+            refs["label_curve"] = label_curve_task(ctx, dict(refs))
     except BaseException as error:
         parent.finish(final_status(error))
         raise

@@ -10,6 +10,7 @@ from flows.core.tables import markdown_table
 from flows.downstream.base_report import base_result
 from flows.downstream.curve import read_points
 from flows.downstream.figures import TaskFigures
+from flows.downstream.label_points import point_line, read_label_points
 from flows.downstream.report import baselines_text, interval_text, warnings
 from flows.stages.checkpoint import CheckpointOutputs
 from flows.stages.distill import DistillOutputs
@@ -148,6 +149,21 @@ def stage_figures(stage: str, outputs: dict[str, Any]) -> str:
     return ""
 
 
+def label_curve_result(curve: dict[str, Any] | None) -> list[str]:
+    """A line per task and count (`<task> <metric> at <n> labels: ...`), then the sentence
+    naming where the lift's interval stops excluding zero."""
+    if curve is None:
+        return []
+    lines = [f"  label curve [{'reused (cache hit)' if curve['cache_hit'] else 'computed'}]:"]
+    for task, points in read_label_points(curve).items():
+        metric = curve[f"{task}.metric"]
+        lines += [
+            f"    {task} {metric} at {int(p['labels'])} labels: {point_line(p)}" for p in points
+        ]
+        lines.append(f"    {curve[f'{task}.crossing']}")
+    return lines
+
+
 def render_summary(summary: dict[str, Any]) -> str:
     stages = summary["stages"]
     fine = FinetuneOutputs.from_manifest(stages["finetune"])
@@ -179,6 +195,7 @@ def render_summary(summary: dict[str, Any]) -> str:
             ]
         ),
         *curve_result(stages.get("lift_curve")),
+        *label_curve_result(stages.get("label_curve")),
         f"MLflow: experiment '{summary['experiment']}', run {summary['mlflow_run_id']} "
         f"at {summary['tracking_uri']}",
     ]

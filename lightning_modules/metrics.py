@@ -85,3 +85,49 @@ def entity_scores(gold: list[list[str]], predicted: list[list[str]]) -> dict[str
     recall = true_positive / gold_total if gold_total else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"entity_precision": precision, "entity_recall": recall, "entity_f1": f1}
+
+
+def relation_type(label: str) -> str:
+    """`Cause-Effect(e1,e2)` -> `Cause-Effect`: a label's trailing parenthesis is the direction
+    of its relation (SemEval-2010 Task 8); a label without one is its own type."""
+    name, parenthesis, _ = label.partition("(")
+    return name if parenthesis and label.endswith(")") else label
+
+
+RelationCounts = dict[str, tuple[int, int, int]]  # type -> (true positive, predicted, gold)
+
+
+def relation_counts(gold: list[str], predicted: list[str]) -> RelationCounts:
+    """Per relation type: exact-label hits, predictions of the type, gold examples of the type.
+
+    A prediction of the right relation in the wrong direction counts as a prediction of its type
+    and is not a hit: SemEval-2010's official scoring, "(9+1)-way, directionality taken into
+    account", of which the primary figure is the macro-F1 below.
+    """
+    counts: dict[str, list[int]] = {}
+    for truth, guess in zip(gold, predicted, strict=True):
+        counts.setdefault(relation_type(truth), [0, 0, 0])[2] += 1
+        counts.setdefault(relation_type(guess), [0, 0, 0])[1] += 1
+        if truth == guess:
+            counts[relation_type(truth)][0] += 1
+    return {name: (hits, guessed, support) for name, (hits, guessed, support) in counts.items()}
+
+
+def relation_scores(
+    gold: list[str], predicted: list[str], negative: str | None
+) -> dict[str, float]:
+    """Micro- and macro-F1 over the relation types of the gold labels, the negative label's type
+    ("Other", "false") excluded, direction-aware (`relation_counts`), as the official SemEval-2010
+    scorer computes them: macro averages the types' F1, and a prediction of a type absent from the
+    gold labels counts as a prediction of the negative label."""
+    counts = {name: count for name, count in relation_counts(gold, predicted).items() if count[2]}
+    if negative is not None:
+        counts.pop(relation_type(negative), None)
+    f1s = [2 * hits / (guessed + support) for hits, guessed, support in counts.values()]
+    hits = sum(count[0] for count in counts.values())
+    guessed = sum(count[1] for count in counts.values())
+    support = sum(count[2] for count in counts.values())
+    return {
+        "micro_f1": 2 * hits / (guessed + support) if guessed + support else 0.0,
+        "macro_f1": sum(f1s) / len(f1s) if f1s else 0.0,
+    }

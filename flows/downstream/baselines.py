@@ -1,7 +1,8 @@
 """Baselines without an encoder: what the lift has to beat to be worth a GPU.
 
 - `majority`: every test example gets the most frequent train label.
-- `tfidf_logreg`: TF-IDF over word uni- and bigrams (one bag over both sentences of a pair),
+- `tfidf_logreg`: TF-IDF over word uni- and bigrams (one bag over both sentences of a pair, a
+  relation's text with its entity markers),
   logistic regression with its C chosen on the validation split (0.01 to 1000: a weak C grid
   would flatter the encoder).
 - `seen_entities`: tags every string that was an entity in train, with its most frequent type,
@@ -70,7 +71,8 @@ def tfidf_logreg(
     for c in C_GRID:
         model.set_params(C=c).fit(features, targets)
         predicted = model.predict(held_out).tolist()
-        validation_score = score(spec.kind, gold, predicted, labels)[spec.metric]
+        scores = score(spec.kind, gold, predicted, labels, spec.negative_label)
+        validation_score = scores[spec.metric]
         if best is None or validation_score > best[0]:
             best = (validation_score, c, copy.deepcopy(model))
     assert best is not None
@@ -140,6 +142,7 @@ def evaluate_baselines(
     for train in train_samples:
         for name, result in results.items():
             predictions, choices = fit_baseline(name, spec, labels, {**splits, "train": train})
-            result.test.append(score(spec.kind, test_gold, predictions, labels))
+            scores = score(spec.kind, test_gold, predictions, labels, spec.negative_label)
+            result.test.append(scores)
             result.choices.append(choices)
     return results

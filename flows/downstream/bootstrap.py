@@ -48,9 +48,12 @@ def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     return np.divide(numerator, denominator, out=np.zeros_like(numerator), where=denominator != 0)
 
 
-def metric_from_totals(metric: str, totals: np.ndarray, num_labels: int) -> np.ndarray:
+def metric_from_totals(
+    metric: str, totals: np.ndarray, num_labels: int, types: np.ndarray | None = None
+) -> np.ndarray:
     """The metric of each row of summed statistics `(replicates, k)`; the same definitions as
-    lightning_modules/metrics.py (a test checks that unit weights give the point estimate)."""
+    lightning_modules/metrics.py (a test checks that unit weights give the point estimate).
+    `types` (flows/downstream/relation.py `type_matrix`) makes the F1s a relation task's."""
     if metric.startswith("entity_"):
         true_positive, predicted, gold = totals[:, 0], totals[:, 1], totals[:, 2]
         precision, recall = _ratio(true_positive, predicted), _ratio(true_positive, gold)
@@ -66,6 +69,8 @@ def metric_from_totals(metric: str, totals: np.ndarray, num_labels: int) -> np.n
     total = confusion.sum((1, 2))
     if metric == "accuracy":
         return _ratio(correct, total)
+    if types is not None:
+        return relation_f1(metric, confusion, types)
     if metric == "f1":  # binary, label 1 positive
         return _ratio(2 * confusion[:, 1, 1], predicted[:, 1] + actual[:, 1])
     if metric == "macro_f1":
@@ -82,6 +87,20 @@ def metric_from_totals(metric: str, totals: np.ndarray, num_labels: int) -> np.n
     raise ValueError(f"no bootstrap form for metric {metric!r}")
 
 
+def relation_f1(metric: str, confusion: np.ndarray, types: np.ndarray) -> np.ndarray:
+    """Micro- or macro-F1 over the relation types present in gold: a hit is an exact label
+    (direction included), a prediction or gold example counts for its label's type."""
+    hits = np.diagonal(confusion, axis1=1, axis2=2) @ types
+    predicted, gold = confusion.sum(1) @ types, confusion.sum(2) @ types
+    present = gold > 0
+    if metric == "micro_f1":
+        return _ratio(2 * (hits * present).sum(1), ((predicted + gold) * present).sum(1))
+    if metric != "macro_f1":
+        raise ValueError(f"no bootstrap form for relation metric {metric!r}")
+    f1 = _ratio(2 * hits, predicted + gold)
+    return _ratio((f1 * present).sum(1), present.sum(1).astype(np.float64))
+
+
 def bootstrap_lift(
     pretrained: Sequence[np.ndarray],
     random_init: Sequence[np.ndarray],
@@ -90,11 +109,12 @@ def bootstrap_lift(
     replicates: int,
     confidence: float,
     seed: int,
+    types: np.ndarray | None = None,
 ) -> tuple[float, float]:
     """Percentile interval of the seed-averaged lift over `replicates` test resamples.
 
     `pretrained[i]` and `random_init[i]` are the example statistics of seed i's two runs, all on
-    the same test examples in the same order.
+    the same test examples in the same order; `types` as in `metric_from_totals`.
     """
     examples = len(pretrained[0])
     rng = np.random.default_rng(seed)
@@ -102,8 +122,8 @@ def bootstrap_lift(
     weights = weights.astype(np.float64)
     lifts = np.zeros(replicates)
     for pre, rand in zip(pretrained, random_init, strict=True):
-        lifts += metric_from_totals(metric, weights @ pre, num_labels)
-        lifts -= metric_from_totals(metric, weights @ rand, num_labels)
+        lifts += metric_from_totals(metric, weights @ pre, num_labels, types)
+        lifts -= metric_from_totals(metric, weights @ rand, num_labels, types)
     lifts /= len(pretrained)
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(lifts, [tail, 100 - tail])

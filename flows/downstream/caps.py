@@ -1,5 +1,6 @@
-"""The caps of a recipe that bit: which splits were cut to fewer examples, and how many examples
-`max_length` truncated.
+"""The caps of a recipe that bit: which splits were cut to fewer examples, how many examples
+`max_length` truncated (a relation's: windowed around its entities), and which rows of a relation
+task were left out for a missing or unbalanced entity marker.
 
 A cap that bites changes what a score means (a validation sample, not the file; a tagger scored
 on words it never saw), so each one is recorded in results.json and printed in the summary and
@@ -28,9 +29,11 @@ def caps_record(
     splits: dict[str, EncodedSplit],
     max_length: int,
     set_by_task: Collection[str],
+    marker_drops: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`<task>.caps` of results.json. `pools` are the split sizes before their caps; train's cap
-    is each seed's labelled sample (`train_examples`), drawn from the whole pool."""
+    is each seed's labelled sample (`train_examples`), drawn from the whole pool. `marker_drops`:
+    a relation task's rows left out per split (flows/downstream/markers.py)."""
     record: dict[str, Any] = {}
     for split, field in SPLIT_CAPS.items():
         pool = pools[split]
@@ -45,6 +48,9 @@ def caps_record(
     if truncated:
         key = recipe_key(task, "max_length", set_by_task)
         record["max_length"] = {"value": max_length, "key": key, "truncated": truncated}
+    if marker_drops:
+        key = f"finetune.catalog.{task}.entity_markers"
+        record["entity_markers"] = {"key": key, "dropped": marker_drops}
     return record
 
 
@@ -76,4 +82,11 @@ def caps_text(record: dict[str, Any]) -> str:
             for split, n in cap["truncated"].items()
         )
         parts.append(f"max_length {cap['value']} ({cap['key']}) truncated {shares} examples")
+    if "entity_markers" in record:
+        cap = record["entity_markers"]
+        left = ", ".join(
+            f"{split} {n['dropped']:,} of {n['of']:,} (first: {', '.join(n['first'])})"
+            for split, n in cap["dropped"].items()
+        )
+        parts.append(f"left out for a missing or unbalanced marker ({cap['key']}): {left} rows")
     return "; ".join(parts)

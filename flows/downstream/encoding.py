@@ -19,6 +19,7 @@ from lightning_modules.metrics import (
     entity_scores,
     macro_f1,
     matthews_corrcoef,
+    relation_scores,
 )
 from lightning_modules.models.heads import IGNORE_INDEX
 
@@ -131,9 +132,14 @@ def pad_batch(items: list[Item], pad_id: int) -> dict[str, torch.Tensor]:
 
 
 def score(
-    kind: str, gold: list[Any], predictions: Predictions, labels: list[str]
+    kind: str,
+    gold: list[Any],
+    predictions: Predictions,
+    labels: list[str],
+    negative: str | None = None,
 ) -> dict[str, float]:
-    """Every metric of the task's kind; the recipe picks the configured one for selection."""
+    """Every metric of the task's kind; the recipe picks the configured one for selection. A
+    relation task's F1s leave out its `negative` label ("no relation")."""
     if kind == "token_classification":
         predicted_tags = [
             [labels[tag] for tag in predicted] + ["O"] * (len(truth) - len(predicted))
@@ -142,6 +148,9 @@ def score(
         gold_tags = [[labels[tag] for tag in truth] for truth in gold]
         return entity_scores(gold_tags, predicted_tags)
     predicted, truth = torch.tensor(predictions), torch.tensor(gold)
+    if kind == "relation":
+        names = [labels[label] for label in gold], [labels[label] for label in predictions]
+        return {"accuracy": accuracy(predicted, truth), **relation_scores(*names, negative)}
     scores = {
         "accuracy": accuracy(predicted, truth),
         "macro_f1": macro_f1(predicted, truth, len(labels)),

@@ -21,13 +21,16 @@ from flows.corpora.pydoc_topics_task import LABELS, load_pydoc_topics
 from flows.downstream.contained import whole_rows
 from flows.downstream.encoding import encode, stand_in_tokenizer
 from flows.downstream.hub import read_hub
+from flows.downstream.markers import check_train_markers, keep_marked
 from flows.downstream.readers import (
     LabelIndex,
     TaggedSentence,
     TextExample,
     read_conll,
     read_glue,
+    read_semeval2010,
 )
+from flows.downstream.relation import add_marker_tokens, encode_relations
 from flows.downstream.spec import SPLITS, TaskInputError, TaskSpec, check_labels
 from flows.downstream.tables import read_csv, read_records
 
@@ -60,6 +63,8 @@ class TaskData:
     absent_from_test: list[str] = field(default_factory=list)
     pools: dict[str, int] = field(default_factory=dict)
     caps: dict[str, Any] = field(default_factory=dict)
+    # A relation task's rows left out per split for a missing or unbalanced marker (markers.py).
+    marker_drops: dict[str, Any] = field(default_factory=dict)
 
     def label_record(self) -> dict[str, Any]:
         """The `labels` entry of results.json."""
@@ -79,6 +84,8 @@ def read_file(path: Path, spec: TaskSpec, labels: LabelIndex) -> list[Any]:
             return read_conll(path, spec, labels)
         if spec.format == "csv":
             return read_csv(path, spec, labels)
+        if spec.format == "semeval2010":
+            return read_semeval2010(path, spec, labels)
         return list(read_records(path, spec, labels))
     except TaskInputError:
         raise
@@ -163,6 +170,7 @@ def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
         index = LabelIndex(spec, labels)
         read = {split: read_split(spec, split, data_dir, index) for split in SPLITS}
         splits = {split: examples for split, examples in read.items() if examples is not None}
+    drops = keep_relations(spec, data_dir, splits) if spec.kind == "relation" else {}
     if spec.drop_contained_rows:
         whole = whole_rows(splits["train"])
         log.info(
@@ -192,9 +200,33 @@ def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
     absent = absent_from_test(spec, labels, splits["test"])
     source = "train split" if spec.labels == "auto" else "config"
     ordered = {split: splits[split] for split in SPLITS}
-    return TaskData(
-        spec, labels, ordered, source, absent, {split: pools[split] for split in SPLITS}
-    )
+    sizes = {split: pools[split] for split in SPLITS}
+    return TaskData(spec, labels, ordered, source, absent, sizes, marker_drops=drops)
+
+
+def keep_relations(
+    spec: TaskSpec, data_dir: Path, splits: dict[str, list[Any]]
+) -> dict[str, dict[str, Any]]:
+    """Each split less its rows without every marker once, in order (markers.py); the drops of
+    the splits that had any. A train split left with no row is the markers' fault."""
+    drops, train = {}, splits["train"]
+    for split, examples in splits.items():
+        splits[split], dropped = keep_marked(examples, spec.markers())
+        if dropped.dropped:
+            drops[split] = dropped.record()
+            log.warning(
+                "task %s: %d of %d %s rows lack a marker of %s or hold one unbalanced, left out "
+                "(first: %s)",
+                spec.name,
+                dropped.dropped,
+                dropped.read,
+                split,
+                spec.markers(),
+                ", ".join(dropped.first),
+            )
+    if not splits["train"]:
+        check_train_markers(spec, train, str(spec.source("train", data_dir)))
+    return drops
 
 
 def source_fingerprint(spec: TaskSpec, data_dir: Path) -> dict[str, str | None]:
@@ -222,18 +254,25 @@ def example_texts(example: Example) -> list[str]:
     return [example.text] if example.pair is None else [example.text, example.pair]
 
 
-def check_tasks(tasks: list[tuple[TaskSpec, Sampling, int]], data_dir: Path) -> None:
-    """Every task file opened, parsed and checked (columns, labels, splits, empty texts and words)
-    before any stage runs, so a bad one costs seconds, not a pretraining run; then the first row
-    of each split is encoded at the task's `max_length` (int) with a stand-in tokenizer, as the
-    run's own is not trained yet. Hub datasets by name are left to the stage: fetching them is
-    the stage's work."""
+def check_tasks(tasks: list[tuple[TaskSpec, Sampling, int]], data_dir: Path) -> dict[str, int]:
+    """Every task file opened, parsed and checked (columns, labels, splits, empty texts and words,
+    a relation's markers) before any stage runs, so a bad one costs seconds, not a pretraining
+    run; then the first row of each split is encoded at the task's `max_length` (int) with a
+    stand-in tokenizer, as the run's own is not trained yet. Hub datasets by name are left to the
+    stage: fetching them is the stage's work. Returns the train pool of each task read."""
+    pools = {}
     for spec, sampling, max_length in tasks:
         if spec.format == "pydoc_topics":
             continue  # built in: read from the installed Python's documentation
         if spec.format == "huggingface" and not Path(spec.hub_name or "").is_dir():
             continue
         data = load_task(spec, data_dir, sampling)
+        pools[spec.name] = data.pools["train"]
         tokenizer = stand_in_tokenizer(max_length)
+        markers = add_marker_tokens(tokenizer, spec.markers()) if spec.kind == "relation" else None
         for examples in data.splits.values():
-            encode(tokenizer, examples[:1], token_types=True)
+            if markers is None:
+                encode(tokenizer, examples[:1], token_types=True)
+            else:
+                encode_relations(tokenizer, examples[:1], markers, max_length)
+    return pools

@@ -1,8 +1,9 @@
 """Precision, recall, F1 and support per class (or per entity type), for results.json.
 
 One macro or micro figure hides which classes a model gets wrong; an imbalanced 13-class task
-is only readable class by class. A class with no test example has support 0 and no recall
-(`None`): the report says it was never tested instead of scoring it 0.
+is only readable class by class. A relation task is reported per relation type, direction-aware,
+as its F1s count (lightning_modules/metrics.py `relation_counts`). A class with no test example
+has support 0 and no recall (`None`): the report says it was never tested instead of scoring it 0.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from lightning_modules.metrics import entity_spans
+from lightning_modules.metrics import entity_spans, relation_counts, relation_type
 
 Report = dict[str, dict[str, float | int | None]]
 
@@ -28,7 +29,11 @@ def class_scores(true_positive: int, predicted: int, support: int) -> dict[str, 
 
 
 def per_class(kind: str, gold: list[Any], predictions: list[Any], labels: list[str]) -> Report:
-    """Label name (classification) or entity type (token classification) -> its scores."""
+    """Label name (classification), entity type (token classification) or relation type
+    (relation) -> its scores."""
+    if kind == "relation":
+        counts = relation_counts([labels[g] for g in gold], [labels[p] for p in predictions])
+        return {name: class_scores(*counts.get(name, (0, 0, 0))) for name in relation_names(labels)}
     hits: Counter[str] = Counter()
     predicted: Counter[str] = Counter()
     support: Counter[str] = Counter()
@@ -48,6 +53,11 @@ def per_class(kind: str, gold: list[Any], predictions: list[Any], labels: list[s
             hits[labels[truth]] += int(truth == guess)
         names = list(labels)
     return {name: class_scores(hits[name], predicted[name], support[name]) for name in names}
+
+
+def relation_names(labels: list[str]) -> list[str]:
+    """A label list's relation types, in its order (`Cause-Effect(e1,e2)` -> `Cause-Effect`)."""
+    return list(dict.fromkeys(relation_type(label) for label in labels))
 
 
 def mean_report(reports: list[Report]) -> Report:
@@ -77,3 +87,31 @@ def per_class_table(task_record: dict[str, Any], arms: tuple[str, ...]) -> dict[
             for column in PER_CLASS_COLUMNS:
                 table[column].append(row[column])
     return table
+
+
+def per_class_markdown(task: str, record: dict[str, Any], arms: list[str]) -> str:
+    """A task's per-class precision / recall / F1 of each arm (means over seeds), as markdown:
+    summary.md shows it for relation tasks, whose macro-F1 averages these rows."""
+    names = list(record[arms[0]]["per_class"])
+
+    def cell(scores: dict[str, Any]) -> str:
+        return " / ".join(
+            "-" if scores[m] is None else f"{scores[m]:.3f}" for m in ("precision", "recall", "f1")
+        )
+
+    rows = [
+        f"| {name} | {record[arms[0]]['per_class'][name]['support']} | "
+        + " | ".join(cell(record[arm]["per_class"][name]) for arm in arms)
+        + " |"
+        for name in names
+    ]
+    header = f"| class | test support | {' | '.join(f'{arm} P / R / F1' for arm in arms)} |"
+    return "\n".join(
+        [
+            f"Per class, {task} (mean over seeds):",
+            "",
+            header,
+            "|---|---|" + "---|" * len(arms),
+            *rows,
+        ]
+    )

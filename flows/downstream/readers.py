@@ -1,7 +1,8 @@
-"""Readers for GLUE-format TSV and CoNLL/IOB2 files: rows in, labelled examples out.
+"""Readers for GLUE-format TSV, CoNLL/IOB2 and SemEval-2010 Task 8 files: rows in, labelled
+examples out.
 
-Both formats are read by hand rather than with `csv`: GLUE sentences contain quote characters and
-must be split on tabs with no quoting at all, and every error has to name the file and line.
+They are read by hand rather than with `csv`: GLUE sentences contain quote characters and must be
+split on tabs with no quoting at all, and every error has to name the file and line.
 Label ids come from a `LabelIndex`, which also collects the label set for `labels: auto`.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from flows.downstream.spec import Column, TaskInputError, TaskSpec
@@ -19,11 +20,13 @@ IOB2_TAG = re.compile(r"O|[BI]-\S+")
 
 @dataclass(frozen=True)
 class TextExample:
-    """One sentence (or sentence pair) and its label id."""
+    """One sentence (or sentence pair) and its label id; `at` is where it was read (`file:line`),
+    for a check that drops rows to name them (flows/downstream/relation.py)."""
 
     text: str
     pair: str | None
     label: int
+    at: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,7 @@ def text_examples(
         if not text:
             raise empty_text(f"{where}:{line}", spec.text_column)
         label = labels.id(fields[label_at].strip(), f"{where}:{line}")
-        examples.append(TextExample(text, pair, label))
+        examples.append(TextExample(text, pair, label, f"{where}:{line}"))
     return examples
 
 
@@ -227,3 +230,32 @@ def tag_id(tag: str, at: str, labels: LabelIndex) -> int:
             "line (IOBES or BILOU files need converting to IOB2 first)"
         )
     return labels.id(tag, at, "tag")
+
+
+SEMEVAL_SENTENCE = re.compile(r'(\d+)\t"(.*)"')
+
+
+def read_semeval2010(path: Path, spec: TaskSpec, labels: LabelIndex) -> list[TextExample]:
+    """SemEval-2010 Task 8's files as released: records of an `ID<TAB>"sentence"` line, the
+    relation, an optional `Comment:` line, then blank lines (CRLF line ends)."""
+    examples = []
+    lines = [line.rstrip("\r") for line in read_lines(path, spec)]
+    number = 0
+    while number < len(lines):
+        if not lines[number].strip():
+            number += 1
+            continue
+        at = f"{path}:{number + 1}"
+        sentence = SEMEVAL_SENTENCE.fullmatch(lines[number])
+        if sentence is None:
+            raise TaskInputError(
+                f"{at}: expected a record's first line, 'ID<TAB>\"sentence\"' (format: "
+                f"semeval2010, SemEval-2010 Task 8's files); got {lines[number][:60]!r}"
+            )
+        relation = lines[number + 1].strip() if number + 1 < len(lines) else ""
+        label = labels.id(relation, f"{path}:{number + 2}", "relation")
+        examples.append(TextExample(sentence.group(2), None, label, at))
+        number += 2
+        if number < len(lines) and lines[number].startswith("Comment"):
+            number += 1
+    return examples

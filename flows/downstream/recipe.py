@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader
 from flows.downstream.encoding import EncodedSplit, pad_batch, score
 from flows.downstream.load import train_sample
 from flows.downstream.prompting import PromptIds
+from flows.downstream.relation import MarkerIds
 from flows.downstream.settings import Recipe
 from flows.downstream.spec import ARMS, BASE_ARM, STUDENT_ARM, TaskSpec
 from flows.training.settings import TrainerSettings
@@ -40,6 +41,10 @@ from lightning_modules.models.heads import (
     EncoderClassifier,
 )
 from lightning_modules.models.prompt_head import PromptClassifier
+from lightning_modules.models.relation_head import (
+    BertForRelationClassification,
+    extend_word_embeddings,
+)
 from lightning_modules.models.serialization import load_encoder_weights, load_masked_lm_weights
 from lightning_modules.optim import OptimizerSettings
 
@@ -116,6 +121,8 @@ class TaskRun:
     prompt: PromptIds | None = None
     # A third arm: the imported checkpoint the pretrained encoder continued, as it was imported.
     base_dir: Path | None = None
+    # A relation task: its entity markers' token ids, added to the vocabulary (relation.py).
+    markers: MarkerIds | None = None
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -149,7 +156,8 @@ class TaskRun:
         )
 
     def metrics(self, split: str, predictions: Any) -> dict[str, float]:
-        return score(self.spec.kind, self.splits[split].gold, predictions, self.labels)
+        gold, negative = self.splits[split].gold, self.spec.negative_label
+        return score(self.spec.kind, gold, predictions, self.labels, negative)
 
 
 def build_model(run: TaskRun, arm: str) -> nn.Module:
@@ -167,6 +175,8 @@ def build_model(run: TaskRun, arm: str) -> nn.Module:
         if source is not None:
             load_masked_lm_weights(prompted.masked_lm, source)
         return prompted
+    if run.spec.kind == "relation":
+        return relation_model(run, config, source)
     model: EncoderClassifier = (
         BertForTokenClassification(config, len(run.labels), settings.classifier_dropout)
         if run.spec.kind == "token_classification"
@@ -176,6 +186,25 @@ def build_model(run: TaskRun, arm: str) -> nn.Module:
     )
     if source is not None:
         load_encoder_weights(model.encoder, source)
+    return model
+
+
+def relation_model(run: TaskRun, config: EncoderConfig, source: Path | None) -> nn.Module:
+    """The relation head over the encoder (pretrained from `source`, else random), its table
+    grown by the markers' rows: drawn from the run's seed (`train_once` seeded torch with it),
+    the same in every arm."""
+    assert run.markers is not None
+    settings = run.settings
+    model = BertForRelationClassification(
+        config,
+        len(run.labels),
+        settings.classifier_dropout,
+        settings.relation_head,
+        run.markers.starts,
+    )
+    if source is not None:
+        load_encoder_weights(model.encoder, source)
+    extend_word_embeddings(model.encoder, run.markers.all, torch.initial_seed())
     return model
 
 

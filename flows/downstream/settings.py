@@ -27,6 +27,7 @@ from flows.downstream.load import Sampling, check_tasks, example_texts, load_tas
 from flows.downstream.prompting import PromptSettings
 from flows.downstream.spec import BASELINES, TaskSpec, default_data_dir, task_specs
 from lightning_modules.models.heads import POOLINGS
+from lightning_modules.models.relation_head import RELATION_HEADS
 
 PositiveRate = Annotated[Number, bounds(gt=0)]
 
@@ -42,6 +43,24 @@ def _not_empty(grid: list[float]) -> list[float]:
 
 
 Grid = Annotated[list[PositiveRate], AfterValidator(_not_empty)]
+
+
+LabelCount = int | Literal["all"]
+
+
+def label_counts(values: list[LabelCount]) -> list[int | None]:
+    """`finetune.label_counts`, checked and in order: training labels per seed at each point of
+    the label-efficiency curve; None (`all`) is the whole train pool, last."""
+    for value in values:
+        if value != "all" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(
+                f"finetune.label_counts={values}: {value!r} is not a number of labelled examples "
+                "(a positive integer, or all); e.g. finetune.label_counts=[32,100,300,1000]"
+            )
+    if len(set(values)) != len(values):
+        raise ConfigError(f"finetune.label_counts={values} names a count twice")
+    counts = sorted(value for value in values if isinstance(value, int))
+    return [*counts, None] if "all" in values else list(counts)
 
 
 def checkpoint_fractions(values: list[float]) -> tuple[float, ...]:
@@ -84,6 +103,12 @@ class Recipe(Settings):
     # What a classification task's head reads: BERT's [CLS] vector, or the mean over the
     # sentence's tokens (MLM never trains [CLS]; see lightning_modules/models/heads.py).
     pooling: Annotated[Literal["cls", "mean"], one_of(POOLINGS)] = "cls"
+    # What a relation task's head reads: the hidden states at the entities' start markers,
+    # concatenated (Matching the Blanks' "entity start"), or [CLS]; lightning_modules/models/
+    # relation_head.py. Other kinds ignore it.
+    relation_head: Annotated[Literal["entity_start", "cls"], one_of(RELATION_HEADS)] = (
+        "entity_start"
+    )
     # Prompt-based fine-tuning (flows/downstream/prompting.py): a classification task read as a
     # cloze by the MLM head, in both arms. None: the pooled classification head above.
     prompt: PromptSettings | None = None
@@ -139,6 +164,9 @@ class FinetuneSettings(Recipe):
     baselines: list[str] | None = None  # None: every baseline of each task's kind
     # Fractions of pretraining whose weights are evaluated too: a lift-vs-compute curve.
     checkpoints: list[Number] = Field(default_factory=lambda: [1.0])
+    # Labelled examples per seed at which every task is evaluated again, both arms and the
+    # baselines: the label-efficiency curve (flows/stages/label_curve.py). None: no curve.
+    label_counts: list[LabelCount] | None = None
     # Test-set resamples behind the bootstrap interval of the lift; fewer cannot place its tails.
     bootstrap_samples: Annotated[int, bounds(ge=100)] = 1000
     log_every_steps: Annotated[int, bounds(ge=1)] = 20
@@ -169,6 +197,10 @@ class FinetuneSettings(Recipe):
         if len(set(self.tasks)) != len(self.tasks):
             raise ConfigError(f"finetune.tasks={self.tasks} names a task twice")
         checkpoint_fractions(self.checkpoints)
+        if self.label_counts is not None:
+            if not self.label_counts:
+                raise ConfigError("finetune.label_counts is empty; null turns the curve off")
+            label_counts(self.label_counts)
         for spec in self.specs():  # an unknown task or a bad entry fails before any stage runs
             self.baselines_for(spec)
             recipe = self.recipe_for(spec)
@@ -214,13 +246,31 @@ class FinetuneSettings(Recipe):
         """The curve's points below the final weights; empty: no curve asked for."""
         return tuple(value for value in checkpoint_fractions(self.checkpoints) if value < 1.0)
 
+    @property
+    def curve_counts(self) -> list[int | None]:
+        """The label curve's counts (None: the whole pool); empty: no curve asked for."""
+        return label_counts(self.label_counts) if self.label_counts else []
+
     def check_task_files(self, seed: int) -> None:
-        """Reads every task's files now (flows/downstream/load.py `check_tasks`)."""
+        """Reads every task's files now (flows/downstream/load.py `check_tasks`), and checks that
+        each task's train pool holds the label curve's counts."""
         recipes = [(spec, self.recipe_for(spec)) for spec in self.specs()]
-        check_tasks(
+        pools = check_tasks(
             [(spec, recipe.sampling(seed), recipe.max_length) for spec, recipe in recipes],
             self.resolved_data_dir(),
         )
+        counts = [count for count in self.curve_counts if count is not None]
+        for spec, recipe in recipes if counts else []:
+            pool = pools.get(spec.name)
+            if pool is None and spec.format == "pydoc_topics":
+                sampling = recipe.sampling(seed)
+                pool = load_task(spec, self.resolved_data_dir(), sampling).pools["train"]
+            if pool is not None and max(counts) > pool:
+                raise ConfigError(
+                    f"finetune.label_counts={self.label_counts}: {max(counts)} labels is more "
+                    f"than task {spec.name}'s train pool holds ({pool} examples, validation "
+                    f"carved out); use counts up to {pool}, or all"
+                )
 
     def validation_texts(self, names: list[str], seed: int) -> list[str]:
         """The validation examples' texts of the named catalog tasks, carved and sampled as the

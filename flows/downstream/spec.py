@@ -17,27 +17,44 @@ from flows.core.paths import REPO_ROOT
 from flows.core.settings import ConfigError, Settings, bounds, one_of, settings_from
 from flows.corpora.formats import CorpusInputError
 
-FORMATS = ("pydoc_topics", "glue", "conll", "huggingface", "jsonl", "csv", "parquet")
-# Which kinds each file format can hold; jsonl and parquet hold token lists as well as texts.
+FORMATS = (
+    "pydoc_topics",
+    "glue",
+    "conll",
+    "huggingface",
+    "jsonl",
+    "csv",
+    "parquet",
+    "semeval2010",
+)
+KINDS = ("classification", "token_classification", "relation")
+# Which kinds each file format can hold; jsonl, parquet and hub datasets hold any.
 FORMAT_KINDS = {
     "pydoc_topics": ("classification",),
-    "glue": ("classification",),
-    "csv": ("classification",),
+    "glue": ("classification", "relation"),
+    "csv": ("classification", "relation"),
     "conll": ("token_classification",),
+    "semeval2010": ("relation",),
 }
-KINDS = ("classification", "token_classification")
-CLASSIFICATION_METRICS = ("accuracy", "macro_f1", "mcc", "f1")
-TOKEN_METRICS = ("entity_f1", "entity_precision", "entity_recall")
+# Formats whose records can hold entity offsets (`entity_offsets`) beside the text.
+OFFSET_FORMATS = ("jsonl", "parquet")
+METRICS = {
+    "classification": ("accuracy", "macro_f1", "mcc", "f1"),
+    "token_classification": ("entity_f1", "entity_precision", "entity_recall"),
+    # Relation F1s exclude `negative_label` and score direction (lightning_modules/metrics.py).
+    "relation": ("macro_f1", "micro_f1", "accuracy"),
+}
 SPLITS = ("train", "validation", "test")
 ARMS = ("pretrained", "random_init")
 STUDENT_ARM = "student"  # a third arm when the run distilled a student (flows/stages/distill.py)
 BASE_ARM = "base"  # a third arm when the run continued a checkpoint: the checkpoint, not continued
 # Task fields the finetune key holds only when set (TaskSpec.key_record).
-OPT_IN_FIELDS = ("drop_contained_rows",)
+OPT_IN_FIELDS = ("drop_contained_rows", "entity_markers", "entity_offsets", "negative_label")
 # What a task of each kind is compared against besides random init (flows/downstream/baselines.py).
 BASELINES = {
     "classification": ("majority", "tfidf_logreg"),
     "token_classification": ("seen_entities",),
+    "relation": ("majority", "tfidf_logreg"),  # TF-IDF reads the text with its markers
 }
 
 
@@ -92,6 +109,16 @@ class TaskSpec(Settings):
     # Keep only train rows that are not spans of longer rows (SST: whole sentences, not the
     # phrases of their parse trees; flows/downstream/contained.py).
     drop_contained_rows: bool = False
+    # Relation extraction (kind: relation). `entity_markers`: the inline markers around each
+    # entity, [open, close] per entity, in the order the head reads them (SemEval's
+    # [[<e1>, </e1>], [<e2>, </e2>]]; ChemProt's typed [["<<", ">>"], ["[[", "]]"]]). Each becomes
+    # a token of its own (flows/downstream/relation.py). `entity_offsets` instead: the record
+    # fields (jsonl, parquet) holding each entity's [start, end) character offsets in the text,
+    # where the markers are inserted ([E1] ... [/E1] unless `entity_markers` names them).
+    entity_markers: list[list[str]] | None = None
+    entity_offsets: list[str] | None = None
+    # The label of a pair without a relation ("Other", "false"), left out of the relation F1s.
+    negative_label: str | None = None
     recipe: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -114,7 +141,7 @@ class TaskSpec(Settings):
         if "kind" not in data and len(kinds) == 1:
             data = {**data, "kind": kinds[0]}
         if data.get("kind") == "token_classification":
-            data = {"metric": TOKEN_METRICS[0], **data}
+            data = {"metric": METRICS["token_classification"][0], **data}
             if data.get("format") in ("jsonl", "parquet"):
                 data = {"text_column": "tokens", "label_column": "tags", **data}
         return data
@@ -124,14 +151,16 @@ class TaskSpec(Settings):
         key = f"finetune.catalog.{self.name}"
         kinds = FORMAT_KINDS.get(self.format, KINDS)
         if self.kind not in kinds:
-            raise ConfigError(
-                f"{key}: format {self.format!r} cannot be kind {self.kind!r}; conll files are "
-                "token_classification, glue, csv and pydoc_topics are classification, jsonl "
-                "and parquet are either"
+            holds = "; ".join(
+                f"{name} holds {' or '.join(held)}" for name, held in FORMAT_KINDS.items()
             )
-        allowed = TOKEN_METRICS if self.kind == "token_classification" else CLASSIFICATION_METRICS
-        if self.metric not in allowed:
-            raise ConfigError(f"{key}.metric={self.metric!r} must be one of {allowed}")
+            raise ConfigError(
+                f"{key}: format {self.format!r} cannot be kind {self.kind!r} ({holds}; jsonl, "
+                "parquet and huggingface hold any kind)"
+            )
+        if self.metric not in METRICS[self.kind]:
+            raise ConfigError(f"{key}.metric={self.metric!r} must be one of {METRICS[self.kind]}")
+        self._check_relation(key)
         if self.labels != "auto":
             check_labels(self, self.labels)
         if self.format != "pydoc_topics":
@@ -142,6 +171,44 @@ class TaskSpec(Settings):
                 "tasks without a pair_column; remove it from this task"
             )
         return self
+
+    def _check_relation(self, key: str) -> None:
+        """A relation task marks its entities, inline or by offsets; other kinds mark none."""
+        if self.kind != "relation":
+            for name in ("entity_markers", "entity_offsets", "negative_label"):
+                if getattr(self, name) is not None:
+                    raise ConfigError(
+                        f"{key}.{name} applies to relation tasks, but task {self.name} is "
+                        f"{self.kind}: set {key}.kind=relation, or remove {name}"
+                    )
+            return
+        if self.entity_markers is None and self.entity_offsets is None:
+            raise ConfigError(
+                f"{key}.entity_markers is not set: a relation task needs its entities marked, "
+                f"inline ({key}.entity_markers=[[<e1>,</e1>],[<e2>,</e2>]]) or by character "
+                f"offsets in jsonl or parquet records ({key}.entity_offsets=[head,tail])"
+            )
+        if self.pair_column is not None:
+            raise ConfigError(
+                f"{key}.pair_column: a relation is read from one text holding its entities' "
+                "markers; remove pair_column (or mark the entities in one text column)"
+            )
+        if self.entity_offsets is not None and self.format not in OFFSET_FORMATS:
+            raise ConfigError(
+                f"{key}.entity_offsets reads offsets from records: format {self.format!r} has "
+                f"none; use format jsonl or parquet, or mark the entities in the text "
+                f"({key}.entity_markers)"
+            )
+        check_markers(self.markers(), self.entity_offsets, key)
+
+    def markers(self) -> list[tuple[str, str]]:
+        """Each entity's (open, close) markers, in the head's order."""
+        if self.entity_markers is not None:
+            return [
+                (pair[0], pair[1]) if len(pair) == 2 else ("", "") for pair in self.entity_markers
+            ]
+        count = len(self.entity_offsets or [])
+        return [(f"[E{index}]", f"[/E{index}]") for index in range(1, count + 1)]
 
     def key_record(self) -> dict[str, Any]:
         """The spec as the finetune stage's key holds it: an opt-in field that is off stays out,
@@ -164,6 +231,30 @@ class TaskSpec(Settings):
         return path if path.is_absolute() else data_dir / path
 
 
+def check_markers(markers: list[tuple[str, str]], offsets: list[str] | None, key: str) -> None:
+    """Two or more entities, each an open and a close marker; every marker distinct and none
+    inside another, so each is found in a text as itself alone."""
+    name = f"{key}.entity_markers"
+    if len(markers) < 2 or any(not open_ or not close for open_, close in markers):
+        raise ConfigError(
+            f"{name} must list an [open, close] pair of non-empty markers per entity, at least "
+            "two entities (e.g. [[<e1>,</e1>],[<e2>,</e2>]])"
+        )
+    flat = [marker for pair in markers for marker in pair]
+    for index, marker in enumerate(flat):
+        inside = [other for other in flat[:index] + flat[index + 1 :] if marker in other]
+        if inside:
+            raise ConfigError(
+                f"{name}: marker {marker!r} occurs within {inside[0]!r}; every marker must be "
+                "distinct and none part of another"
+            )
+    if offsets is not None and len(offsets) != len(markers):
+        raise ConfigError(
+            f"{key}.entity_offsets names {len(offsets)} entities and {name} {len(markers)}: "
+            "give one marker pair per offsets field"
+        )
+
+
 def check_labels(spec: TaskSpec, labels: list[str]) -> None:
     """A label set fits the task: listed in config, or found in train for `labels: auto`."""
     key = f"finetune.catalog.{spec.name}"
@@ -182,6 +273,12 @@ def check_labels(spec: TaskSpec, labels: list[str]) -> None:
         )
     if spec.kind == "token_classification" and "O" not in labels:
         raise ConfigError(f"{key}.labels={labels}{found} must include 'O' for IOB2 tagging")
+    if spec.negative_label is not None and spec.negative_label not in labels:
+        raise ConfigError(
+            f"{key}.negative_label={spec.negative_label!r} is not among the labels {labels}"
+            f"{found}; name the label of pairs without a relation (e.g. Other), or set it to "
+            "null to score every label"
+        )
 
 
 def task_specs(catalog: dict[str, Any], names: list[str]) -> list[TaskSpec]:

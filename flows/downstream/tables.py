@@ -4,7 +4,8 @@ One reading layer: decoding, compression (`.gz`, `.bz2`, `.zst`) and record pars
 corpus's; this module only picks a task's columns out of each record and checks them. Columns are
 named, or (CSV and Parquet) given by 0-based position. Token classification reads a list of
 tokens and a list of IOB2 tags per record (`text_column`/`label_column`: `tokens`/`tags` unless
-set).
+set). A relation task's records may give each entity's character offsets instead of inline
+markers (`entity_offsets`): the markers are inserted at them (flows/downstream/markers.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from flows.corpora.formats import (
     parquet_records,
 )
 from flows.corpora.stats import CorpusStats
+from flows.downstream.markers import entity_span, insert_markers
 from flows.downstream.readers import (
     LabelIndex,
     TaggedSentence,
@@ -117,11 +119,17 @@ def record_examples(
                     f"{at} has no second sentence (field {columns['pair']!r}); every row of a "
                     "sentence-pair task needs both sentences: fix or remove it"
                 )
-        text = str(field(record, str(columns["text"]), at, spec) or "").strip()
-        if not text:
+        text = str(field(record, str(columns["text"]), at, spec) or "")
+        if spec.entity_offsets is not None:
+            spans = [
+                entity_span(field(record, name, at, spec), text, name, at)
+                for name in spec.entity_offsets
+            ]
+            text = insert_markers(text, spans, spec.markers(), at)
+        if not text.strip():
             raise empty_text(at, str(columns["text"]))
         label = labels.id(as_label(field(record, str(columns["label"]), at, spec)), at)
-        examples.append(TextExample(text, pair, label))
+        examples.append(TextExample(text.strip(), pair, label, at))
     return examples
 
 
@@ -164,6 +172,7 @@ def read_records(
     }
     if spec.format == "parquet":
         present = [column for column in columns.values() if column is not None]
+        present += spec.entity_offsets or []
         records: Records = parquet_records(path, present)
     else:
         records = jsonl_records(path, spec)

@@ -24,19 +24,25 @@ from flows.downstream.baselines import BaselineResult, evaluate_baselines
 from flows.downstream.bootstrap import bootstrap_lift, example_statistics
 from flows.downstream.caps import caps_outputs, caps_record
 from flows.downstream.distill_report import distillation_table, size_outputs, student_outputs
-from flows.downstream.encoding import encode
+from flows.downstream.encoding import EncodedSplit, encode
 from flows.downstream.figures import TaskFigures
 from flows.downstream.load import TaskData, load_task, source_fingerprint, train_sample
-from flows.downstream.per_class import mean_report, per_class
+from flows.downstream.per_class import mean_report, per_class, per_class_markdown
 from flows.downstream.prompting import PromptIds, encode_prompted, label_word_ids
 from flows.downstream.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_arm
+from flows.downstream.relation import (
+    MarkerIds,
+    add_marker_tokens,
+    encode_relations,
+    type_matrix,
+)
 from flows.downstream.report import bar_chart, baseline_outputs, markdown_table, task_outputs
 from flows.downstream.settings import RECIPE_FIELDS, FinetuneSettings, Recipe, recipe_key
 from flows.downstream.spec import ARMS, BASE_ARM, TaskSpec
 from flows.downstream.speed import inference_tokens_per_second
 from flows.stages.control_arm import CONTROL_ARM, base_record, cached_arm, control_record
 from flows.stages.finetune_progress import FinishedTasks
-from flows.stages.tokenizer import load_tokenizer
+from flows.stages.tokenizer import TrainedTokenizer, load_tokenizer
 from flows.training.settings import TrainerSettings
 from lightning_modules.models.encoder import BertEncoder
 from lightning_modules.models.serialization import (
@@ -85,10 +91,14 @@ class FinetuneOutputs(StageOutputs):
 
 def unused_by(spec: TaskSpec, recipe: Recipe) -> set[str]:
     """Recipe fields a task's head ignores: tagging heads score every token, so no pooling; a
-    prompt reads the MLM head, so neither pooling nor the classifier's dropout."""
-    if spec.kind == "token_classification":
+    prompt reads the MLM head, so neither pooling nor the classifier's dropout; only a relation
+    head reads `relation_head`, and it reads no pooling."""
+    if spec.kind == "relation":
         return {"pooling"}
-    return {"pooling", "classifier_dropout"} if recipe.prompt is not None else set()
+    if spec.kind == "token_classification":
+        return {"pooling", "relation_head"}
+    head = {"pooling", "classifier_dropout"} if recipe.prompt is not None else set()
+    return {*head, "relation_head"}
 
 
 def task_settings(settings: FinetuneSettings, spec: TaskSpec, data_dir: Path) -> dict[str, Any]:
@@ -111,7 +121,14 @@ def stage_settings(
     return {
         **output_settings(
             settings,
-            exclude=("log_every_steps", "catalog", "data_dir", "checkpoints", *RECIPE_FIELDS),
+            exclude=(
+                "log_every_steps",
+                "catalog",
+                "data_dir",
+                "checkpoints",
+                "label_counts",
+                *RECIPE_FIELDS,
+            ),
         ),
         "specs": {spec.name: task_settings(settings, spec, data_dir) for spec in settings.specs()},
         "seed": seed,
@@ -140,30 +157,17 @@ def prepare_task(
     max_length = min(recipe.max_length, encoder.max_position_embeddings)
     trained.tokenizer.enable_truncation(max_length)
     data = load_task(spec, settings.resolved_data_dir(), recipe.sampling(seed))
-    key = recipe_key(spec.name, "prompt", spec.recipe)
-    splits = {
-        name: encode(trained.tokenizer, examples, token_types=encoder.type_vocab_size > 1)
-        if recipe.prompt is None
-        else encode_prompted(
-            trained.tokenizer,
-            examples,
-            recipe.prompt.template,
-            asdict(trained.special),
-            max_length,
-            key,
-        )
-        for name, examples in data.splits.items()
-    }
-    prompt = None
-    if recipe.prompt is not None:
-        words = label_word_ids(trained.tokenizer, recipe.prompt, data.labels, key)
-        prompt = PromptIds(trained.special.mask, words)
+    splits, prompt, markers = encode_splits(
+        spec, recipe, data, trained, encoder.type_vocab_size > 1, max_length
+    )
     sizes: dict[str, Any] = {
         f"{spec.name}.{name}_examples": len(split) for name, split in splits.items()
     }
     if recipe.train_examples is not None:
         sizes[f"{spec.name}.train_examples"] = min(recipe.train_examples, len(splits["train"]))
-    data.caps = caps_record(spec.name, recipe, data.pools, splits, max_length, spec.recipe)
+    data.caps = caps_record(
+        spec.name, recipe, data.pools, splits, max_length, spec.recipe, data.marker_drops
+    )
     sizes.update(caps_outputs(spec.name, data.caps, splits))
     run = TaskRun(
         spec=spec,
@@ -180,8 +184,48 @@ def prepare_task(
         student_dir=student_dir,
         student_encoder=None if student_dir is None else load_encoder_config(student_dir),
         prompt=prompt,
+        markers=markers,
     )
     return data, run, sizes
+
+
+def encode_splits(
+    spec: TaskSpec,
+    recipe: Recipe,
+    data: TaskData,
+    trained: TrainedTokenizer,
+    token_types: bool,
+    max_length: int,
+) -> tuple[dict[str, EncodedSplit], PromptIds | None, MarkerIds | None]:
+    """Each split's token ids, as the task's head reads them: plain, as a prompt's cloze, or a
+    relation's text with its markers as tokens (the ids the head needs come back beside)."""
+    if spec.kind == "relation":
+        markers = add_marker_tokens(trained.tokenizer, spec.markers())
+        encoded = {
+            name: encode_relations(trained.tokenizer, examples, markers, max_length)
+            for name, examples in data.splits.items()
+        }
+        return encoded, None, markers
+    if recipe.prompt is None:
+        encoded = {
+            name: encode(trained.tokenizer, examples, token_types)
+            for name, examples in data.splits.items()
+        }
+        return encoded, None, None
+    key = recipe_key(spec.name, "prompt", spec.recipe)
+    encoded = {
+        name: encode_prompted(
+            trained.tokenizer,
+            examples,
+            recipe.prompt.template,
+            asdict(trained.special),
+            max_length,
+            key,
+        )
+        for name, examples in data.splits.items()
+    }
+    words = label_word_ids(trained.tokenizer, recipe.prompt, data.labels, key)
+    return encoded, PromptIds(trained.special.mask, words), None
 
 
 def run_baselines(
@@ -219,6 +263,7 @@ def bootstrap_outputs(
         ]
         for arm in pair
     }
+    types = type_matrix(task_run.labels, spec.negative_label) if spec.kind == "relation" else None
     low, high = bootstrap_lift(
         statistics[pair[0]],
         statistics[pair[1]],
@@ -227,6 +272,7 @@ def bootstrap_outputs(
         settings.bootstrap_samples,
         settings.confidence,
         seed,
+        types,
     )
     prefix = f"{spec.name}.{name}_{spec.metric}_bootstrap"
     return {f"{prefix}_low": low, f"{prefix}_high": high}
@@ -363,6 +409,10 @@ def finetune(
             finished.keep(spec.name, outputs, runs, predictions)
         figures = list(FinetuneOutputs.from_manifest(outputs).figures.values())
         summary = markdown_table(figures, settings.confidence)
+        for spec in (spec for spec in settings.specs() if spec.kind == "relation"):
+            summary += "\n\n" + per_class_markdown(
+                spec.name, runs[spec.name], list(predictions[spec.name])
+            )
         if student_dir is not None:
             outputs.update(measure_sizes(pretrain_ref.path, student_dir, settings))
             summary += "\n\n" + distillation_table(outputs, settings.tasks, settings.confidence)

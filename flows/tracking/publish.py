@@ -77,6 +77,20 @@ def publish_curve(ref: ArtifactRef, stage_run: RunHandle) -> None:
             stage_run.log_metrics(values, step=int(point["tokens"]))
 
 
+def publish_label_curve(ref: ArtifactRef, stage_run: RunHandle) -> None:
+    """The label curve's chart, table and numbers on its run; each point also as metrics at
+    step = labelled examples per seed (`<task>/lift`, `<task>/pretrained_mean`, ...)."""
+    from flows.downstream.label_points import read_label_points
+    from flows.stages.label_curve import CHART_FILE, POINTS_FILE, TABLE_FILE
+
+    for name in (CHART_FILE, TABLE_FILE, POINTS_FILE):
+        stage_run.client.log_artifact(stage_run.run_id, str(ref.path / name))
+    for task, points in read_label_points(ref.outputs).items():
+        for point in points:
+            values = {f"{task}/{name}": v for name, v in point.items() if name != "labels"}
+            stage_run.log_metrics(values, step=int(point["labels"]))
+
+
 def publish_prefect_markdown(markdown: str) -> bool:
     """A Prefect markdown artifact, only inside a flow or task run (outside one it would fail)."""
     from prefect.artifacts import create_markdown_artifact

@@ -145,6 +145,28 @@ def test_changing_only_the_mask_rate_reuses_tokenizer_and_shards(root: Path, fir
     assert hits == {"tokenizer": True, "shards": True, "pretrain": False, "finetune": False}
 
 
+def test_label_counts_add_a_label_curve_with_its_chart_and_a_line_per_count(
+    root: Path, first: Any
+) -> None:
+    """200 labels is the run's own `train_examples`: that point is its finetune artifact."""
+    from flows.summary import render_summary
+
+    summary = run_pipeline(root, "finetune.label_counts=[50,200]").result()
+    assert all(summary["stages"][stage]["cache_hit"] for stage in STAGES)
+    curve = summary["stages"]["label_curve"]
+    assert (Path(curve["path"]) / "label_curve.png").is_file()
+    text = render_summary(summary)
+    for count in (50, 200):
+        assert f"    pydoc_topics accuracy at {count} labels: pretrained " in text
+    assert "    The lift's 95% interval (test bootstrap) " in text  # one seed: no t-interval
+    run = child_runs(root, summary["mlflow_run_id"])["label_curve"]
+    client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    logged = {item.path for item in client.list_artifacts(run.info.run_id)}
+    assert {"label_curve.png", "label_curve.md", "label_curve.json"} <= logged
+    history = client.get_metric_history(run.info.run_id, "pydoc_topics/lift")
+    assert sorted(point.step for point in history) == [50, 200]
+
+
 def test_cli_runs_the_flow_and_prints_the_summary(root: Path, first: Any) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "flows", *TINY, f"paths.root={root}"],

@@ -374,6 +374,37 @@ CONFIG_CASES = [
         r"token_classification task; a token_classification task has seen_entities",
     ),
     (
+        ["finetune=semeval2010", "finetune.catalog.semeval2010.entity_markers=null"],
+        r"finetune\.catalog\.semeval2010\.entity_markers is not set: a relation task needs its "
+        r"entities marked, inline \(finetune\.catalog\.semeval2010\.entity_markers=",
+    ),
+    (
+        ["finetune=semeval2010", "finetune.catalog.semeval2010.labels=[a,b]"],
+        r"finetune\.catalog\.semeval2010\.negative_label='Other' is not among the labels "
+        r"\['a', 'b'\]; name the label of pairs without a relation",
+    ),
+    (
+        ["finetune=semeval2010", 'finetune.catalog.semeval2010.entity_markers=[["<e1>","</e1>"]]'],
+        r"finetune\.catalog\.semeval2010\.entity_markers must list an \[open, close\] pair",
+    ),
+    (
+        ["finetune.tasks=[ncbi_disease]", "+finetune.catalog.ncbi_disease.negative_label=O"],
+        r"finetune\.catalog\.ncbi_disease\.negative_label applies to relation tasks, but task "
+        r"ncbi_disease is token_classification",
+    ),
+    (
+        ["finetune=semeval2010", "+finetune.catalog.semeval2010.pair_column=b"],
+        r"finetune\.catalog\.semeval2010\.pair_column: a relation is read from one text",
+    ),
+    (
+        ["finetune.label_counts=[0,100]"],
+        r"finetune\.label_counts=\[0, 100\]: 0 is not a number of labelled examples",
+    ),
+    (
+        ["finetune.relation_head=mean"],
+        r"finetune\.relation_head='mean' must be one of \('entity_start', 'cls'\)",
+    ),
+    (
         ["distill.layer_map=[0,7]", "distill=default"],
         r"distill\.layer_map=\[0, 7\] names teacher layer\(s\) \[7\], but the teacher \(this "
         r"run's model=bert-tiny\) has 2 layers \(0\.\.1\)",
@@ -671,6 +702,17 @@ def parquet_bytes(columns: dict[str, list[Any]]) -> bytes:
 
 CSV = {"format": "csv", "labels": ["0", "1"], "train": "t.csv", "test": "t.csv"}
 JSONL = {"format": "jsonl", "labels": "auto", "text_column": "text", "train": "t.jsonl"}
+RELATION = {
+    **JSONL,
+    "kind": "relation",
+    "metric": "macro_f1",
+    "entity_markers": [["<<", ">>"], ["[[", "]]"]],
+    "test": "t.jsonl",
+}
+MARKED = (
+    '{"text": "<< aspirin >> inhibits [[ cox ]]", "label": "CPR:4"}\n'
+    '{"text": "<< aspirin >> and [[ insulin ]]", "label": "false"}\n'
+)
 TASK_CASES += [
     TaskCase(
         "broken JSON line",
@@ -748,6 +790,39 @@ TASK_CASES += [
         r"n\.tsv:2 has an empty token before its tab; every line needs a word",
     ),
     TaskCase(
+        "relation markers that never occur in the train file",
+        {"t.jsonl": MARKED.replace("<<", "@").replace(">>", "$")},
+        RELATION,
+        r"finetune\.catalog\.t\.entity_markers: marker '<<' never occurs in the train file "
+        r".*t\.jsonl; set finetune\.catalog\.t\.entity_markers to the markers the file uses",
+    ),
+    TaskCase(
+        "relation negative label absent from train (labels: auto)",
+        {"t.jsonl": MARKED},
+        {**RELATION, "negative_label": "Other"},
+        r"finetune\.catalog\.t\.negative_label='Other' is not among the labels \['CPR:4', "
+        r"'false'\] \(found in the train split\)",
+    ),
+    TaskCase(
+        "relation offsets outside the text",
+        {"t.jsonl": '{"text": "aspirin inhibits cox", "h": [0, 7], "t": [17, 40], "label": "x"}\n'},
+        {**RELATION, "entity_markers": None, "entity_offsets": ["h", "t"]},
+        r"t\.jsonl:1: field 't' must hold an entity's character offsets \[start, end\) within "
+        r"the text \(0 <= start < end <= 20\); got \[17, 40\]",
+    ),
+    TaskCase(
+        "SemEval record without its ID and quoted sentence",
+        {"s.txt": '1\t"The <e1>child</e1> in the <e2>cradle</e2>."\r\nOther\r\n\r\nThe child\r\n'},
+        {
+            **RELATION,
+            "format": "semeval2010",
+            "entity_markers": [["<e1>", "</e1>"], ["<e2>", "</e2>"]],
+            "train": "s.txt",
+            "test": "s.txt",
+        },
+        r"s\.txt:4: expected a record's first line, 'ID<TAB>\"sentence\"' \(format: semeval2010",
+    ),
+    TaskCase(
         "a single label in train (labels: auto)",
         {"t.jsonl": '{"text": "a fine film", "label": "pos"}\n'},
         {**JSONL, "test": "t.jsonl"},
@@ -809,6 +884,27 @@ def test_bad_task_input_fails_the_up_front_check(tmp_path: Path, case: TaskCase)
     settings = FinetuneSettings(tasks=["t"], catalog={"t": case.spec}, data_dir=str(tmp_path))
     with pytest.raises((TaskInputError, ConfigError), match=case.message.split(";")[0]):
         settings.check_task_files(0)
+
+
+def test_label_counts_above_a_train_pool_are_refused_before_any_service_or_stage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = "".join(f'{{"text": "row {i}", "label": "{i % 2}"}}\n' for i in range(20))
+    (tmp_path / "t.jsonl").write_text(rows)
+    task = "{format:jsonl,labels:auto,text_column:text,train:t.jsonl,test:t.jsonl}"
+    code = cli_main(
+        [
+            "finetune.tasks=[t]",
+            f"+finetune.catalog.t={task}",
+            f"finetune.data_dir={tmp_path}",
+            "finetune.label_counts=[10,all,50]",
+        ]
+    )
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "error: finetune.label_counts=[10, 'all', 50]: 50 labels is more than task t's train "
+        "pool holds (18 examples, validation carved out); use counts up to 18, or all\n"
+    )
 
 
 RUN_FORM_CASES = [

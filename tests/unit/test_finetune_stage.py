@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from flows.core.artifacts import ArtifactStore, stage_key
+from flows.core.config import compose_config
 from flows.stages.control_arm import CONTROL_STAGE, control_record
 from flows.stages.finetune import (
     FinetuneOutputs,
@@ -181,46 +182,61 @@ def test_the_key_follows_the_data_content_not_its_path(evaluated: Any, tmp_path:
     assert stage_settings(relocated, 5, TRAINER) != before
 
 
-def test_relations_marked_in_the_text_run_as_plain_classification(
+def test_a_relation_task_with_typed_markers_runs_from_config(
     evaluated: Any, tmp_path: Path
 ) -> None:
-    """ChemProt's recipe for relation extraction (docs/guides/downstream.md): the two entities
-    are marked in the text (`<< >>`, `[[ ]]`) and the pair's relation is the label."""
+    """ChemProt's convention (docs/guides/downstream.md): `<< >>` around one entity, `[[ ]]`
+    around the other, one record per pair; the label's direction and a negative label."""
     _, _, (pretrained, tokenizer, store) = evaluated
     rng = random.Random(2)
     for split, size in (("train", 120), ("test", 40)):
         rows = []
         for _ in range(size):
-            relation = rng.choice(["CAUSES", "TREATS"])
-            verb = "fever" if relation == "CAUSES" else "cough"
+            label = rng.choice(["CAUSES(e1,e2)", "CAUSES(e2,e1)", "false"])
+            first, second = ("<< alpha >>", "[[ beta ]]")[:: -1 if label.endswith("e1)") else 1]
+            verb = "cough" if label == "false" else "fever"
             before, after = rng.choice(TASK_WORDS[:8]), rng.choice(TASK_WORDS[:8])
-            text = f"{before} << alpha >> {verb} [[ beta ]] {after}"
-            rows.append(json.dumps({"text": text, "label": relation}) + "\n")
+            text = f"{before} {first} {verb} {second} {after}"
+            rows.append(json.dumps({"text": text, "label": label}) + "\n")
         (tmp_path / f"relations-{split}.jsonl").write_text("".join(rows))
-    task = {
-        "format": "jsonl",
-        "labels": "auto",
-        "text_column": "text",
-        "metric": "macro_f1",
-        "train": "relations-train.jsonl",
-        "test": "relations-test.jsonl",
-    }
+    entry = (
+        "{format:jsonl,kind:relation,labels:auto,text_column:text,metric:macro_f1,"
+        'negative_label:"false",train:relations-train.jsonl,test:relations-test.jsonl}'
+    )
+    config = compose_config(
+        [
+            "finetune.tasks=[relations]",
+            f"+finetune.catalog.relations={entry}",
+            '+finetune.catalog.relations.entity_markers=[["<<",">>"],["[[","]]"]]',
+        ]
+    )
+    task = config["finetune"]["catalog"]["relations"]
     settings = FinetuneSettings(
         tasks=["relations"],
         catalog={"relations": task},
         data_dir=str(tmp_path),
-        seeds=1,
+        seeds=2,
         learning_rates=[1e-2],
         epochs=3,
         max_length=32,
         bootstrap_samples=100,
     )
-    settings.check_task_files(5)  # read and encoded up front, like any classification task
+    settings.check_task_files(5)  # read, marker-checked and encoded up front
     ref = finetune(settings, 5, TRAINER, pretrained, tokenizer, store)
+    outputs = ref.outputs
     results = json.loads((ref.path / "results.json").read_text())
-    assert results["relations"]["labels"]["names"] == ["CAUSES", "TREATS"]
-    assert set(results["relations"]["pretrained"]["per_class"]) == {"CAUSES", "TREATS"}
-    assert 0 <= ref.outputs["relations.pretrained_macro_f1_mean"] <= 1
+    assert results["relations"]["labels"]["names"] == ["CAUSES(e1,e2)", "CAUSES(e2,e1)", "false"]
+    assert set(results["relations"]["pretrained"]["per_class"]) == {"CAUSES", "false"}
+    assert outputs["relations.baselines"] == "majority,tfidf_logreg"
+    for name in ("macro_f1", "micro_f1", "accuracy"):
+        assert 0 <= outputs[f"relations.pretrained_{name}_mean"] <= 1
+    low, high = (outputs[f"relations.lift_macro_f1_bootstrap_{end}"] for end in ("low", "high"))
+    assert low <= outputs["relations.lift_macro_f1"] <= high
+    assert outputs["relations.caps"] == ""  # every row marked whole, 32 tokens hold each
+    summary = (ref.path / "summary.md").read_text()
+    assert "| class | test support | pretrained P / R / F1 | random_init P / R / F1 |" in summary
+    support = results["relations"]["pretrained"]["per_class"]["CAUSES"]["support"]
+    assert f"| CAUSES | {support} | " in summary
 
 
 def control_artifacts(store: ArtifactStore) -> set[str]:

@@ -287,40 +287,30 @@ def finetune_task(
 @task(name="lift_curve", task_run_name="lift_curve", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
 def lift_curve_task(ctx: StageContext, refs: dict[str, ArtifactRef]) -> ArtifactRef:
     """The lift at each of `finetune.checkpoints` below 1.0."""
-    plan = ctx.plan
-
-    def evaluate(run: RunHandle) -> ArtifactRef:
-        task_runs = TaskRuns(ctx.tracker, run)
-        try:
-            ref = lift_curve(
-                plan.finetune,
-                plan.pretrain.seed,
-                plan.pretrain.trainer,
-                refs,
-                ctx.store,
-                task_runs.loggers,
-            )
-        except BaseException:
-            task_runs.fail_open()
-            raise
-        for task_run in task_runs.runs.values():
-            task_run.finish()
-        assert ref is not None  # curve_fractions is not empty
-        publish_curve(ref, run)
-        return ref
-
-    return ctx.tracked("lift_curve", evaluate)
+    return curve(ctx, "lift_curve", lift_curve, publish_curve, refs)
 
 
 @task(name="label_curve", task_run_name="label_curve", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
 def label_curve_task(ctx: StageContext, refs: dict[str, ArtifactRef]) -> ArtifactRef:
     """Every task again at each of `finetune.label_counts` labelled examples per seed."""
+    return curve(ctx, "label_curve", label_curve, publish_label_curve, refs)
+
+
+def curve(
+    ctx: StageContext,
+    stage: str,
+    compute: Callable[..., ArtifactRef | None],
+    publish_figures: Callable[[ArtifactRef, RunHandle], None],
+    refs: dict[str, ArtifactRef],
+) -> ArtifactRef:
+    """A curve stage (lift or label): its points evaluated with one MLflow run per task, then
+    its chart and table published on the stage's own run."""
     plan = ctx.plan
 
     def evaluate(run: RunHandle) -> ArtifactRef:
         task_runs = TaskRuns(ctx.tracker, run)
         try:
-            ref = label_curve(
+            ref = compute(
                 plan.finetune,
                 plan.pretrain.seed,
                 plan.pretrain.trainer,
@@ -333,11 +323,11 @@ def label_curve_task(ctx: StageContext, refs: dict[str, ArtifactRef]) -> Artifac
             raise
         for task_run in task_runs.runs.values():
             task_run.finish()
-        assert ref is not None  # curve_counts is not empty
-        publish_label_curve(ref, run)
+        assert ref is not None  # the stage runs only when points are asked for
+        publish_figures(ref, run)
         return ref
 
-    return ctx.tracked("label_curve", evaluate)
+    return ctx.tracked(stage, evaluate)
 
 
 def published_artifact(path: str | None) -> ArtifactRef | None:

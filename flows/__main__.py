@@ -157,7 +157,7 @@ def run_all(
     stop_on_signals()
     for run_overrides, config in zip(runs, configs, strict=True):
         try:
-            name = run_label(run_overrides, config)
+            name = run_label(run_overrides, adopt_init(config)[0])  # a checkpoint's name
             summaries.append(pretraining_pipeline(config, name=name))
         except (Interrupted, SystemExit):
             # Lightning turns Ctrl-C (a KeyboardInterrupt) into `exit(1)` after its own cleanup.

@@ -26,6 +26,7 @@ from flows.core.config import OVERRIDES_KEY
 from flows.core.settings import ConfigError
 from flows.stages.checkpoint_source import (
     HF_CONFIG_FILE,
+    HUGGINGFACE_DIR,
     is_checkpoint_folder,
     is_registry_uri,
     locate,
@@ -120,6 +121,14 @@ def shape_keys(shape: CheckpointShape) -> dict[str, Any]:
     return keys
 
 
+def checkpoint_name(folder: Path, shape: CheckpointShape) -> str:
+    """What a run continuing `folder` calls its model: the folder's name (`bert-base-uncased`),
+    or for Cloze's own export (`<store>/pretrain/<key>/huggingface`) the family and the key."""
+    if folder.name == HUGGINGFACE_DIR:
+        return f"{shape.model_type}-{folder.parent.name[:8]}"
+    return folder.name
+
+
 def adopt_checkpoint(config: dict[str, Any], folder: Path) -> tuple[dict[str, Any], list[str]]:
     """`config` with `model.*` (and the tokenizer's recorded size) taken from the checkpoint in
     `folder`, and a note saying so; a contradicting explicit key is a ConfigError."""
@@ -138,7 +147,7 @@ def adopt_checkpoint(config: dict[str, Any], folder: Path) -> tuple[dict[str, An
         )
     named = {key.removeprefix("model.") for key in explicit.values if key.startswith("model.")}
     chosen = {key: model[key] for key in RUN_CHOICES if key in named and key in model}
-    adopted = {"name": folder.name, **checkpoint, **chosen}
+    adopted = {"name": checkpoint_name(folder, shape), **checkpoint, **chosen}
     given_way = sorted(
         key for key, value in model.items() if key in checkpoint and checkpoint[key] != value
     )

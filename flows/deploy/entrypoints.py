@@ -20,6 +20,7 @@ from prefect.runtime import flow_run
 from prefect.states import Failed, State
 from pydantic import ValidationError
 
+from flows.base_checkpoint import adopt_init
 from flows.core.config import compose_config
 from flows.core.logs import SaidOnce
 from flows.core.settings import ConfigError
@@ -85,7 +86,7 @@ def run_name() -> str:
     try:
         form = read_form(**flow_run.get_parameters())
         overrides = form.to_overrides()
-        config = compose_config(overrides)
+        config = adopt_init(compose_config(overrides))[0]  # a checkpoint names the model
     except ConfigError:
         return f"invalid-config-{datetime.now(UTC).strftime(TIMESTAMP_FORMAT)}"
     return run_label(overrides, config)

@@ -13,6 +13,8 @@ from pathlib import Path
 from flows.core.settings import ConfigError
 from lightning_modules.models.serialization import CONFIG_FILE
 
+# Where a pretrain artifact keeps its `transformers` export (from_pretrained loads it).
+HUGGINGFACE_DIR = "huggingface"
 REGISTRY_PREFIX = "models:/"
 HF_CONFIG_FILE = "config.json"
 # A Hub repository id: `name` or `owner/name` (what `huggingface-cli download` takes).

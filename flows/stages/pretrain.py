@@ -25,6 +25,7 @@ from flows.core.outputs import StageOutputs
 from flows.core.settings import output_settings
 from flows.corpora.formats import CorpusInputError
 from flows.stages.checkpoint import LINEAGE_FILE, export_as_base_class, read_lineage
+from flows.stages.checkpoint_source import HUGGINGFACE_DIR
 from flows.stages.init_weights import (
     InitSource,
     check_same_tokenizer,
@@ -61,7 +62,6 @@ warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that en
 STAGE = "pretrain"
 VERSION = 3  # 2: objective family (selection, static masks, ELECTRA); 3: model_in_key
 LAST_CHECKPOINT = "last.ckpt"
-HUGGINGFACE_DIR = "huggingface"  # transformers' from_pretrained loads it (export.can_export)
 KEPT_DIR = "kept"  # kept/<fraction>/: weights at fractions of the budget (finetune.checkpoints)
 
 

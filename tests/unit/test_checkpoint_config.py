@@ -170,3 +170,16 @@ def test_a_registered_checkpoint_without_a_store_artifact_is_downloaded_and_adop
         compose_config(["pretrain.init_from=models:/foreign@base"]), tracker.resolve_model_uri
     )
     assert again["pretrain"]["init_from"] == str(folder)  # one download serves every run
+
+
+def test_a_cloze_export_is_named_by_its_family_and_artifact_key(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    """Run names start with the model: `huggingface` (every export's folder) would tell none
+    apart, so an export continued as a checkpoint is named by the artifact it came from."""
+    export = tmp_path / "pretrain" / "20c58f0dfabae6fc5a92" / "huggingface"
+    shutil.copytree(checkpoint, export)
+    config, _ = adopted(f"pretrain.init_from={export}")
+    assert config["model"]["name"] == "bert-20c58f0d"
+    config, _ = adopted(f"pretrain.init_from={checkpoint}")
+    assert config["model"]["name"] == checkpoint.name

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tokenizers import AddedToken, Tokenizer
 
@@ -91,6 +91,13 @@ class ImportedTokenizerOutputs(StageOutputs):
     fertility: float = 0.0
     unknown_rate: float = 0.0
     measured_documents: int = 0
+
+    # Measured on each run's corpus (fit_to_corpus), so never written into the manifest.
+    CORPUS_FIT: ClassVar[tuple[str, ...]] = ("fertility", "unknown_rate", "measured_documents")
+
+    def to_manifest(self) -> dict[str, Any]:
+        stored = super().to_manifest()
+        return {name: value for name, value in stored.items() if name not in self.CORPUS_FIT}
 
 
 def source_checksums(folder: Path) -> dict[str, str]:

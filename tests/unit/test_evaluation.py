@@ -171,6 +171,7 @@ def test_encoder_dropout_turns_on_dropout_that_pretraining_had_off(
         spec=SimpleNamespace(kind="classification"),
         labels=["a", "b"],
         prompt=None,
+        source=lambda arm: None,  # random init: no weights to load
     )
     model = recipe.build_model(cast(TaskRun, run), "random_init").train()
     ids = torch.randint(1, 40, (4, 12))

@@ -116,7 +116,12 @@ def test_the_lineage_is_in_the_run_params_and_the_registry(continued: Any) -> No
     pretrain = next(run for run in children if run.data.tags.get("cloze.stage") == "pretrain")
     assert pretrain.data.params["base_checkpoint.model_type"] == model_type
     assert pretrain.data.params["base_checkpoint.name"] == folder.name
-    assert len(pretrain.data.params["base_checkpoint.weights_sha256"]) == 64
+    weights_sha256 = pretrain.data.params["base_checkpoint.weights_sha256"]
+    assert len(weights_sha256) == 64
+    name, version = pretrain.data.tags["cloze.registered_model"].split("/")
+    description = client.get_model_version(name, version).description
+    assert f"continued from the {model_type} checkpoint {folder.name} " in description
+    assert f"weights sha256 {weights_sha256[:16]}" in description
 
 
 def test_a_second_adaptation_reuses_the_import_and_the_base_arm(continued: Any) -> None:

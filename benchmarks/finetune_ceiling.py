@@ -14,11 +14,12 @@ measures those on the demo's task (`finetune=pydoc_topics`, the demo's tokenizer
    rest (elementwise ops, norms, copies, dispatch);
 3. the per-op floor: a step at batch 1 x 8 tokens, against a real batch (32 x up to 64 tokens);
 4. matmul throughput at one run's size against 8 runs' stacked (`bmm`), and the 2048^3 peaks;
-5. a K-member ensemble against K sequential models: a training step (per-member gradient
-   clipping, fused AdamW) and a no-grad forward as validation runs it, the ensemble both through
-   `torch.func` (`functional_call` + `vmap`) and written out over stacked weights
-   (`benchmarks/stacked_bert.py`, the best case), each checked to give every member its own
-   model's logits (classifier dropout off in both: `vmap` cannot draw the CPU dropout's bits);
+5. a K-member ensemble against K sequential models (`benchmarks/ensemble_steps.py`): a training
+   step (per-member gradient clipping, fused AdamW) and a no-grad forward as validation runs it,
+   the ensemble both through `torch.func` (`functional_call` + `vmap`) and written out over
+   stacked weights (`benchmarks/stacked_bert.py`, the best case), each checked to give every
+   member its own model's logits (classifier dropout off in both: `vmap` cannot draw the CPU
+   dropout's bits);
 6. attention forward and backward: SDPA's CPU kernel against the same math written out.
 
 It ends with the ceiling (Amdahl): the finetune stage's speedup if every part an ensemble could
@@ -33,27 +34,28 @@ inflates wall time more), and every comparison is made side by side in one run.
 from __future__ import annotations
 
 import argparse
-import copy
 import cProfile
-import itertools
 import os
 import pstats
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from statistics import median
 
 import torch
 import torch.nn.functional as F
-from torch.func import functional_call, stack_module_state, vmap
 from torch.profiler import ProfilerActivity, profile
 
-from benchmarks.stacked_bert import stacked_logits, supported
+from benchmarks.ensemble_steps import (
+    ensemble_eval,
+    ensemble_train,
+    paired_ms,
+    stepper,
+    train_batches,
+    without_classifier_dropout,
+)
 from benchmarks.step_timer import matmul_peaks
 from flows.downstream.recipe import TaskRun
 
-Batch = dict[str, torch.Tensor]
 MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 # The demo's grid per arm: every rate on the first seed, then the other seeds at the chosen rate
 # (`finetune.grid_seeds: 1`): 4 + 4 runs, two arms.
@@ -111,31 +113,6 @@ def demo_task(work_dir: Path, model: str) -> Prepared:
     return Prepared(run, time.process_time() - started)
 
 
-def without_classifier_dropout(run: TaskRun) -> TaskRun:
-    return replace(run, settings=run.settings.model_copy(update={"classifier_dropout": 0.0}))
-
-
-def cpu_ms(step: Callable[[], object], repeats: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        step()
-    started = time.process_time()
-    for _ in range(repeats):
-        step()
-    return 1000 * (time.process_time() - started) / repeats
-
-
-def paired_ms(
-    first: Callable[[], object], second: Callable[[], object], repeats: int, rounds: int = 3
-) -> tuple[float, float]:
-    """Median CPU ms of each, timed in alternating rounds so drift on a shared machine falls on
-    both alike."""
-    times: tuple[list[float], list[float]] = ([], [])
-    for _ in range(rounds):
-        times[0].append(cpu_ms(first, repeats, warmup=1))
-        times[1].append(cpu_ms(second, repeats, warmup=1))
-    return median(times[0]), median(times[1])
-
-
 def run_split(run: TaskRun, epochs: int, warm_up: bool) -> dict[str, float]:
     """Shares of one `train_once` run (cProfile, CPU time): steps, per-epoch validation, the test
     pass, the rest; with the run's CPU seconds profiled and not. `warm_up`: a one-epoch run first
@@ -178,45 +155,6 @@ def run_split(run: TaskRun, epochs: int, warm_up: bool) -> dict[str, float]:
         "test": test / wall,
         "rest": 1 - (steps + validation + test) / wall,
     }
-
-
-def train_batches(run: TaskRun, count: int) -> list[Batch]:
-    return list(itertools.islice(run.loader("train", 1, shuffle=True), count))
-
-
-def clipped_step(
-    parameters: list[torch.Tensor], optimizer: torch.optim.Optimizer, members: int | None
-) -> Callable[[], None]:
-    """Gradient clipping to norm 1 (`trainer.grad_clip`), each member on its own norm when the
-    parameters are stacked (`members`), then fused AdamW."""
-
-    def step() -> None:
-        if members is None:
-            torch.nn.utils.clip_grad_norm_(parameters, 1.0)
-        else:
-            grads = [parameter.grad for parameter in parameters if parameter.grad is not None]
-            norms = torch.stack([grad.flatten(1).float().norm(dim=1) for grad in grads])
-            scale = (1.0 / (norms.square().sum(0).sqrt() + 1e-6)).clamp(max=1.0)
-            for grad in grads:
-                grad.mul_(scale.view(members, *[1] * (grad.dim() - 1)).to(grad.dtype))
-        optimizer.step()
-        optimizer.zero_grad()
-
-    return step
-
-
-def stepper(model: torch.nn.Module, bf16: bool) -> Callable[[Batch], None]:
-    """One training step as the stage takes it: autocast, cross-entropy, clipping, fused AdamW."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
-    update = clipped_step(list(model.parameters()), optimizer, None)
-
-    def step(batch: Batch) -> None:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-        F.cross_entropy(logits.float(), batch["labels"]).backward()
-        update()
-
-    return step
 
 
 def step_ops(run: TaskRun, bf16: bool) -> tuple[dict[str, float], list[tuple[str, float]]]:
@@ -269,94 +207,6 @@ def matmul_rates(hidden: int, dtype: torch.dtype) -> tuple[float, float]:
     flops = 2 * 2048 * hidden * 3 * hidden
     single, stacked = paired_ms(lambda: one[0] @ one[1], lambda: torch.bmm(*eight), 40)
     return flops / single / 1e6, 8 * flops / stacked / 1e6
-
-
-Logits = Callable[[dict[str, torch.Tensor], Batch], torch.Tensor]  # stacked weights, batch
-
-
-def ensemble(run: TaskRun, members: int, way: str) -> tuple[list[torch.nn.Module], Logits]:
-    """K models of the run's shape, and the logits of all K from their stacked parameters:
-    `vmap` of `functional_call` over a skeleton that holds no weights, or the demo's classifier
-    written out over stacked weights (`stacked_bert`), checked against each model's own logits."""
-    from flows.downstream.recipe import build_model
-
-    models = [build_model(run, "pretrained") for _ in range(members)]
-    config = run.encoder
-    if way == "stacked":
-        supported(config, models[0])
-
-        def written_out(weights: dict[str, torch.Tensor], batch: Batch) -> torch.Tensor:
-            inputs = (batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-            return stacked_logits(weights, config, *inputs)
-
-        logits: Logits = written_out
-    else:
-        skeleton = copy.deepcopy(models[0]).to("meta")
-
-        def member(weights: dict[str, torch.Tensor], batch: Batch) -> torch.Tensor:
-            inputs = (batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-            return functional_call(skeleton, weights, inputs)
-
-        logits = vmap(member, in_dims=(0, None), randomness="different")
-    weights, _ = stack_module_state(models)  # type: ignore[arg-type]
-    check_equivalent(models, logits(weights, next(iter(run.loader("validation", 1)))), run)
-    return models, logits
-
-
-def check_equivalent(models: list[torch.nn.Module], together: torch.Tensor, run: TaskRun) -> None:
-    """Each member's ensemble logits equal its own model's (fp32), or this raises."""
-    batch = next(iter(run.loader("validation", 1)))
-    with torch.no_grad():
-        for member, model in enumerate(models):
-            alone = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-            torch.testing.assert_close(together[member].detach(), alone, atol=1e-4, rtol=1e-4)
-
-
-def ensemble_train(run: TaskRun, bf16: bool, members: int, way: str) -> tuple[float, float]:
-    """CPU ms of K sequential training steps and of one K-member ensemble step, on the same
-    batch (the grid's rate phase: one seed, one data order; the seed phase stacks K batches of
-    the same shape, at least as costly). One rate for all members: a rate per member costs more,
-    so this stays a best case."""
-    models, logits = ensemble(run, members, way)
-    sequential = [stepper(model, bf16) for model in models]
-    weights, _ = stack_module_state(models)  # type: ignore[arg-type]
-    optimizer = torch.optim.AdamW(list(weights.values()), lr=1e-5, fused=True)
-    update = clipped_step(list(weights.values()), optimizer, members)
-
-    def ensemble_step(batch: Batch) -> None:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            scores = logits(weights, batch)
-        labels = batch["labels"].repeat(members)
-        F.cross_entropy(scores.float().flatten(0, 1), labels, reduction="sum").div(
-            len(batch["labels"])
-        ).backward()
-        update()
-
-    batches = train_batches(run, 8)
-    one_by_one, together = iter(batches * 20), iter(batches * 20)
-    return paired_ms(
-        lambda: [step(batch) for batch in [next(one_by_one)] for step in sequential],
-        lambda: ensemble_step(next(together)),
-        3,
-        rounds=2,
-    )
-
-
-def ensemble_eval(run: TaskRun, members: int, way: str) -> tuple[float, float]:
-    """CPU ms of K sequential no-grad forwards over a validation batch and of one K-member
-    forward: validation and test, as `predict` runs them (fp32: outside the training autocast)."""
-    models, logits = ensemble(run, members, way)
-    for model in models:
-        model.eval()
-    weights, _ = stack_module_state(models)  # type: ignore[arg-type]
-    batch = next(iter(run.loader("validation", 1)))
-    inputs = (batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-    with torch.no_grad():
-        return paired_ms(
-            lambda: [model(*inputs).argmax(-1) for model in models],
-            lambda: logits(weights, batch).argmax(-1),
-            10,
-        )
 
 
 def attention_ms(dtype: torch.dtype, masked: bool) -> tuple[float, float]:

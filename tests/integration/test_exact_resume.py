@@ -27,7 +27,21 @@ def test_resumed_pretraining_ends_with_the_weights_of_an_uninterrupted_run(
     tmp_path: Path, model: str
 ) -> None:
     corpus = write_corpus(tmp_path / "corpus.txt")
-    reference = pretrain_worker.run(tmp_path / "a", corpus, model)
+
+    def worker(store: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "tests.integration.pretrain_worker",
+            store,
+            str(corpus),
+            model,
+        ]
+
+    # Both runs in fresh processes: what earlier tests left in this one (threads, seeds, flags)
+    # must not make the uninterrupted run differ from the resumed one.
+    subprocess.run(worker(str(tmp_path / "a")), check=True, timeout=300)
+    reference = pretrain_worker.run(tmp_path / "a", corpus, model)  # a cache hit: the manifest
     assert not reference.outputs["resumed"]
     # Same tokenizer and shards in a second store: only pretraining is redone there.
     for stage in ("tokenizer", "shards", "checkpoint"):
@@ -36,14 +50,7 @@ def test_resumed_pretraining_ends_with_the_weights_of_an_uninterrupted_run(
         # symlinks=True: the tokenizer's input key is a link to its content folder.
         shutil.copytree(tmp_path / "a" / stage, tmp_path / "b" / stage, symlinks=True)
 
-    command = [
-        sys.executable,
-        "-m",
-        "tests.integration.pretrain_worker",
-        str(tmp_path / "b"),
-        str(corpus),
-        model,
-    ]
+    command = worker(str(tmp_path / "b"))
     process = subprocess.Popen(command, start_new_session=True)
     checkpoint = (
         tmp_path / "b" / "pretrain" / f".work-{reference.key}" / "checkpoints" / "last.ckpt"

@@ -30,34 +30,52 @@ class TrainerSettings(Settings):
     """`trainer.*`: the pretraining recipe and where it runs."""
 
     section = "trainer"
-    learning_rate: Annotated[Number, bounds(gt=0)] = 5e-4
-    """Peak AdamW learning rate, reached after the warmup."""
+    learning_rate: Annotated[Number, bounds(gt=0)] = 2e-3
+    """Peak AdamW learning rate, reached after the warmup (the small-budget recipe's)."""
     weight_decay: Annotated[Number, bounds(ge=0)] = 0.01
     """AdamW's decoupled weight decay (never on biases and norms)."""
-    warmup_steps: Annotated[int, bounds(ge=0)] = 0
-    """Steps of linear warmup from 0 to `learning_rate`."""
+    warmup_steps: Annotated[int, bounds(ge=0)] = 300
+    """Steps of linear warmup from 0 to `learning_rate` (10% of the default steps)."""
     schedule: Annotated[Schedule, one_of(get_args(Schedule))] = "linear"
-    """The learning rate after warmup: linear or cosine decay to 0, or constant."""
+    """After the warmup: linear | cosine (decay to 0) | constant."""
     beta2: Annotated[Number, bounds(ge=0, lt=1)] = 0.98
     """AdamW's second-moment decay."""
-    max_steps: Annotated[int, bounds(ge=1)] = 1000
+    max_steps: Annotated[int, bounds(ge=1)] = 3000
+    """Optimizer steps (x batch 32 x 128 tokens = 12.3 M tokens)."""
     max_tokens: Annotated[int, bounds(ge=1)] | None = None
-    batch_size: Annotated[int, bounds(ge=1)] = 32  # the global batch, over devices x num_nodes
+    """A token budget; when set it decides the step count instead of `max_steps`."""
+    batch_size: Annotated[int, bounds(ge=1)] = 32
+    """The GLOBAL batch in sequences, split evenly over devices x num_nodes processes."""
     grad_clip: Annotated[Number, bounds(ge=0)] = 1.0
+    """Gradient norm clipping; 0: none."""
     accumulate_grad_batches: Annotated[int, bounds(ge=1)] = 1
-    precision: Annotated[Literal["32-true", "bf16-mixed"], one_of(PRECISIONS)] = "32-true"
-    val_every_steps: Annotated[int, bounds(ge=1)] = 200
-    max_validation_sequences: Annotated[int, bounds(ge=1)] = 1024
-    checkpoint_every_steps: Annotated[int, bounds(ge=1)] = 200
-    log_every_steps: Annotated[int, bounds(ge=1)] = 10
+    """Batches whose gradients add up to one optimizer step."""
+    precision: Annotated[Literal["32-true", "bf16-mixed"], one_of(PRECISIONS)] = "bf16-mixed"
+    """32-true | bf16-mixed (a CPU without native bf16, no avx512_bf16 or AMX, may prefer 32)."""
+    val_every_steps: Annotated[int, bounds(ge=1)] = 250
+    """Steps between validations (MLM loss on a fixed, seeded mask)."""
+    max_validation_sequences: Annotated[int, bounds(ge=1)] = 512
+    """Validation sequences read at most, each time."""
+    checkpoint_every_steps: Annotated[int, bounds(ge=1)] = 250
+    """Steps between resumable checkpoints (out of the key)."""
+    log_every_steps: Annotated[int, bounds(ge=1)] = 50
+    """Steps between logged training metrics (out of the key)."""
     num_workers: Annotated[int, bounds(ge=0)] = 0
+    """DataLoader worker processes (out of the key)."""
     accelerator: str = "cpu"
+    """Lightning's accelerator: cpu | gpu | auto (out of the key)."""
     devices: Annotated[int, bounds(ge=1)] = 1
+    """Processes per node; above 1, `python -m flows` spawns them on one node (out of the key)."""
     num_nodes: Annotated[int, bounds(ge=1)] = 1
+    """Above 1: launch flows.training.rank_entry with torchrun, srun or k8s (out of the key)."""
     strategy: Annotated[str, one_of(STRATEGIES)] = "auto"
+    """auto (ddp above one process) | ddp | fsdp (needs grad_clip 0; out of the key)."""
     threads: Annotated[int, bounds(ge=1)] | None = None
+    """torch intra-op threads; null: torch's default (out of the key)."""
     compile: bool = False
+    """torch.compile the encoder (measure before enabling; out of the key)."""
     peak_flops: Annotated[Number, bounds(gt=0)] | None = None
+    """The device's peak FLOP/s; when set, train/mfu is logged beside train/model_tflops."""
 
     # Where and how verbosely a run executes does not change the trained weights.
     NOT_IN_KEY: ClassVar[tuple[str, ...]] = (
@@ -152,10 +170,10 @@ class ModelSettings(Settings):
     """Positions of the learned table (absolute positions), the longest row it can read."""
     type_vocab_size: int = 2
     """Token-type embeddings (segments A and B); 0: none (ModernBERT)."""
-    dropout: Number = 0.1
-    """Dropout on embeddings, attention outputs and feed-forwards."""
-    attention_dropout: Number = 0.1
-    """Dropout on the attention probabilities."""
+    dropout: Number = 0.0
+    """Dropout on embeddings and sublayer outputs; 0: a short run underfits (BERT's is 0.1)."""
+    attention_dropout: Number = 0.0
+    """Dropout on the attention probabilities; 0, as `dropout` (BERT's is 0.1)."""
     layer_norm_eps: Number = 1e-12
     """LayerNorm's epsilon."""
     norm_placement: str = "post"

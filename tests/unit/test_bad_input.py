@@ -248,8 +248,13 @@ CONFIG_CASES = [
     (["trainer.zzz=1"], r"^unknown config key trainer\.zzz; valid keys under trainer: accel"),
     (
         ["corpus.paths=[a.txt]"],
-        r"^unknown config key corpus\.paths: it belongs to corpus=files, not to the corpus this "
-        r"config selects; select one first \(e\.g\. corpus=files\)$",
+        r"^corpus\.paths is read by corpus=files only, not by the corpus=pydoc this config "
+        r"selects: select corpus=files first$",
+    ),
+    (
+        ["distill.teacher=x"],
+        r"^unknown config key distill\.teacher: it belongs to distill=default, not to the distill "
+        r"this config selects; select one first \(e\.g\. distill=default\)$",
     ),
     (["experiment=smok"], r"^experiment=smok is not in conf/experiment/; nearest: smoke$"),
     (["trainer.max_steps=abc"], r"trainer\.max_steps='abc' must be an integer"),
@@ -280,7 +285,8 @@ CONFIG_CASES = [
     ),
     (["objective.selection=ngram"], r"objective\.selection='ngram' must be one of"),
     (["trainer.precision=16"], r"trainer\.precision=16 must be one of \('32-true', 'bf16-mixed'\)"),
-    (["corpus=files"], r"Missing mandatory value: paths"),
+    (["corpus=files"], r"^corpus\.kind=files needs corpus\.paths \(files, globs or directories\)$"),
+    (["corpus=huggingface"], r"^corpus\.kind=huggingface needs corpus\.name \(a hub name or a "),
     (["model=bert-huge"], r"^model=bert-huge is not in conf/model/; nearest: bert-base"),
     (["trainer.max_steps=[1"], r"^invalid config or override: no viable alternative at input"),
     (["shards.seq_len=4"], r"shards\.seq_len=4 must be between 8 and 8192"),

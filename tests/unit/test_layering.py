@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
         "flows.refresh",
         "flows.compare",
         "flows.domain_lift",
+        "flows.conf_defaults",
         "flows.__main__",
         "flows.training.rank_entry",  # the torchrun entry point: a pipeline of its own
     ),

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeAlias, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.core.config import CONF_DIR, compose_config
+from flows.core.config import BASE, CONF_DIR, compose_config
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -29,9 +29,10 @@ NO_EXPERIMENT = "none"
 
 
 def presets(group: str, exclude: tuple[str, ...] = ()) -> dict[str, str]:
-    """`conf/<group>/*.yaml` as enum members: the choices a run can pick."""
+    """`conf/<group>/*.yaml` as enum members: the choices a run can pick (a group's generated
+    `base.yaml`, every key at its default, is what presets extend, not one of them)."""
     names = sorted(path.stem for path in (CONF_DIR / group).glob("*.yaml"))
-    return {name: name for name in names if name not in exclude}
+    return {name: name for name in names if name not in (BASE, *exclude)}
 
 
 def default_choices() -> dict[str, str]:
@@ -59,9 +60,9 @@ if TYPE_CHECKING:  # the values are read from conf/ at import; to a type checker
     Stage: TypeAlias = str
 else:
     Experiment = StrEnum("Experiment", {NO_EXPERIMENT: NO_EXPERIMENT, **presets("experiment")})
-    Model = StrEnum("Model", presets("model", exclude=("base",)))
+    Model = StrEnum("Model", presets("model"))
     Objective = StrEnum("Objective", presets("objective"))
-    Task = StrEnum("Task", presets("finetune", exclude=("base",)))
+    Task = StrEnum("Task", presets("finetune", exclude=("catalog",)))  # every task's catalog
     Stage = StrEnum("Stage", {name: name for name in STAGE_NAMES})
 
 

@@ -238,7 +238,7 @@ def test_paired_t_interval_by_hand() -> None:
 def test_bad_finetune_config_names_the_key(overrides: list[str], message: str) -> None:
     tasks = ["finetune.tasks=[cola,rte]"] if "tasks" not in overrides[0] else []
     with pytest.raises(ConfigError, match=message):
-        preset("base", *tasks, *overrides)
+        preset("catalog", *tasks, *overrides)
 
 
 def test_several_tasks_and_a_user_task_compose_from_overrides(tmp_path: Path) -> None:

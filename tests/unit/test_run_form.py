@@ -26,7 +26,9 @@ def test_choices_are_the_files_of_conf_and_the_stages() -> None:
     assert definitions["Stage"]["enum"] == list(STAGES)
     assert "bert-mini" in definitions["Model"]["enum"]
     assert definitions["Objective"]["enum"] == ["electra", "mlm", "span", "wwm"]
-    assert "sst2" in definitions["Task"]["enum"] and "base" not in definitions["Task"]["enum"]
+    tasks = definitions["Task"]["enum"]
+    assert "sst2" in tasks and "base" not in tasks and "catalog" not in tasks
+    assert "base" not in definitions["Model"]["enum"]
 
 
 def test_every_field_of_both_forms_has_a_description_the_ui_can_render() -> None:

@@ -67,7 +67,7 @@ class TrainerSettings(Settings):
     devices: Annotated[int, bounds(ge=1)] = 1
     """Processes per node; above 1, `python -m flows` spawns them on one node (out of the key)."""
     num_nodes: Annotated[int, bounds(ge=1)] = 1
-    """Above 1: launch flows.training.rank_entry with torchrun, srun or k8s (out of the key)."""
+    """Above 1: start flows.orchestration.rank_entry per rank (torchrun, srun; out of the key)."""
     strategy: Annotated[str, one_of(STRATEGIES)] = "auto"
     """auto (ddp above one process) | ddp | fsdp (needs grad_clip 0; out of the key)."""
     threads: Annotated[int, bounds(ge=1)] | None = None

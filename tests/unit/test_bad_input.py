@@ -924,7 +924,7 @@ RUN_FORM_CASES = [
 
 @pytest.mark.parametrize(("parameters", "message"), RUN_FORM_CASES, ids=lambda c: str(c)[:20])
 def test_bad_run_form_parameters(parameters: dict[str, Any], message: str) -> None:
-    from flows.deploy.entrypoints import read_form
+    from flows.orchestration.flow_runs import read_form
 
     with pytest.raises(ConfigError) as error:
         read_form(**parameters)

@@ -10,7 +10,7 @@ from prefect.utilities.callables import parameter_schema
 from flows.core.config import CONF_DIR, compose_config
 from flows.core.settings import ConfigError
 from flows.deploy.entrypoints import pipeline_deployment
-from flows.deploy.form import DEFAULT_MODEL, DEFAULT_STEPS, DEFAULT_TASKS, RunForm
+from flows.orchestration.run_form import DEFAULT_MODEL, DEFAULT_STEPS, DEFAULT_TASKS, RunForm
 from flows.pipeline import STAGES, run_stages
 from flows.refresh.flow import domain_refresh
 

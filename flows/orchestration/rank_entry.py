@@ -1,4 +1,4 @@
-"""`torchrun [...] -m flows.training.rank_entry [--prepare-only] OVERRIDE ...`: one rank.
+"""`torchrun [...] -m flows.orchestration.rank_entry [--prepare-only] OVERRIDE ...`: one rank.
 
 The entry point for several nodes (infra/multinode.md): torchrun, `srun` or a Kubernetes Job
 starts it once per rank with the same overrides as `python -m flows`. Every rank composes the
@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
         if processes > 1 and not prepare_only and not launched_per_rank():
             raise ConfigError(
                 f"trainer.devices x trainer.num_nodes = {processes} processes, but this one was "
-                "not started per rank: launch flows.training.rank_entry with torchrun (see "
+                "not started per rank: launch flows.orchestration.rank_entry with torchrun (see "
                 "infra/multinode.md), or use `python -m flows` on one node"
             )
         paths = start_services(run)

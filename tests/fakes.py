@@ -29,7 +29,7 @@ from flows.plan import RunConfig, load_run_config
 if TYPE_CHECKING:
     import torch
 
-    from flows.downstream.recipe import ArmResult
+    from flows.downstream.training.recipe import ArmResult
     from lightning_modules.models.encoder import EncoderConfig
     from lightning_modules.models.heads import BertForMaskedLM
 
@@ -252,7 +252,7 @@ SHORT_RUN = [
 
 def grid_arm(rate: float, grid: list[float], best_epochs: list[int]) -> ArmResult:
     """An arm that chose `rate` from `grid`, one seed per best epoch (10 epochs allowed)."""
-    from flows.downstream.recipe import ArmResult, RunResult, grid_edge
+    from flows.downstream.training.recipe import ArmResult, RunResult, grid_edge
 
     runs = [
         RunResult("arm", rate, seed, 0.5, epoch, epoch == 10, {"accuracy": 0.6 + seed / 100}, [])
@@ -264,7 +264,7 @@ def grid_arm(rate: float, grid: list[float], best_epochs: list[int]) -> ArmResul
 def finetune_outputs(arms: dict[str, ArmResult], **extra: Any) -> dict[str, Any]:
     """A finetune stage's flat outputs for one task `t` scored by accuracy, as the stage writes
     them (figures, bootstrap, baselines, recipe, caps): what its readers are given."""
-    from flows.downstream.report import task_outputs
+    from flows.downstream.statistics.report import task_outputs
 
     return {
         "tasks": ["t"],

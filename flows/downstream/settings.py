@@ -24,9 +24,9 @@ from pydantic_core import PydanticCustomError
 
 from flows.core.config import compose_config
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
-from flows.downstream.load import Sampling, check_tasks, example_texts, load_task
-from flows.downstream.prompting import PromptSettings
-from flows.downstream.spec import BASELINES, TaskSpec, default_data_dir, task_specs
+from flows.downstream.tasks.load import Sampling, check_tasks, example_texts, load_task
+from flows.downstream.tasks.prompting import PromptSettings
+from flows.downstream.tasks.spec import BASELINES, TaskSpec, default_data_dir, task_specs
 from lightning_modules.models.heads import POOLINGS
 from lightning_modules.models.relation_head import RELATION_HEADS
 
@@ -262,8 +262,8 @@ class FinetuneSettings(Recipe):
         return label_counts(self.label_counts) if self.label_counts else []
 
     def check_task_files(self, seed: int) -> None:
-        """Reads every task's files now (flows/downstream/load.py `check_tasks`), and checks that
-        each task's train pool holds the label curve's counts."""
+        """Reads every task's files now (flows/downstream/tasks/load.py `check_tasks`), and checks
+        that each task's train pool holds the label curve's counts."""
         recipes = [(spec, self.recipe_for(spec)) for spec in self.specs()]
         pools = check_tasks(
             [(spec, recipe.sampling(seed), recipe.max_length) for spec, recipe in recipes],
@@ -272,7 +272,7 @@ class FinetuneSettings(Recipe):
         counts = [count for count in self.curve_counts if count is not None]
         for spec, recipe in recipes if counts else []:
             pool = pools.get(spec.name)
-            if pool is None and spec.format == "pydoc_topics":
+            if pool is None and spec.task_format.source == "built_in":
                 sampling = recipe.sampling(seed)
                 pool = load_task(spec, self.resolved_data_dir(), sampling).pools["train"]
             if pool is not None and max(counts) > pool:

@@ -46,8 +46,8 @@ class TaskRuns:
 def publish(ref: ArtifactRef, stage_run: RunHandle, task_runs: TaskRuns) -> None:
     """Task child runs with their figures and per-class table; summary table and chart on the
     stage run and in Prefect."""
-    from flows.downstream.per_class import per_class_table
-    from flows.downstream.spec import ARMS
+    from flows.downstream.statistics.per_class import per_class_table
+    from flows.downstream.tasks.spec import ARMS
     from flows.stages.finetune import CHART_FILE, RESULTS_FILE, SUMMARY_FILE, FinetuneOutputs
 
     results = json.loads((ref.path / RESULTS_FILE).read_text())
@@ -66,7 +66,7 @@ def publish(ref: ArtifactRef, stage_run: RunHandle, task_runs: TaskRuns) -> None
 def publish_curve(ref: ArtifactRef, stage_run: RunHandle) -> None:
     """The chart and numbers on the curve's run; each point also as metrics at step = pretraining
     tokens (`<task>/lift`, `<task>/ci_low`, ...), which MLflow's UI draws as a curve."""
-    from flows.downstream.curve import read_points
+    from flows.downstream.statistics.lift_points import read_points
     from flows.stages.lift_curve import CURVE_CHART, CURVE_FILE
 
     for name in (CURVE_CHART, CURVE_FILE):
@@ -80,7 +80,7 @@ def publish_curve(ref: ArtifactRef, stage_run: RunHandle) -> None:
 def publish_label_curve(ref: ArtifactRef, stage_run: RunHandle) -> None:
     """The label curve's chart, table and numbers on its run; each point also as metrics at
     step = labelled examples per seed (`<task>/lift`, `<task>/pretrained_mean`, ...)."""
-    from flows.downstream.label_points import read_label_points
+    from flows.downstream.statistics.label_points import read_label_points
     from flows.stages.label_curve import CHART_FILE, POINTS_FILE, TABLE_FILE
 
     for name in (CHART_FILE, TABLE_FILE, POINTS_FILE):

@@ -32,7 +32,7 @@ import pytest
 
 from flows.core.artifacts import stage_key
 from flows.core.config import compose_config
-from flows.downstream.spec import TaskSpec
+from flows.downstream.tasks.spec import TaskSpec
 from flows.pipeline import PipelinePlan
 from flows.stages import distill, finetune, pretrain, tokenizer
 from flows.stages.distill_plan import plan_student

@@ -24,7 +24,7 @@ from flows.core.config import compose_config
 from flows.core.settings import ConfigError
 from flows.corpora import CorpusSettings, open_corpus
 from flows.corpora.formats import CorpusInputError
-from flows.downstream.spec import TaskInputError
+from flows.downstream.tasks.spec import TaskInputError
 from flows.pipeline import PipelinePlan
 from flows.stages.distill_plan import DistillSettings, external_teacher
 from flows.stages.finetune import FinetuneSettings, finetune

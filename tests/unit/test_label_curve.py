@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from flows.core.artifacts import ArtifactRef
-from flows.downstream.label_points import count_label, crossing, read_label_points
+from flows.downstream.statistics.label_points import count_label, crossing, read_label_points
 from flows.stages.control_arm import CONTROL_STAGE
 from flows.stages.finetune import STAGE as FINETUNE_STAGE
 from flows.stages.finetune import finetune, stage_settings

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from flows.downstream.curve import read_points
+from flows.downstream.statistics.lift_points import read_points
 from flows.stages.finetune import finetune, stage_settings
 from flows.stages.lift_curve import lift_curve
 from flows.stages.objectives import ObjectiveSettings

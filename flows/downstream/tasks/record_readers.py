@@ -5,7 +5,7 @@ corpus's; this module only picks a task's columns out of each record and checks 
 named, or (CSV and Parquet) given by 0-based position. Token classification reads a list of
 tokens and a list of IOB2 tags per record (`text_column`/`label_column`: `tokens`/`tags` unless
 set). A relation task's records may give each entity's character offsets instead of inline
-markers (`entity_offsets`): the markers are inserted at them (flows/downstream/markers.py).
+markers (`entity_offsets`): the markers are inserted at them (flows/downstream/tasks/markers.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from flows.corpora.formats import (
     parquet_records,
 )
 from flows.corpora.stats import CorpusStats
-from flows.downstream.markers import entity_span, insert_markers
-from flows.downstream.readers import (
+from flows.downstream.tasks.markers import entity_span, insert_markers
+from flows.downstream.tasks.readers import (
     LabelIndex,
     TaggedSentence,
     TextExample,
@@ -36,7 +36,7 @@ from flows.downstream.readers import (
     tag_id,
     text_examples,
 )
-from flows.downstream.spec import Column, TaskInputError, TaskSpec
+from flows.downstream.tasks.spec import Column, TaskInputError, TaskSpec
 
 Records = Iterator[tuple[int, dict[str, Any]]]
 
@@ -156,26 +156,37 @@ def record_sentences(
     return sentences
 
 
-def read_records(
-    path: Path, spec: TaskSpec, labels: LabelIndex
-) -> list[TextExample] | list[TaggedSentence]:
-    """A JSON-lines or Parquet task file: one example per record."""
-    where = str(path)
-    names = None
-    if spec.format == "parquet":
-        require_file(path, spec)
-        names = parquet_columns(path)
+def record_columns(spec: TaskSpec, names: list[str] | None, where: str) -> dict[str, str | None]:
+    """The record fields of the text, pair and label columns (a position needs `names`)."""
     wanted = {"text": spec.text_column, "pair": spec.pair_column, "label": spec.label_column}
-    columns = {
+    return {
         role: None if column is None else named(column, spec, names, where)
         for role, column in wanted.items()
     }
-    if spec.format == "parquet":
-        present = [column for column in columns.values() if column is not None]
-        present += spec.entity_offsets or []
-        records: Records = parquet_records(path, present)
-    else:
-        records = jsonl_records(path, spec)
+
+
+def examples_of(
+    records: Records, columns: dict[str, str | None], where: str, spec: TaskSpec, labels: LabelIndex
+) -> list[TextExample] | list[TaggedSentence]:
     if spec.kind == "token_classification":
         return record_sentences(records, columns, where, spec, labels)
     return record_examples(records, columns, where, spec, labels)
+
+
+def read_jsonl(
+    path: Path, spec: TaskSpec, labels: LabelIndex
+) -> list[TextExample] | list[TaggedSentence]:
+    """A JSON-lines task file: one example per record."""
+    columns = record_columns(spec, None, str(path))
+    return examples_of(jsonl_records(path, spec), columns, str(path), spec, labels)
+
+
+def read_parquet(
+    path: Path, spec: TaskSpec, labels: LabelIndex
+) -> list[TextExample] | list[TaggedSentence]:
+    """A Parquet task file: one example per row, reading only the columns the task names."""
+    require_file(path, spec)
+    columns = record_columns(spec, parquet_columns(path), str(path))
+    present = [column for column in columns.values() if column is not None]
+    present += spec.entity_offsets or []
+    return examples_of(parquet_records(path, present), columns, str(path), spec, labels)

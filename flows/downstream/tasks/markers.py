@@ -13,8 +13,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from flows.downstream.readers import TextExample
-from flows.downstream.spec import TaskInputError, TaskSpec
+from flows.downstream.tasks.readers import TextExample
+from flows.downstream.tasks.spec import TaskInputError, TaskSpec
 
 Markers = list[tuple[str, str]]
 NAMED_ROWS = 3  # rows named per split; the count covers the rest

@@ -4,7 +4,7 @@ The student's lift (student minus random init, paired by seed) is read against t
 (pretrained minus random init): their ratio is the student's share of the teacher's lift, the
 figure DistilBERT reports as "retains 97% of BERT". The student minus the teacher gets a paired
 t-interval over seeds. Sizes and inference throughput are measured in the same run
-(flows/downstream/speed.py), so their ratios hold on the machine that made them.
+(flows/downstream/statistics/speed.py), so their ratios hold on the machine that made them.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from flows.downstream.report import paired_interval, std
-from flows.downstream.spec import STUDENT_ARM
+from flows.downstream.statistics.report import paired_interval, std
+from flows.downstream.tasks.spec import STUDENT_ARM
 
 if TYPE_CHECKING:
-    from flows.downstream.recipe import ArmResult
+    from flows.downstream.training.recipe import ArmResult
 
 SIZE_KEYS = (
     "teacher_parameters",

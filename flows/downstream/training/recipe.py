@@ -24,12 +24,12 @@ from pytorch_lightning.loggers import Logger
 from torch import nn
 from torch.utils.data import DataLoader
 
-from flows.downstream.encoding import EncodedSplit, pad_batch, score
-from flows.downstream.load import train_sample
-from flows.downstream.prompting import PromptIds
-from flows.downstream.relation import MarkerIds
 from flows.downstream.settings import Recipe
-from flows.downstream.spec import ARMS, BASE_ARM, STUDENT_ARM, TaskSpec
+from flows.downstream.tasks.encoding import EncodedSplit, pad_batch, score
+from flows.downstream.tasks.load import train_sample
+from flows.downstream.tasks.prompting import PromptIds
+from flows.downstream.tasks.relation import MarkerIds
+from flows.downstream.tasks.spec import ARMS, BASE_ARM, STUDENT_ARM, TaskSpec
 from flows.training.settings import TrainerSettings
 from flows.training.trainer import make_trainer
 from lightning_modules.callbacks import ProgressLog

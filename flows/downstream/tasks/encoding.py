@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tokenizers import Encoding, Tokenizer, models, pre_tokenizers, processors
 
-from flows.downstream.readers import TaggedSentence, TextExample
+from flows.downstream.tasks.readers import TaggedSentence, TextExample
 from lightning_modules.metrics import (
     accuracy,
     binary_f1,

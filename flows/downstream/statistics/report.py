@@ -17,13 +17,13 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from flows.downstream.figures import TaskFigures
 from flows.downstream.settings import recipe_key
-from flows.downstream.spec import ARMS
+from flows.downstream.statistics.task_figures import TaskFigures
+from flows.downstream.tasks.spec import ARMS
 
 if TYPE_CHECKING:
-    from flows.downstream.baselines import BaselineResult
-    from flows.downstream.recipe import ArmResult
+    from flows.downstream.training.baselines import BaselineResult
+    from flows.downstream.training.recipe import ArmResult
 
 ARM_NAMES = {"pretrained": "pretrained", "random_init": "random init"}
 

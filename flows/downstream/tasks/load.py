@@ -12,17 +12,18 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from flows.corpora.formats import CorpusInputError
 from flows.corpora.pydoc_topics_task import LABELS, load_pydoc_topics
-from flows.downstream.contained import whole_rows
-from flows.downstream.encoding import encode, stand_in_tokenizer
-from flows.downstream.hub import read_hub
-from flows.downstream.markers import check_train_markers, keep_marked
-from flows.downstream.readers import (
+from flows.downstream.tasks.contained import whole_rows
+from flows.downstream.tasks.encoding import encode, stand_in_tokenizer
+from flows.downstream.tasks.hub import read_hub
+from flows.downstream.tasks.markers import check_train_markers, keep_marked
+from flows.downstream.tasks.readers import (
     LabelIndex,
     TaggedSentence,
     TextExample,
@@ -30,9 +31,9 @@ from flows.downstream.readers import (
     read_glue,
     read_semeval2010,
 )
-from flows.downstream.relation import add_marker_tokens, encode_relations
-from flows.downstream.spec import SPLITS, TaskInputError, TaskSpec, check_labels
-from flows.downstream.tables import read_csv, read_records
+from flows.downstream.tasks.record_readers import read_csv, read_jsonl, read_parquet
+from flows.downstream.tasks.relation import add_marker_tokens, encode_relations
+from flows.downstream.tasks.spec import SPLITS, TaskInputError, TaskSpec, check_labels
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class TaskData:
     """A task's splits; `labels` in id order, where they came from, and train labels that the
     test split never shows (their test scores are empty: reported, not an error). `pools` holds
     each split's size before `finetune.validation_examples`/`test_examples` capped it; `caps`
-    the caps that bit, once the splits are encoded (flows/downstream/caps.py)."""
+    the caps that bit, once the splits are encoded (flows/downstream/training/caps.py)."""
 
     spec: TaskSpec
     labels: list[str]
@@ -75,18 +76,26 @@ class TaskData:
         }
 
 
-def read_file(path: Path, spec: TaskSpec, labels: LabelIndex) -> list[Any]:
-    """One split's file in the task's format; a corpus-layer error becomes a task error."""
+# A split's source: a file's path, or a hub dataset's split name.
+Reader = Callable[[Any, TaskSpec, LabelIndex], Iterable[Any]]
+# How a split of each task format is read, from a file or a dataset's split name: the one place a
+# task's `format` is dispatched on (what a format may hold: TASK_FORMATS in spec.py). A built-in
+# task (pydoc_topics) brings its own splits instead.
+READERS: dict[str, Reader] = {
+    "glue": read_glue,
+    "csv": read_csv,
+    "conll": read_conll,
+    "semeval2010": read_semeval2010,
+    "jsonl": read_jsonl,
+    "parquet": read_parquet,
+    "huggingface": read_hub,
+}
+
+
+def read_source(source: Path | str, spec: TaskSpec, labels: LabelIndex) -> list[Any]:
+    """One split in the task's format; a corpus-layer error becomes a task error."""
     try:
-        if spec.format == "glue":
-            return read_glue(path, spec, labels)
-        if spec.format == "conll":
-            return read_conll(path, spec, labels)
-        if spec.format == "csv":
-            return read_csv(path, spec, labels)
-        if spec.format == "semeval2010":
-            return read_semeval2010(path, spec, labels)
-        return list(read_records(path, spec, labels))
+        return list(READERS[spec.format](source, spec, labels))
     except TaskInputError:
         raise
     except CorpusInputError as error:
@@ -97,13 +106,10 @@ def read_split(spec: TaskSpec, split: str, data_dir: Path, labels: LabelIndex) -
     source = spec.source(split, data_dir)
     if source is None:
         return None
-    if spec.format == "huggingface":
-        return list(read_hub(spec, str(source), labels))
-    path = Path(source)
-    examples = read_file(path, spec, labels)
-    if not examples:
+    examples = read_source(source, spec, labels)
+    if not examples and isinstance(source, Path):
         raise TaskInputError(
-            f"{path}: the {split} split of task {spec.name} holds no example; point "
+            f"{source}: the {split} split of task {spec.name} holds no example; point "
             f"finetune.catalog.{spec.name}.{split} at a file with labelled rows"
         )
     return examples
@@ -162,7 +168,7 @@ def absent_from_test(spec: TaskSpec, labels: list[str], test: list[Any]) -> list
 
 def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
     """Validation and test sampled; train left whole, as the pool `train_sample` draws from."""
-    if spec.format == "pydoc_topics":
+    if spec.task_format.source == "built_in":
         splits = pydoc_topics_splits(spec, sampling.seed)
         labels = list(LABELS)
     else:
@@ -262,9 +268,9 @@ def check_tasks(tasks: list[tuple[TaskSpec, Sampling, int]], data_dir: Path) -> 
     stage: fetching them is the stage's work. Returns the train pool of each task read."""
     pools = {}
     for spec, sampling, max_length in tasks:
-        if spec.format == "pydoc_topics":
-            continue  # built in: read from the installed Python's documentation
-        if spec.format == "huggingface" and not Path(spec.hub_name or "").is_dir():
+        if spec.task_format.source == "built_in":
+            continue  # read from the installed Python's documentation
+        if spec.task_format.source == "hub" and not Path(spec.hub_name or "").is_dir():
             continue
         data = load_task(spec, data_dir, sampling)
         pools[spec.name] = data.pools["train"]

@@ -7,6 +7,7 @@ cases a task name, so a user adds a task with a YAML block and no code.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -17,27 +18,33 @@ from flows.core.paths import REPO_ROOT
 from flows.core.settings import ConfigError, Settings, bounds, one_of, settings_from
 from flows.corpora.formats import CorpusInputError
 
-FORMATS = (
-    "pydoc_topics",
-    "glue",
-    "conll",
-    "huggingface",
-    "jsonl",
-    "csv",
-    "parquet",
-    "semeval2010",
-)
 KINDS = ("classification", "token_classification", "relation")
-# Which kinds each file format can hold; jsonl, parquet and hub datasets hold any.
-FORMAT_KINDS = {
-    "pydoc_topics": ("classification",),
-    "glue": ("classification", "relation"),
-    "csv": ("classification", "relation"),
-    "conll": ("token_classification",),
-    "semeval2010": ("relation",),
+
+
+@dataclass(frozen=True)
+class TaskFormat:
+    """What a task `format` can hold and where its splits come from. flows/downstream/tasks/load.py
+    reads each through its one table of readers (`READERS`), keyed like `TASK_FORMATS`."""
+
+    kinds: tuple[str, ...] = KINDS
+    # files: paths under the data dir; hub: a `datasets` name and its split names; built_in: the
+    # task brings its own splits and labels.
+    source: Literal["files", "hub", "built_in"] = "files"
+    # Records of named fields: a token task's `tokens` and `tags` lists, a relation's offsets.
+    records: bool = False
+
+
+TASK_FORMATS = {
+    "pydoc_topics": TaskFormat(("classification",), source="built_in"),
+    "glue": TaskFormat(("classification", "relation")),
+    "csv": TaskFormat(("classification", "relation")),
+    "conll": TaskFormat(("token_classification",)),
+    "semeval2010": TaskFormat(("relation",)),
+    "jsonl": TaskFormat(records=True),
+    "parquet": TaskFormat(records=True),
+    "huggingface": TaskFormat(source="hub"),
 }
-# Formats whose records can hold entity offsets (`entity_offsets`) beside the text.
-OFFSET_FORMATS = ("jsonl", "parquet")
+FORMATS = tuple(TASK_FORMATS)
 METRICS = {
     "classification": ("accuracy", "macro_f1", "mcc", "f1"),
     "token_classification": ("entity_f1", "entity_precision", "entity_recall"),
@@ -50,7 +57,8 @@ STUDENT_ARM = "student"  # a third arm when the run distilled a student (flows/s
 BASE_ARM = "base"  # a third arm when the run continued a checkpoint: the checkpoint, not continued
 # Task fields the finetune key holds only when set (TaskSpec.key_record).
 OPT_IN_FIELDS = ("drop_contained_rows", "entity_markers", "entity_offsets", "negative_label")
-# What a task of each kind is compared against besides random init (flows/downstream/baselines.py).
+# What a task of each kind is compared against besides random init
+# (flows/downstream/training/baselines.py).
 BASELINES = {
     "classification": ("majority", "tfidf_logreg"),
     "token_classification": ("seen_entities",),
@@ -86,7 +94,8 @@ class TaskSpec(Settings):
     `train`/`validation`/`test` are file paths (relative ones resolve against the data dir) or,
     for `format: huggingface`, split names. A missing `validation` is carved, seeded, out of train;
     GLUE's test files are unlabelled, so its presets score on the dev file as `test`.
-    `labels: auto` takes the label set from the train split, sorted (flows/downstream/load.py).
+    `labels: auto` takes the label set from the train split, sorted
+    (flows/downstream/tasks/load.py).
     `recipe` sets fields of the finetune recipe for this task alone (flows/downstream/settings.py).
     """
 
@@ -107,12 +116,12 @@ class TaskSpec(Settings):
     hub_config: str | None = None
     min_words: Annotated[int, bounds(ge=1)] = 5
     # Keep only train rows that are not spans of longer rows (SST: whole sentences, not the
-    # phrases of their parse trees; flows/downstream/contained.py).
+    # phrases of their parse trees; flows/downstream/tasks/contained.py).
     drop_contained_rows: bool = False
     # Relation extraction (kind: relation). `entity_markers`: the inline markers around each
     # entity, [open, close] per entity, in the order the head reads them (SemEval's
     # [[<e1>, </e1>], [<e2>, </e2>]]; ChemProt's typed [["<<", ">>"], ["[[", "]]"]]). Each becomes
-    # a token of its own (flows/downstream/relation.py). `entity_offsets` instead: the record
+    # a token of its own (flows/downstream/tasks/relation.py). `entity_offsets` instead: the record
     # fields (jsonl, parquet) holding each entity's [start, end) character offsets in the text,
     # where the markers are inserted ([E1] ... [/E1] unless `entity_markers` names them).
     entity_markers: list[list[str]] | None = None
@@ -137,33 +146,29 @@ class TaskSpec(Settings):
         and `tags` lists."""
         if not isinstance(data, dict):
             return data
-        kinds = FORMAT_KINDS.get(str(data.get("format")), KINDS)
+        known = TASK_FORMATS.get(str(data.get("format")))
+        kinds = known.kinds if known else KINDS
         if "kind" not in data and len(kinds) == 1:
             data = {**data, "kind": kinds[0]}
         if data.get("kind") == "token_classification":
             data = {"metric": METRICS["token_classification"][0], **data}
-            if data.get("format") in ("jsonl", "parquet"):
+            if known and known.records:
                 data = {"text_column": "tokens", "label_column": "tags", **data}
         return data
 
     @model_validator(mode="after")
     def _fits_together(self) -> TaskSpec:
         key = f"finetune.catalog.{self.name}"
-        kinds = FORMAT_KINDS.get(self.format, KINDS)
-        if self.kind not in kinds:
-            holds = "; ".join(
-                f"{name} holds {' or '.join(held)}" for name, held in FORMAT_KINDS.items()
-            )
+        if self.kind not in self.task_format.kinds:
             raise ConfigError(
-                f"{key}: format {self.format!r} cannot be kind {self.kind!r} ({holds}; jsonl, "
-                "parquet and huggingface hold any kind)"
+                f"{key}: format {self.format!r} cannot be kind {self.kind!r} ({what_holds_what()})"
             )
         if self.metric not in METRICS[self.kind]:
             raise ConfigError(f"{key}.metric={self.metric!r} must be one of {METRICS[self.kind]}")
         self._check_relation(key)
         if self.labels != "auto":
             check_labels(self, self.labels)
-        if self.format != "pydoc_topics":
+        if self.task_format.source != "built_in":
             self._check_sources(key)
         if self.drop_contained_rows and (self.kind != "classification" or self.pair_column):
             raise ConfigError(
@@ -193,13 +198,17 @@ class TaskSpec(Settings):
                 f"{key}.pair_column: a relation is read from one text holding its entities' "
                 "markers; remove pair_column (or mark the entities in one text column)"
             )
-        if self.entity_offsets is not None and self.format not in OFFSET_FORMATS:
+        if self.entity_offsets is not None and not self.task_format.records:
             raise ConfigError(
                 f"{key}.entity_offsets reads offsets from records: format {self.format!r} has "
                 f"none; use format jsonl or parquet, or mark the entities in the text "
                 f"({key}.entity_markers)"
             )
         check_markers(self.markers(), self.entity_offsets, key)
+
+    @property
+    def task_format(self) -> TaskFormat:
+        return TASK_FORMATS[self.format]
 
     def markers(self) -> list[tuple[str, str]]:
         """Each entity's (open, close) markers, in the head's order."""
@@ -219,16 +228,27 @@ class TaskSpec(Settings):
     def _check_sources(self, key: str) -> None:
         if self.train is None or self.test is None:
             raise ConfigError(f"{key}: set {key}.train and {key}.test (validation is optional)")
-        if self.format == "huggingface" and not self.hub_name:
+        if self.task_format.source == "hub" and not self.hub_name:
             raise ConfigError(f"{key}.hub_name must name the dataset (e.g. nyu-mll/glue)")
 
     def source(self, split: str, data_dir: Path) -> Path | str | None:
         """Where a split comes from: a resolved file, a hub split name, or None (carve/absent)."""
         value = getattr(self, split)
-        if value is None or self.format == "huggingface":
+        if value is None or self.task_format.source == "hub":
             return value
         path = Path(os.path.expanduser(value))
         return path if path.is_absolute() else data_dir / path
+
+
+def what_holds_what() -> str:
+    """`glue holds classification or relation; ...; jsonl, parquet and huggingface hold any kind`"""
+    held = [
+        f"{name} holds {' or '.join(f.kinds)}"
+        for name, f in TASK_FORMATS.items()
+        if f.kinds != KINDS
+    ]
+    anything = [name for name, f in TASK_FORMATS.items() if f.kinds == KINDS]
+    return "; ".join(held) + f"; {', '.join(anything[:-1])} and {anything[-1]} hold any kind"
 
 
 def check_markers(markers: list[tuple[str, str]], offsets: list[str] | None, key: str) -> None:
@@ -259,7 +279,7 @@ def check_labels(spec: TaskSpec, labels: list[str]) -> None:
     """A label set fits the task: listed in config, or found in train for `labels: auto`."""
     key = f"finetune.catalog.{spec.name}"
     found = " (found in the train split)" if spec.labels == "auto" else ""
-    if spec.format == "pydoc_topics" and not labels:
+    if spec.task_format.source == "built_in" and not labels:
         return  # the built-in task brings its own labels
     if len(labels) < 2:
         raise ConfigError(

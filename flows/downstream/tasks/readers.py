@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flows.downstream.spec import Column, TaskInputError, TaskSpec
+from flows.downstream.tasks.spec import Column, TaskInputError, TaskSpec
 
 IOB2_TAG = re.compile(r"O|[BI]-\S+")
 
@@ -21,7 +21,7 @@ IOB2_TAG = re.compile(r"O|[BI]-\S+")
 @dataclass(frozen=True)
 class TextExample:
     """One sentence (or sentence pair) and its label id; `at` is where it was read (`file:line`),
-    for a check that drops rows to name them (flows/downstream/relation.py)."""
+    for a check that drops rows to name them (flows/downstream/tasks/relation.py)."""
 
     text: str
     pair: str | None

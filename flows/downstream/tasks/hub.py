@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from flows.downstream.readers import LabelIndex, TaggedSentence, TextExample, text_examples
-from flows.downstream.spec import TaskInputError, TaskSpec
+from flows.downstream.tasks.readers import LabelIndex, TaggedSentence, TextExample, text_examples
+from flows.downstream.tasks.spec import TaskInputError, TaskSpec
 
 
 def load_split(spec: TaskSpec, split: str) -> Any:
@@ -38,8 +38,9 @@ def class_names(feature: Any) -> list[str] | None:
 
 
 def read_hub(
-    spec: TaskSpec, split: str, labels: LabelIndex
+    split: str, spec: TaskSpec, labels: LabelIndex
 ) -> list[TextExample] | list[TaggedSentence]:
+    """A split of the task's dataset, by its split name (`spec.source` gives the name as is)."""
     dataset = load_split(spec, split)
     where = f"{spec.hub_name}[{split}]"
     columns = list(dataset.column_names)

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from flows.downstream.figures import TaskFigures
-from flows.downstream.report import ARM_NAMES
+from flows.downstream.statistics.report import ARM_NAMES
+from flows.downstream.statistics.task_figures import TaskFigures
 
 
 def count_label(count: int | None) -> str:

@@ -19,8 +19,8 @@ from pydantic_core import PydanticCustomError
 from tokenizers import Tokenizer
 
 from flows.core.settings import ConfigError, Settings
-from flows.downstream.encoding import EncodedSplit
-from flows.downstream.readers import TextExample
+from flows.downstream.tasks.encoding import EncodedSplit
+from flows.downstream.tasks.readers import TextExample
 
 SLOTS = ("{text}", "{pair}", "{mask}")
 SLOT = re.compile(r"(\{text\}|\{pair\}|\{mask\})")

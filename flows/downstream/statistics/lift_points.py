@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from flows.downstream.figures import TaskFigures
+from flows.downstream.statistics.task_figures import TaskFigures
 
 CURVE_STAGE = "lift_curve"  # the stage, and the prefix of its points among a run's metrics
 FIELDS = (

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 from tokenizers import AddedToken, Tokenizer
 
-from flows.downstream.encoding import EncodedSplit
-from flows.downstream.markers import Markers
-from flows.downstream.readers import TextExample
+from flows.downstream.tasks.encoding import EncodedSplit
+from flows.downstream.tasks.markers import Markers
+from flows.downstream.tasks.readers import TextExample
 from lightning_modules.metrics import relation_type
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flows.downstream.spec import ARMS
+from flows.downstream.tasks.spec import ARMS
 
 
 @dataclass(frozen=True)

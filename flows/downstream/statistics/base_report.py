@@ -12,11 +12,11 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from flows.downstream.report import paired_interval, std
-from flows.downstream.spec import BASE_ARM
+from flows.downstream.statistics.report import paired_interval, std
+from flows.downstream.tasks.spec import BASE_ARM
 
 if TYPE_CHECKING:
-    from flows.downstream.recipe import ArmResult
+    from flows.downstream.training.recipe import ArmResult
 
 OVER_BASE = "over_base"  # `<task>.over_base_<metric>`: adapted minus base
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from flows.downstream.readers import TextExample
+from flows.downstream.tasks.readers import TextExample
 
 
 def padded_words(text: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from flows.core.artifacts import MANIFEST_FILE
 from flows.core.settings import ConfigError
-from flows.downstream.report import paired_interval, std
+from flows.downstream.statistics.report import paired_interval, std
 
 # Recipe fields that decide which labelled examples a seed draws: arms pair only if they agree.
 SAMPLING_FIELDS = ("train_examples", "validation_examples", "test_examples")

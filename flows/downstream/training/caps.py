@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from flows.downstream.encoding import EncodedSplit
 from flows.downstream.settings import Recipe, recipe_key
+from flows.downstream.tasks.encoding import EncodedSplit
 
 SPLIT_CAPS = {
     "train": "train_examples",
@@ -33,7 +33,7 @@ def caps_record(
 ) -> dict[str, Any]:
     """`<task>.caps` of results.json. `pools` are the split sizes before their caps; train's cap
     is each seed's labelled sample (`train_examples`), drawn from the whole pool. `marker_drops`:
-    a relation task's rows left out per split (flows/downstream/markers.py)."""
+    a relation task's rows left out per split (flows/downstream/tasks/markers.py)."""
     record: dict[str, Any] = {}
     for split, field in SPLIT_CAPS.items():
         pool = pools[split]

@@ -53,7 +53,7 @@ def metric_from_totals(
 ) -> np.ndarray:
     """The metric of each row of summed statistics `(replicates, k)`; the same definitions as
     lightning_modules/metrics.py (a test checks that unit weights give the point estimate).
-    `types` (flows/downstream/relation.py `type_matrix`) makes the F1s a relation task's."""
+    `types` (flows/downstream/tasks/relation.py `type_matrix`) makes the F1s a relation task's."""
     if metric.startswith("entity_"):
         true_positive, predicted, gold = totals[:, 0], totals[:, 1], totals[:, 2]
         precision, recall = _ratio(true_positive, predicted), _ratio(true_positive, gold)

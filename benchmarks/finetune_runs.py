@@ -30,9 +30,10 @@ def prepare(work_dir: Path, epochs: int) -> tuple[TaskRun, Path]:
     from flows.core.artifacts import ArtifactRef
     from flows.core.config import compose_config
     from flows.core.settings import settings_from
-    from flows.stages.finetune import FinetuneSettings, prepare_task
+    from flows.downstream.settings import FinetuneSettings
+    from flows.stages.finetune import prepare_task
     from flows.stages.tokenizer import load_tokenizer
-    from flows.training.trainer import TrainerSettings
+    from flows.training.settings import TrainerSettings
     from lightning_modules.models.encoder import EncoderConfig
     from lightning_modules.models.heads import BertForMaskedLM
     from lightning_modules.models.serialization import save_masked_lm

@@ -27,8 +27,7 @@ from flows.corpora import Corpus
 from flows.corpora.formats import CorpusInputError
 from flows.orchestration.publish import TaskRuns, publish, publish_curve, publish_label_curve
 from flows.orchestration.shard_runners import prefect_unit_mapper
-from flows.plan import PipelinePlan as PipelinePlan  # re-exported: tests and callers use it
-from flows.plan import load_run_config
+from flows.plan import PipelinePlan, load_run_config
 from flows.stages.checkpoint import import_checkpoint, lineage_params, lineage_text, read_lineage
 from flows.stages.checkpoint_source import is_registry_uri
 from flows.stages.distill import distill

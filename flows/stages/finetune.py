@@ -45,7 +45,7 @@ from flows.downstream.tasks.relation import (
     encode_relations,
     type_matrix,
 )
-from flows.downstream.tasks.spec import ARMS, BASE_ARM, TaskSpec
+from flows.downstream.tasks.spec import BASE_ARM, TaskSpec
 from flows.downstream.training.baselines import BaselineResult, evaluate_baselines
 from flows.downstream.training.caps import caps_outputs, caps_record
 from flows.downstream.training.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_arm
@@ -67,8 +67,6 @@ SUMMARY_FILE = "summary.md"
 CHART_FILE = "lift.png"
 RESULTS_FILE = "results.json"
 PREDICTIONS_FILE = "predictions.json"  # test predictions per task, arm and seed: bootstrap input
-
-__all__ = ["ARMS", "STAGE", "FinetuneOutputs", "FinetuneSettings", "finetune"]
 
 
 @dataclass(frozen=True)

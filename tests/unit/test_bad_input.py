@@ -24,17 +24,18 @@ from flows.core.config import compose_config
 from flows.core.settings import ConfigError
 from flows.corpora import CorpusSettings, open_corpus
 from flows.corpora.formats import CorpusInputError
+from flows.downstream.settings import FinetuneSettings
 from flows.downstream.tasks.spec import TaskInputError
-from flows.pipeline import PipelinePlan
+from flows.plan import PipelinePlan
 from flows.stages.distill_plan import DistillSettings, external_teacher
-from flows.stages.finetune import FinetuneSettings, finetune
+from flows.stages.finetune import finetune
 from flows.stages.lift_curve import lift_curve
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.tracking.runs import Tracker
-from flows.training.trainer import TrainerSettings
+from flows.training.settings import TrainerSettings
 from lightning_modules.data.shard_format import CorruptShardError
 from lightning_modules.export import export_huggingface
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig

@@ -5,7 +5,7 @@ from omegaconf import OmegaConf
 
 from flows.core.config import BASE, CONF_DIR, compose_config, expand_sweeps
 from flows.core.settings import ConfigError
-from flows.pipeline import PipelinePlan
+from flows.plan import PipelinePlan
 from flows.training.settings import ModelSettings, model_in_key
 
 

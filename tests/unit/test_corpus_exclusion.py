@@ -12,7 +12,7 @@ from flows.core.artifacts import ArtifactStore
 from flows.core.config import compose_config
 from flows.corpora.excluded import ExcludedTexts
 from flows.downstream.tasks.load import load_task
-from flows.pipeline import PipelinePlan
+from flows.plan import PipelinePlan
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 

@@ -11,7 +11,8 @@ from flows.core.artifacts import ArtifactStore
 from flows.core.settings import ConfigError, output_settings, settings_from
 from flows.orchestration import rank_entry
 from flows.training.launch import build_on_ranks, run_on_local_ranks
-from flows.training.trainer import TrainerSettings, lightning_strategy
+from flows.training.settings import TrainerSettings
+from flows.training.trainer import lightning_strategy
 from lightning_modules.data.collator import MaskingCollator, MaskingRule
 from lightning_modules.data.distributed import (
     LOSS_WEIGHT,

@@ -13,14 +13,9 @@ import pytest
 
 from flows.core.artifacts import ArtifactStore, stage_key
 from flows.core.config import compose_config
+from flows.downstream.settings import FinetuneSettings
 from flows.stages.control_arm import CONTROL_STAGE, control_record
-from flows.stages.finetune import (
-    FinetuneOutputs,
-    FinetuneSettings,
-    finetune,
-    stage_settings,
-    task_settings,
-)
+from flows.stages.finetune import FinetuneOutputs, finetune, stage_settings, task_settings
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
 from lightning_modules.models.serialization import load_encoder_config

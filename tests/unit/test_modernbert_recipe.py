@@ -10,7 +10,7 @@ import pytest
 from flows.core.artifacts import ArtifactStore
 from flows.core.config import compose_config
 from flows.corpora import open_corpus
-from flows.pipeline import PipelinePlan
+from flows.plan import PipelinePlan
 from flows.stages.finetune import finetune
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain

@@ -14,9 +14,10 @@ import pytest
 import torch
 
 from flows.core.settings import ConfigError
+from flows.downstream.settings import FinetuneSettings
 from flows.downstream.tasks.prompting import PromptSettings, encode_prompted, label_word_ids
 from flows.downstream.tasks.readers import TextExample
-from flows.stages.finetune import FinetuneOutputs, FinetuneSettings, finetune, stage_settings
+from flows.stages.finetune import FinetuneOutputs, finetune, stage_settings
 from flows.stages.tokenizer import load_tokenizer
 from lightning_modules.models.prompt_head import PromptClassifier
 from lightning_modules.models.serialization import (

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from flows.downstream.spec import default_data_dir
+from flows.downstream.tasks.spec import default_data_dir
 
 DATA_DIR = default_data_dir()
 

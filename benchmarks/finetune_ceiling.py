@@ -7,9 +7,9 @@ autograd bookkeeping), Lightning's loop, and whatever a larger matmul gains in t
 measures those on the demo's task (`finetune=pydoc_topics`, the demo's tokenizer, bf16-mixed as in
 `trainer=cpu`), with a random encoder of the model's shape (timing does not depend on the weights):
 
-1. one run through `flows.downstream.recipe.train_once`, as the stage runs it (cProfile on CPU
-   time): the training steps against per-epoch validation, the test pass and the rest; and what
-   the stage spends once per task (encoding the splits, the baselines);
+1. one run through `flows.downstream.training.recipe.train_once`, as the stage runs it (cProfile
+   on CPU time): the training steps against per-epoch validation, the test pass and the rest; and
+   what the stage spends once per task (encoding the splits, the baselines);
 2. one training step's ops (torch.profiler, self time): matmuls, attention, the optimizer, the
    rest (elementwise ops, norms, copies, dispatch);
 3. the per-op floor: a step at batch 1 x 8 tokens, against a real batch (32 x up to 64 tokens);
@@ -54,7 +54,7 @@ from benchmarks.ensemble_steps import (
     without_classifier_dropout,
 )
 from benchmarks.step_timer import matmul_peaks
-from flows.downstream.recipe import TaskRun
+from flows.downstream.training.recipe import TaskRun
 
 MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 # The demo's grid per arm: every rate on the first seed, then the other seeds at the chosen rate
@@ -75,7 +75,8 @@ def demo_task(work_dir: Path, model: str) -> Prepared:
     from flows.core.config import compose_config
     from flows.core.settings import settings_from
     from flows.corpora import CorpusSettings, open_corpus
-    from flows.stages.finetune import FinetuneSettings, prepare_task, run_baselines
+    from flows.downstream.settings import FinetuneSettings
+    from flows.stages.finetune import prepare_task, run_baselines
     from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
     from flows.training.settings import TrainerSettings, encoder_config
     from lightning_modules.models.heads import BertForMaskedLM
@@ -117,7 +118,7 @@ def run_split(run: TaskRun, epochs: int, warm_up: bool) -> dict[str, float]:
     """Shares of one `train_once` run (cProfile, CPU time): steps, per-epoch validation, the test
     pass, the rest; with the run's CPU seconds profiled and not. `warm_up`: a one-epoch run first
     (the process's first-call costs)."""
-    from flows.downstream.recipe import train_once
+    from flows.downstream.training.recipe import train_once
 
     if warm_up:
         one_epoch = run.settings.model_copy(update={"epochs": 1})
@@ -160,7 +161,7 @@ def run_split(run: TaskRun, epochs: int, warm_up: bool) -> dict[str, float]:
 def step_ops(run: TaskRun, bf16: bool) -> tuple[dict[str, float], list[tuple[str, float]]]:
     """Per-step self time by kind of op (wall ms inside ops, as torch.profiler times them), over
     real batches; and the top ops."""
-    from flows.downstream.recipe import build_model
+    from flows.downstream.training.recipe import build_model
 
     step, batches = stepper(build_model(run, "pretrained"), bf16), train_batches(run, 10)
     for batch in batches[:2]:
@@ -188,7 +189,7 @@ def step_ops(run: TaskRun, bf16: bool) -> tuple[dict[str, float], list[tuple[str
 
 def per_op_floor(run: TaskRun, bf16: bool) -> tuple[float, float]:
     """CPU ms of a step on real batches, and of one at batch 1 x 8 (all overhead, no work)."""
-    from flows.downstream.recipe import build_model
+    from flows.downstream.training.recipe import build_model
 
     step, batches = stepper(build_model(run, "pretrained"), bf16), train_batches(run, 12)
     tiny = {name: tensor[:1, :8] for name, tensor in batches[0].items() if name != "labels"}

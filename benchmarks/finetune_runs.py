@@ -3,9 +3,9 @@
 The finetune stage trains many small models (a learning-rate grid and seeds, per arm), so fixed
 costs per run (Trainer construction, loaders, loading weights, per-epoch validation, the test
 pass) weigh as much as the training steps. This runs the demo's task (`finetune=pydoc_topics`,
-bert-tiny) through `flows.downstream.recipe.train_once`, as the stage does, with early stopping
-off so every run trains the same number of epochs, and reports runs per CPU-minute (process CPU
-time: fair on a shared machine) beside a `cProfile` split of one run.
+bert-tiny) through `flows.downstream.training.recipe.train_once`, as the stage does, with early
+stopping off so every run trains the same number of epochs, and reports runs per CPU-minute
+(process CPU time: fair on a shared machine) beside a `cProfile` split of one run.
 
     python -m benchmarks.finetune_runs --runs 4 --epochs 3
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.train_throughput import MODELS, VOCAB_SIZE, prepare_shards
-from flows.downstream.recipe import TaskRun
+from flows.downstream.training.recipe import TaskRun
 
 
 def prepare(work_dir: Path, epochs: int) -> tuple[TaskRun, Path]:
@@ -30,9 +30,10 @@ def prepare(work_dir: Path, epochs: int) -> tuple[TaskRun, Path]:
     from flows.core.artifacts import ArtifactRef
     from flows.core.config import compose_config
     from flows.core.settings import settings_from
-    from flows.stages.finetune import FinetuneSettings, prepare_task
+    from flows.downstream.settings import FinetuneSettings
+    from flows.stages.finetune import prepare_task
     from flows.stages.tokenizer import load_tokenizer
-    from flows.training.trainer import TrainerSettings
+    from flows.training.settings import TrainerSettings
     from lightning_modules.models.encoder import EncoderConfig
     from lightning_modules.models.heads import BertForMaskedLM
     from lightning_modules.models.serialization import save_masked_lm
@@ -68,7 +69,7 @@ def prepare(work_dir: Path, epochs: int) -> tuple[TaskRun, Path]:
 
 
 def main() -> None:
-    from flows.downstream.recipe import train_once
+    from flows.downstream.training.recipe import train_once
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=4)

@@ -92,7 +92,8 @@ def run_cloze(
     the same network, optimizer and loader in a bare torch loop (Lightning's overhead)."""
     from flows.core.artifacts import ArtifactRef
     from flows.stages.tokenizer import load_tokenizer
-    from flows.training.trainer import TrainerSettings, make_trainer
+    from flows.training.settings import TrainerSettings
+    from flows.training.trainer import make_trainer
     from lightning_modules.data.collator import MaskingCollator, MaskingRule
     from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
     from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings

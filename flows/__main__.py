@@ -13,7 +13,7 @@ from flows.base_checkpoint import adopt_init
 from flows.core.cli import SERVICE_ERROR, USAGE_ERROR, fail
 from flows.core.config import compose_config, expand_sweeps, to_yaml
 from flows.core.disk import disk_full_message
-from flows.core.logs import quiet_expected_errors, setup_logging
+from flows.core.logs import setup_logging
 from flows.core.redaction import redact_console, redact_log_handlers
 from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
@@ -21,6 +21,7 @@ from flows.downstream.settings import FinetuneSettings
 from flows.plan import RunConfig, load_run_config, start_services
 from flows.refresh.promotion import RefreshSettings
 from flows.tracking.links import run_label
+from flows.tracking.prefect_logs import quiet_expected_errors
 from flows.tracking.retry import lost_prefect_api, service_outage_message
 from flows.tracking.temporary_server import bind_temporary_server_to_this_run
 

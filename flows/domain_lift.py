@@ -29,11 +29,11 @@ from flows.core.config import compose_config
 from flows.core.logs import setup_logging
 from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
-from flows.downstream.base_report import base_result
-from flows.downstream.pairing import ArmScores, paired_difference, read_arm
-from flows.downstream.spec import BASE_ARM
+from flows.downstream.statistics.base_report import base_result
+from flows.downstream.statistics.pairing import ArmScores, paired_difference, read_arm
+from flows.downstream.tasks.spec import ARMS, BASE_ARM
 from flows.plan import load_run_config, start_services
-from flows.stages.finetune import ARMS, RESULTS_FILE, FinetuneOutputs
+from flows.stages.finetune import RESULTS_FILE, FinetuneOutputs
 from flows.stages.pretrain import HUGGINGFACE_DIR
 from flows.tracking.links import run_label
 

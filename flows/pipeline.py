@@ -25,8 +25,9 @@ from flows.core.redaction import redact_secrets, redacting_errors
 from flows.core.settings import ConfigError
 from flows.corpora import Corpus
 from flows.corpora.formats import CorpusInputError
-from flows.plan import PipelinePlan as PipelinePlan  # re-exported: tests and callers use it
-from flows.plan import load_run_config
+from flows.orchestration.publish import TaskRuns, publish, publish_curve, publish_label_curve
+from flows.orchestration.shard_runners import prefect_unit_mapper
+from flows.plan import PipelinePlan, load_run_config
 from flows.stages.checkpoint import import_checkpoint, lineage_params, lineage_text, read_lineage
 from flows.stages.checkpoint_source import is_registry_uri
 from flows.stages.distill import distill
@@ -35,14 +36,12 @@ from flows.stages.finetune import finetune
 from flows.stages.label_curve import label_curve
 from flows.stages.lift_curve import lift_curve
 from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainOutputs, PretrainSettings, pretrain
-from flows.stages.shards.runners import prefect_unit_mapper
 from flows.stages.shards.stage import ShardOutputs, build_shards
 from flows.stages.tokenizer import train_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer
 from flows.summary import build_summary, render_summary, stage_figures
 from flows.tracking.links import corpus_label, current_identity
 from flows.tracking.prefect_logs import report_progress_to_prefect
-from flows.tracking.publish import TaskRuns, publish, publish_curve, publish_label_curve
 from flows.tracking.runs import (
     ARTIFACT_KEY_TAG,
     ARTIFACT_PATH_TAG,

@@ -40,6 +40,7 @@ class InitSettings(Settings):
     section = "pretrain"
 
     init_from: str | None = None
+    """Continue given weights: a checkpoint folder or Hub name, a pretrain artifact, models:/."""
 
 
 class RunConfig(Settings):

@@ -7,11 +7,11 @@ from typing import Any
 from flows.core.artifacts import ArtifactRef
 from flows.core.redaction import redact_text
 from flows.core.tables import markdown_table
-from flows.downstream.base_report import base_result
-from flows.downstream.curve import read_points
-from flows.downstream.figures import TaskFigures
-from flows.downstream.label_points import point_line, read_label_points
-from flows.downstream.report import baselines_text, interval_text, warnings
+from flows.downstream.statistics.base_report import base_result
+from flows.downstream.statistics.label_points import point_line, read_label_points
+from flows.downstream.statistics.lift_points import read_points
+from flows.downstream.statistics.report import baselines_text, interval_text, warnings
+from flows.downstream.statistics.task_figures import TaskFigures
 from flows.stages.checkpoint import CheckpointOutputs
 from flows.stages.distill import DistillOutputs
 from flows.stages.finetune import FinetuneOutputs

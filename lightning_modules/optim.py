@@ -20,9 +20,9 @@ Schedule = Literal["linear", "cosine", "constant"]
 class OptimizerSettings:
     """AdamW and its schedule, validated by pydantic on construction.
 
-    Each field's type, default and range is declared here once: the `trainer.*` config keys of the
-    same names are generated from these annotations (flows/training/trainer.py), so a range such
-    as `beta2` in [0, 1) is not restated there.
+    The `trainer.*` config keys of the same names feed these fields (flows/training/settings.py
+    declares them with the run's defaults; a test proves their types and ranges agree). Defaults
+    here are what code that builds an optimizer directly gets (fine-tuning, tests).
     """
 
     learning_rate: Annotated[float, Gt(0)] = 5e-4

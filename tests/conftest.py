@@ -55,16 +55,23 @@ def word_shards(tmp_path_factory: pytest.TempPathFactory) -> WordShards:
     """Tokenizer and shards of 300 paragraphs over the downstream tests' words, and their two
     task files: the finetune and lift-curve tests pretrain their tiny encoders on these."""
     from flows.core.artifacts import ArtifactStore
-    from flows.corpora import CorpusSettings, open_corpus
-    from flows.stages.shards.stage import ShardSettings, build_shards
-    from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+    from flows.corpora import open_corpus
+    from flows.stages.shards.stage import build_shards
+    from flows.stages.tokenizer import train_tokenizer
+    from tests.fakes import composed
 
     root = tmp_path_factory.mktemp("words")
     (root / "corpus.txt").write_text(word_paragraphs(300))
-    corpus = open_corpus(CorpusSettings(kind="files", paths=[str(root / "corpus.txt")]))
+    run = composed(
+        "corpus=files",
+        f"corpus.paths=['{root / 'corpus.txt'}']",
+        "tokenizer.vocab_size=100",
+        "shards.seq_len=32",
+    )
+    corpus = open_corpus(run.corpus)
     store = ArtifactStore(root / "store")
-    tokenizer = train_tokenizer(TokenizerSettings(vocab_size=100), corpus, store)
-    shards = build_shards(ShardSettings(seq_len=32), corpus, tokenizer, store)
+    tokenizer = train_tokenizer(run.tokenizer, corpus, store)
+    shards = build_shards(run.shards, corpus, tokenizer, store)
     return WordShards(root, store, tokenizer, shards, write_word_tasks(root))
 
 
@@ -72,12 +79,11 @@ def word_shards(tmp_path_factory: pytest.TempPathFactory) -> WordShards:
 def word_encoder(word_shards: WordShards) -> Any:
     """The tiny encoder pretrained on `word_shards` (a pretrain artifact) that the downstream
     tests fine-tune: one pretraining shared by every test that needs one."""
-    from flows.stages.objectives import ObjectiveSettings
     from flows.stages.pretrain import PretrainSettings, pretrain
-    from tests.fakes import TINY_ENCODER, TINY_TRAINER
+    from tests.fakes import TINY_ENCODER, TINY_TRAINER, composed
 
     return pretrain(
-        PretrainSettings(TINY_ENCODER, ObjectiveSettings(), TINY_TRAINER, 0),
+        PretrainSettings(TINY_ENCODER, composed().objective, TINY_TRAINER, 0),
         word_shards.shards,
         word_shards.tokenizer,
         word_shards.store,

@@ -13,6 +13,7 @@ import re
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,12 +21,15 @@ import numpy as np
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore
-from flows.training.trainer import TrainerSettings
+from flows.core.config import compose_config
+from flows.core.settings import settings_from
+from flows.downstream.settings import FinetuneSettings
+from flows.plan import RunConfig, load_run_config
 
 if TYPE_CHECKING:
     import torch
 
-    from flows.downstream.recipe import ArmResult
+    from flows.downstream.training.recipe import ArmResult
     from lightning_modules.models.encoder import EncoderConfig
     from lightning_modules.models.heads import BertForMaskedLM
 
@@ -70,12 +74,35 @@ def greek_text(
     return "\n\n".join(" ".join(paragraph) for paragraph in chosen)
 
 
+@cache
+def composed(*overrides: str) -> RunConfig:
+    """The run config `python -m flows <overrides>` would run, composed from conf/ and validated:
+    what the tests start from, so they train the recipe users run, not the classes' defaults."""
+    return load_run_config(compose_config(list(overrides)))
+
+
 # A one-layer encoder and four optimizer steps: the downstream tests' pretraining budget. One
 # thread: a tiny model on a loaded 2-core machine runs many times faster than with two.
 TINY_ENCODER = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
-TINY_TRAINER = TrainerSettings(
-    max_steps=4, warmup_steps=1, batch_size=8, val_every_steps=4, log_every_steps=2, threads=1
-)
+TINY_TRAINER = composed(
+    "trainer.max_steps=4",
+    "trainer.warmup_steps=1",
+    "trainer.batch_size=8",
+    "trainer.val_every_steps=4",
+    "trainer.log_every_steps=2",
+    "trainer.threads=1",
+).trainer
+# The downstream tests' fine-tuning budget: two seeds, one rate, two short epochs, small samples.
+TINY_RECIPE: dict[str, Any] = {
+    "seeds": 2,
+    "learning_rates": [1e-2],
+    "epochs": 2,
+    "batch_size": 16,
+    "max_length": 32,
+    "train_examples": 100,
+    "validation_examples": 40,
+    "bootstrap_samples": 200,
+}
 
 
 @dataclass(frozen=True)
@@ -92,6 +119,22 @@ class WordShards:
 
 # The downstream tests' vocabulary: Greek letters plus the two words their tasks turn on.
 TASK_WORDS = [*GREEK_LETTERS[:8], "fever", "cough"]
+
+
+def word_finetune(
+    shards: WordShards, tasks: Sequence[str] = ("pairs",), **fields: Any
+) -> FinetuneSettings:
+    """`finetune.*` as conf/ composes it, for the word tasks of `shards` at TINY_RECIPE's budget;
+    `fields` set anything else (or more)."""
+    section = {
+        **composed().finetune.model_dump(),
+        "tasks": list(tasks),
+        "catalog": shards.catalog,
+        "data_dir": str(shards.root),
+        **TINY_RECIPE,
+        **fields,
+    }
+    return settings_from(FinetuneSettings, section, "finetune")
 
 
 def word_paragraphs(count: int, seed: int = 1) -> str:
@@ -209,7 +252,7 @@ SHORT_RUN = [
 
 def grid_arm(rate: float, grid: list[float], best_epochs: list[int]) -> ArmResult:
     """An arm that chose `rate` from `grid`, one seed per best epoch (10 epochs allowed)."""
-    from flows.downstream.recipe import ArmResult, RunResult, grid_edge
+    from flows.downstream.training.recipe import ArmResult, RunResult, grid_edge
 
     runs = [
         RunResult("arm", rate, seed, 0.5, epoch, epoch == 10, {"accuracy": 0.6 + seed / 100}, [])
@@ -221,7 +264,7 @@ def grid_arm(rate: float, grid: list[float], best_epochs: list[int]) -> ArmResul
 def finetune_outputs(arms: dict[str, ArmResult], **extra: Any) -> dict[str, Any]:
     """A finetune stage's flat outputs for one task `t` scored by accuracy, as the stage writes
     them (figures, bootstrap, baselines, recipe, caps): what its readers are given."""
-    from flows.downstream.report import task_outputs
+    from flows.downstream.statistics.report import task_outputs
 
     return {
         "tasks": ["t"],

@@ -18,7 +18,7 @@ from pathlib import Path
 from flows.core.cli import fail
 from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
-from flows.downstream.pairing import ArmScores, paired_difference, read_arm
+from flows.downstream.statistics.pairing import ArmScores, paired_difference, read_arm
 from flows.stages.finetune import RESULTS_FILE
 
 

@@ -27,7 +27,7 @@ from flows.compare.plots import LOSS_KEYS, Curve, lift_panels, plot_lift, plot_l
 from flows.core.cli import fail
 from flows.core.settings import ConfigError
 from flows.core.tables import TABLE_FORMATS, render_table
-from flows.downstream.curve import plot_curves, read_points
+from flows.downstream.statistics.lift_points import plot_curves, read_points
 from flows.stages.lift_curve import CURVE_STAGE
 from flows.tracking.links import MODEL_TRAINING_VIEW, mlflow_run_url, stage_name
 from flows.tracking.runs import PARENT_TAG, STEP_OFFSET_TAG

@@ -16,7 +16,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from flows.downstream.spec import ARMS
+from flows.downstream.tasks.spec import ARMS
 
 Curve = list[tuple[int, float]]
 LOSS_KEYS = ("train/loss", "val/loss")

@@ -25,6 +25,9 @@ from flows.core.settings import ConfigError
 
 OVERRIDES_KEY = "overrides"
 CONF_DIR = Path(os.environ.get("CLOZE_CONF_DIR", REPO_ROOT / "conf"))
+# Each group's `base.yaml`: every key at its default, generated from the group's settings class
+# (flows/conf_defaults.py); the group's presets extend it.
+BASE = "base"
 
 
 # Hydra's words for an override of a key the composed config does not have.
@@ -96,16 +99,26 @@ def explain(error: Exception) -> str:
 
 
 def options_with_key(group: str, path: list[str]) -> list[str]:
-    """`corpus=files` for `corpus.paths`: the presets of a group whose file sets the key."""
+    """`distill=default` for `distill.teacher`: the presets of a group that set the key, in their
+    own file or in the group's generated base file they extend."""
     folder = CONF_DIR / group
+    files = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
+    base = next((file for file in files if file.stem == BASE), None)
+    in_base = base is not None and holds(yaml.safe_load(base.read_text()) or {}, path)
     owners = []
-    for option in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+    for option in files:
+        if option.stem == BASE:
+            continue
         node: Any = yaml.safe_load(option.read_text()) or {}
-        for part in path:
-            node = node.get(part, MISSING) if isinstance(node, dict) else MISSING
-        if node is not MISSING:
+        if holds(node, path) or (in_base and BASE in (node.get("defaults") or [])):
             owners.append(f"{group}={option.stem}")
     return owners
+
+
+def holds(node: Any, path: list[str]) -> bool:
+    for part in path:
+        node = node.get(part, MISSING) if isinstance(node, dict) else MISSING
+    return node is not MISSING
 
 
 def unknown_option(group: str, option: str) -> str:

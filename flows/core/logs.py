@@ -11,9 +11,6 @@ import warnings
 
 from flows.core.redaction import redact_log_handlers
 
-# Where Prefect reports a task or flow run that raised (with the traceback), then its final state.
-RUN_LOGGERS = ("prefect.task_runs", "prefect.flow_runs")
-
 PROJECT_LOGGERS = ("flows", "lightning_modules", "cloze")
 LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
 
@@ -39,32 +36,6 @@ def show_progress(level: int = logging.INFO) -> None:
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
 
 
-class QuietExpectedErrors(logging.Filter):
-    """Drops Prefect's report of a run that failed on an expected user error (a bad config or
-    input file): the traceback, and the later lines that repeat the message ("Finished in state
-    Failed(...)"). The CLI prints that error as its one `error:` line; a traceback would bury it.
-    Any other error, a real bug, keeps its traceback (as the CLI catches only the expected
-    types, a wrapped one is not expected either). Installed on the console handlers only, so
-    the Prefect API (and its UI) still receives every line."""
-
-    def __init__(self, expected: tuple[type[BaseException], ...]) -> None:
-        super().__init__()
-        self.expected = expected
-        self.messages: set[str] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not record.name.startswith(RUN_LOGGERS):
-            return True
-        error = record.exc_info[1] if record.exc_info else None
-        if error is not None:
-            if not isinstance(error, self.expected):
-                return True
-            self.messages.add(str(error))
-            return False
-        text = record.getMessage()
-        return not any(message and message in text for message in self.messages)
-
-
 class SaidOnce(logging.Filter):
     """Drops a record whose exception repeats `message`, a refused run's one `error:` line.
 
@@ -80,15 +51,3 @@ class SaidOnce(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
         return error is None or str(error) != self.message
-
-
-def quiet_expected_errors(expected: tuple[type[BaseException], ...]) -> QuietExpectedErrors:
-    """Installs `QuietExpectedErrors` on the root logger's console handlers (Prefect's among
-    them); call after Prefect has set up its logging."""
-    from prefect.logging.handlers import APILogHandler
-
-    quiet = QuietExpectedErrors(expected)
-    for handler in logging.getLogger().handlers:
-        if not isinstance(handler, APILogHandler):
-            handler.addFilter(quiet)
-    return quiet

@@ -24,6 +24,7 @@ class PathSettings(Settings):
     section = "paths"
 
     root: str = ".cloze"
+    """Everything a run writes: artifacts/, mlflow.db, mlartifacts/, prefect/."""
 
 
 @dataclass(frozen=True)

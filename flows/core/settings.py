@@ -8,7 +8,6 @@ becomes a `ConfigError` whose message names the full dotted key, the value and w
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import math
 import types
@@ -29,7 +28,14 @@ class ConfigError(ValueError):
 class Settings(BaseModel):
     """A config group: immutable, strictly typed, closed to unknown keys, finite numbers only."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+    # A docstring under a field is its description: the one line conf/ and the docs show.
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        strict=True,
+        allow_inf_nan=False,
+        use_attribute_docstrings=True,
+    )
     # The config key of the group, for errors when a class is built in code rather than read.
     section: ClassVar[str] = ""
 
@@ -100,41 +106,6 @@ def one_of(allowed: tuple[Any, ...]) -> PlainValidator:
         return value
 
     return PlainValidator(check)
-
-
-def settings_type(annotation: Any) -> Any:
-    """A library dataclass field's annotation as a settings type with the project's checks.
-
-    `float` becomes `Number`, a `Literal` a choice (`one_of`), and annotated-types ranges (`Gt`,
-    `Ge`, `Lt`, `Le`) one `bounds` check, so the error texts are this module's.
-    """
-    if typing.get_origin(annotation) is typing.Literal:
-        choices = typing.get_args(annotation)
-        return Annotated[type(choices[0]), one_of(choices)]
-    if typing.get_origin(annotation) is Annotated:
-        base, *constraints = typing.get_args(annotation)
-        limits = {
-            name: getattr(constraint, name)
-            for constraint in constraints
-            for name in ("gt", "ge", "lt", "le")
-            if hasattr(constraint, name)
-        }
-        return Annotated[settings_type(base), bounds(**limits)]
-    return {float: Number, float | None: Number | None}.get(annotation, annotation)
-
-
-def dataclass_fields(cls: type, names: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """The fields of the library dataclass `cls` (or those in `names`) as settings fields for
-    `pydantic.create_model`: a config key is declared once, where the library reads it."""
-    hints = typing.get_type_hints(cls, include_extras=True)
-    return {
-        field.name: (
-            settings_type(hints[field.name]),
-            ... if field.default is dataclasses.MISSING else field.default,
-        )
-        for field in dataclasses.fields(cls)
-        if names is None or field.name in names
-    }
 
 
 def settings_from(cls: type[SettingsT], section: Mapping[str, Any], prefix: str) -> SettingsT:

@@ -19,6 +19,12 @@ from flows.corpora.formats import FORMATS, CorpusInputError, ReadRules
 from flows.corpora.stats import CorpusStats
 
 CORPUS_KINDS = ("pydoc", "files", "huggingface")
+# Keys only one kind of source reads: set on another kind they would be ignored, so are refused.
+KIND_KEYS = {
+    "files": ("paths", "format", "decode_errors", "on_bad_rows"),
+    "huggingface": ("name", "config_name", "split"),
+    "pydoc": ("exclude_downstream_test",),
+}
 
 
 class CorpusSettings(Settings):
@@ -26,26 +32,50 @@ class CorpusSettings(Settings):
 
     section = "corpus"
     kind: Annotated[str, one_of(CORPUS_KINDS)] = "pydoc"
+    """pydoc (the embedded stdlib docs) | files | huggingface."""
     paths: list[str] = Field(default_factory=list)
+    """files: files, globs or directories, optionally .gz/.bz2/.zst compressed."""
     format: Annotated[str, one_of(FORMATS)] = "auto"
+    """files: auto (by suffix) | txt | jsonl | csv | tsv | parquet | wikiextractor | pubtator."""
     text_field: str = "text"
+    """The field (jsonl, parquet, datasets) or column (csv, tsv) holding the text."""
     decode_errors: Annotated[str, one_of(("fail", "replace", "skip"))] = "fail"
-    # A CSV/TSV row with an unclosed quote or another field count than the header: an error
-    # naming its line (fail), or counted and dropped (skip).
+    """fail | replace | skip: lines that are not UTF-8, and binary files."""
     on_bad_rows: Annotated[str, one_of(("fail", "skip"))] = "fail"
+    """fail | skip: CSV/TSV rows with an unclosed quote or another field count than the header."""
     name: str | None = None
+    """huggingface: a hub name or a save_to_disk folder."""
     config_name: str | None = None
+    """huggingface: the dataset's configuration."""
     split: str = "train"
+    """huggingface: the split to read."""
     exclude_downstream_test: bool = True
-    # finetune.catalog tasks whose validation examples the corpus must not hold: for pretraining
-    # on a task's own train text, out of which its validation split is carved
-    # (flows/corpora/excluded.py). Their texts come from the run's finetune settings and seed.
+    """pydoc: keep the demo task's test modules out of pretraining (the lift measures transfer)."""
     exclude_validation_of: list[str] = Field(default_factory=list)
+    """finetune.catalog tasks whose validation examples the corpus must not hold (e.g. [sst2])."""
     normalization: Annotated[str, one_of(NORMALIZATIONS)] = "NFC"
+    """Unicode normalization: NFC | NFKC | NFD | NFKD | none."""
     min_words: Annotated[int, bounds(ge=1)] = 5
+    """Shorter documents are dropped and counted."""
     max_chars: Annotated[int, bounds(ge=100)] = 1_000_000
+    """Longer documents (and lines, read in bounded memory) are dropped and counted."""
     max_documents: Annotated[int, bounds(ge=1)] | None = None
+    """Read at most this many documents; null: all."""
     validation_fraction: Annotated[Number, bounds(gt=0, lt=0.5)] = 0.05
+    """Share of documents held out for validation, chosen by a hash of each text."""
+
+    @model_validator(mode="after")
+    def _keys_are_read(self) -> CorpusSettings:
+        for kind, keys in KIND_KEYS.items():
+            for key in keys if kind != self.kind else ():
+                if getattr(self, key) != type(self).model_fields[key].get_default(
+                    call_default_factory=True
+                ):
+                    raise ConfigError(
+                        f"corpus.{key} is read by corpus={kind} only, not by the "
+                        f"corpus={self.kind} this config selects: select corpus={kind} first"
+                    )
+        return self
 
     @model_validator(mode="after")
     def _source_is_named(self) -> CorpusSettings:

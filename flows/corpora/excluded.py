@@ -27,7 +27,7 @@ from typing import Any
 def folded_words(text: str) -> str:
     """Case-folded NFKC words joined by single spaces, with a space at each end: one substring
     test then finds whole-word spans only ("a" is not found inside "art"). Unlike the task's
-    own `drop_contained_rows` (case kept, flows/downstream/contained.py), a copy that differs
+    own `drop_contained_rows` (case kept, flows/downstream/tasks/contained.py), a copy that differs
     in case or normal form still counts: excluding too much is the safe side here."""
     return f" {' '.join(unicodedata.normalize('NFKC', text).casefold().split())} "
 

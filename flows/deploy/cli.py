@@ -13,6 +13,7 @@ slots released), then `serve` exits with 130.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import urllib.error
@@ -159,13 +160,8 @@ def serve(settings: DeploySettings) -> int:
     """Serves until stopped; the exit code: 0, or 130 after Ctrl-C."""
     from prefect import serve as serve_deployments
 
-    from flows.deploy.entrypoints import pipeline_deployment
-    from flows.refresh.flow import domain_refresh
-
     deployments = [
-        with_timeout(
-            pipeline_deployment if DEPLOYMENTS[name] else domain_refresh, item
-        ).to_deployment(**deployment_options(name, item))
+        with_timeout(flow_of(name), item).to_deployment(**deployment_options(name, item))
         for name, item in settings.enabled().items()
     ]
     stopped = stop_like_sigterm_on_ctrl_c()
@@ -223,6 +219,19 @@ def flow_runs_immune_to_ctrl_c() -> Iterator[None]:
         _starter_direct.run_flow_in_subprocess = spawn
 
 
+def entrypoint_of(name: str) -> str:
+    return ENTRYPOINTS["pipeline" if DEPLOYMENTS[name] else "refresh"]
+
+
+def flow_of(name: str) -> Any:
+    """The flow object a deployment runs, imported by the entrypoint a worker loads it from: the
+    deploy package names the flows it deploys and imports none of their packages (the domain
+    refresh's among them) at module level."""
+    path, attribute = entrypoint_of(name).split(":")
+    module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+    return getattr(module, attribute)
+
+
 def register(settings: DeploySettings, pool: str, source: str) -> None:
     """From source: the worker loads the flows from `source` (a path it can read, or a git URL).
 
@@ -232,8 +241,7 @@ def register(settings: DeploySettings, pool: str, source: str) -> None:
     from prefect import Flow
 
     for name, item in settings.enabled().items():
-        entrypoint = ENTRYPOINTS["pipeline" if DEPLOYMENTS[name] else "refresh"]
-        remote: Any = Flow.from_source(source=source, entrypoint=entrypoint)  # sync here
+        remote: Any = Flow.from_source(source=source, entrypoint=entrypoint_of(name))  # sync here
         remote.deploy(
             work_pool_name=pool, build=False, push=False, print_next_steps=False,
             **deployment_options(name, item),

@@ -1,12 +1,13 @@
 """`finetune.*`: which tasks to evaluate, and the recipe both arms of each task use.
 
-The recipe fields at the top of `finetune.*` (conf/finetune/base.yaml) are the full evaluation
-recipe. A task's catalog entry may set some of them under `recipe:` for that task alone: the demo
-task does (a cheap grid and 64 tokens, fit for the demo's 10 minutes), so a task a user adds runs
-on the full recipe, not on the demo's. A field a task's entry sets wins over `finetune.<field>`.
+The recipe fields of `finetune.*` (`Recipe` below, listed in conf/finetune/base.yaml) are the full
+evaluation recipe. A task's catalog entry may set some of them under `recipe:` for that task
+alone: the demo task does (a cheap grid and 64 tokens, fit for the demo's minutes), so a task a
+user adds runs on the full recipe, not on the demo's. A field a task's entry sets wins over
+`finetune.<field>`.
 
-A task's own recipe is the full recipe of conf/finetune/base.yaml with its entry's fields (as
-base.yaml defines them, for a task defined there). An experiment or override that changes
+A task's own recipe is the full recipe with its entry's fields (as conf/finetune/catalog.yaml
+defines them, for a task defined there). An experiment or override that changes
 `finetune.*` changes the recipe of every task it does not set: a run says so before any stage
 (`recipe_notes`), and an entry's `recipe: own` keeps the task on its own recipe.
 """
@@ -23,9 +24,9 @@ from pydantic_core import PydanticCustomError
 
 from flows.core.config import compose_config
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
-from flows.downstream.load import Sampling, check_tasks, example_texts, load_task
-from flows.downstream.prompting import PromptSettings
-from flows.downstream.spec import BASELINES, TaskSpec, default_data_dir, task_specs
+from flows.downstream.tasks.load import Sampling, check_tasks, example_texts, load_task
+from flows.downstream.tasks.prompting import PromptSettings
+from flows.downstream.tasks.spec import BASELINES, TaskSpec, default_data_dir, task_specs
 from lightning_modules.models.heads import POOLINGS
 from lightning_modules.models.relation_head import RELATION_HEADS
 
@@ -83,38 +84,42 @@ class Recipe(Settings):
     stop). `train_examples`/`validation_examples`/`test_examples` cap the splits (None: all)."""
 
     section = "finetune"
-    seeds: Annotated[int, bounds(ge=1)] = 3
+    seeds: Annotated[int, bounds(ge=1)] = 5
+    """Seeds per arm: mean, std and a paired-t interval on the lift."""
     learning_rates: Grid = Field(default_factory=lambda: [1e-4, 3e-4, 1e-3])
-    # Seeds each rate of the grid is scored on; the best mean validation score wins. 1 (the first
-    # seed) is cheapest; with few labels one seed's validation score is noisy, and `seeds` scores
-    # the grid on every seed, the chosen rate's runs then being the arm's runs.
+    """The grid; each arm picks its own rate on validation."""
     grid_seeds: Annotated[int, bounds(ge=1)] = 1
+    """Seeds each grid rate is scored on (mean validation score); 1: the first seed only."""
     max_length: Annotated[int, bounds(ge=8)] = 128
-    epochs: Annotated[int, bounds(ge=1)] = 5
-    patience: Annotated[int, bounds(ge=1)] = 2
+    """Tokens per example at most."""
+    epochs: Annotated[int, bounds(ge=1)] = 20
+    """Epochs at most (generous): early stopping on validation ends a run."""
+    patience: Annotated[int, bounds(ge=1)] = 3
+    """Epochs without a better validation score before a run stops."""
     batch_size: Annotated[int, bounds(ge=1)] = 32
+    """Examples per step."""
     weight_decay: Annotated[Number, bounds(ge=0)] = 0.01
+    """AdamW's decoupled weight decay."""
     warmup_ratio: Annotated[Number, bounds(ge=0, lt=1)] = 0.1
+    """Share of a run's steps spent warming the learning rate up."""
     classifier_dropout: Annotated[Number, bounds(ge=0, lt=1)] = 0.1
-    # Dropout inside the encoder while fine-tuning (hidden and attention); None keeps the
-    # pretrained model's own (model.dropout, 0 in the small-budget recipe). Cramming pretrains
-    # without dropout and fine-tunes with it.
+    """Dropout before the task head."""
     encoder_dropout: Annotated[Number, bounds(ge=0, lt=1)] | None = None
-    # What a classification task's head reads: BERT's [CLS] vector, or the mean over the
-    # sentence's tokens (MLM never trains [CLS]; see lightning_modules/models/heads.py).
+    """Dropout in the encoder while fine-tuning (hidden, attention); null: the model's own."""
     pooling: Annotated[Literal["cls", "mean"], one_of(POOLINGS)] = "cls"
-    # What a relation task's head reads: the hidden states at the entities' start markers,
-    # concatenated (Matching the Blanks' "entity start"), or [CLS]; lightning_modules/models/
-    # relation_head.py. Other kinds ignore it.
+    """What a classification head reads: cls ([CLS], BERT) | mean (of the tokens)."""
     relation_head: Annotated[Literal["entity_start", "cls"], one_of(RELATION_HEADS)] = (
         "entity_start"
     )
-    # Prompt-based fine-tuning (flows/downstream/prompting.py): a classification task read as a
-    # cloze by the MLM head, in both arms. None: the pooled classification head above.
+    """What a relation head reads: the entities' start markers, concatenated | [CLS]."""
     prompt: PromptSettings | None = None
+    """Prompt-based fine-tuning (PET): the MLM head fills a template's {mask}; null: off."""
     train_examples: Annotated[int, bounds(ge=1)] | None = None
+    """Limited-label mode: a sample of train this large, drawn per seed; null: all of it."""
     validation_examples: Annotated[int, bounds(ge=1)] | None = 1000
+    """At most; carved from train when a task has no validation file."""
     test_examples: Annotated[int, bounds(ge=1)] | None = None
+    """At most; null: the whole test split."""
 
     def sampling(self, seed: int) -> Sampling:
         return Sampling(self.validation_examples, self.test_examples, seed)
@@ -140,13 +145,13 @@ OWN = "own"  # a catalog entry's `recipe: own`: the task's own recipe, whatever 
 
 @cache
 def full_recipe() -> dict[str, Any]:
-    """`finetune=base` as conf/ composes it: the full recipe and the catalog it defines."""
-    return dict(compose_config(["finetune=base"])["finetune"])
+    """`finetune=catalog` as conf/ composes it: the full recipe and the catalog it defines."""
+    return dict(compose_config(["finetune=catalog"])["finetune"])
 
 
 def own_recipe(task: str, entry: dict[str, Any]) -> dict[str, Any]:
     """The recipe `task` runs on by its own: the full recipe with its entry's fields, as
-    conf/finetune/base.yaml defines them for a task defined there, else as `entry` says."""
+    conf/finetune/catalog.yaml defines them for a task defined there, else as `entry` says."""
     full = full_recipe()
     defined = full["catalog"].get(task)
     fields = (defined.get("recipe") or {}) if isinstance(defined, dict) else entry
@@ -158,18 +163,23 @@ class FinetuneSettings(Recipe):
     the interval's confidence, baselines, the lift curve's checkpoints."""
 
     tasks: list[str] = Field(default_factory=lambda: ["pydoc_topics"])
+    """The catalog's tasks to evaluate."""
     catalog: dict[str, Any] = Field(default_factory=dict)
+    """Tasks by name (conf/finetune/catalog.yaml); an entry's `recipe:` fields are its own."""
     data_dir: str | None = None
+    """Where relative task paths resolve; null: $CLOZE_DATA_DIR, else ../shared/data."""
     confidence: Annotated[Number, bounds(ge=0.5, lt=1)] = 0.95
-    baselines: list[str] | None = None  # None: every baseline of each task's kind
-    # Fractions of pretraining whose weights are evaluated too: a lift-vs-compute curve.
+    """The intervals' confidence."""
+    baselines: list[str] | None = None
+    """null: every baseline of each task's kind; []: none."""
     checkpoints: list[Number] = Field(default_factory=lambda: [1.0])
-    # Labelled examples per seed at which every task is evaluated again, both arms and the
-    # baselines: the label-efficiency curve (flows/stages/label_curve.py). None: no curve.
+    """The lift-vs-compute curve: fractions of pretraining whose weights are evaluated too."""
     label_counts: list[LabelCount] | None = None
-    # Test-set resamples behind the bootstrap interval of the lift; fewer cannot place its tails.
+    """The label-efficiency curve: labels per seed to evaluate again at; null: off."""
     bootstrap_samples: Annotated[int, bounds(ge=100)] = 1000
-    log_every_steps: Annotated[int, bounds(ge=1)] = 20
+    """Test-set resamples behind the lift's bootstrap interval."""
+    log_every_steps: Annotated[int, bounds(ge=1)] = 50
+    """Steps between logged fine-tuning metrics."""
 
     @model_validator(mode="before")
     @classmethod
@@ -252,8 +262,8 @@ class FinetuneSettings(Recipe):
         return label_counts(self.label_counts) if self.label_counts else []
 
     def check_task_files(self, seed: int) -> None:
-        """Reads every task's files now (flows/downstream/load.py `check_tasks`), and checks that
-        each task's train pool holds the label curve's counts."""
+        """Reads every task's files now (flows/downstream/tasks/load.py `check_tasks`), and checks
+        that each task's train pool holds the label curve's counts."""
         recipes = [(spec, self.recipe_for(spec)) for spec in self.specs()]
         pools = check_tasks(
             [(spec, recipe.sampling(seed), recipe.max_length) for spec, recipe in recipes],
@@ -262,7 +272,7 @@ class FinetuneSettings(Recipe):
         counts = [count for count in self.curve_counts if count is not None]
         for spec, recipe in recipes if counts else []:
             pool = pools.get(spec.name)
-            if pool is None and spec.format == "pydoc_topics":
+            if pool is None and spec.task_format.source == "built_in":
                 sampling = recipe.sampling(seed)
                 pool = load_task(spec, self.resolved_data_dir(), sampling).pools["train"]
             if pool is not None and max(counts) > pool:

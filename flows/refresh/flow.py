@@ -27,14 +27,14 @@ from flows.core.paths import RunPaths
 from flows.core.settings import ConfigError, settings_from
 from flows.core.tables import markdown_table
 from flows.corpora.file_source import resolve_paths
-from flows.deploy.entrypoints import (
+from flows.orchestration.flow_runs import (
     EXPECTED_ERRORS,
     compose_run_config,
     read_form,
     refused,
     run_name,
 )
-from flows.deploy.form import NO_EXPERIMENT, Experiment, described_by_form
+from flows.orchestration.run_form import NO_EXPERIMENT, Experiment, described_by_form
 from flows.pipeline import (
     StageContext,
     finetune_task,

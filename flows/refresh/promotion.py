@@ -24,11 +24,17 @@ class RefreshSettings(Settings):
 
     section = "refresh"
     domain: str | None = None
+    """Names the domain's fingerprint manifest (<artifact root>/domains/<domain>/)."""
     registered_model: str | None = None
+    """Registry entry holding @champion and @challenger; null: cloze-<domain>."""
     metric: str = "pydoc_topics.pretrained_accuracy_mean"
+    """Any numeric finetune output key: what makes a challenger win."""
     higher_is_better: bool = True
+    """Whether a higher `metric` is better."""
     margin: Annotated[Number, bounds(ge=0)] = 0.0
+    """Promote only when the challenger wins by more than this."""
     base_model: str | None = None
+    """First run (no champion yet): its pretrain.init_from; null: from scratch."""
 
     @model_validator(mode="after")
     def _names_are_usable(self) -> RefreshSettings:

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
-from flows.downstream.recipe import ArmResult, TaskRun, evaluate_arm
-from flows.downstream.spec import BASE_ARM
+from flows.downstream.tasks.spec import BASE_ARM
+from flows.downstream.training.recipe import ArmResult, TaskRun, evaluate_arm
 from flows.training.settings import TrainerSettings
 from lightning_modules.models.encoder import EncoderConfig
 

@@ -39,8 +39,7 @@ from flows.stages.pretrain import (
 from flows.stages.tokenizer import load_tokenizer
 from flows.training.checkpoints import resumable_checkpoint
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
-from flows.training.settings import model_in_key
-from flows.training.trainer import TrainerSettings, encoder_config
+from flows.training.settings import TrainerSettings, encoder_config, model_in_key
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
 from lightning_modules.distill import DistillationModule
 from lightning_modules.models.heads import BertForMaskedLM

@@ -54,26 +54,36 @@ class DistillSettings(Settings):
 
     section = "distill"
 
-    # null: this run's pretrain artifact; else a pretrain (or distill) artifact directory or a
-    # registry URI models:/<name>@<alias> (resolved through the tracking server's registry).
     teacher: str | None = None
-    student: dict[str, Any]  # a model preset: model@distill.student=bert-tiny
+    """null: this run's pretrain artifact; else an artifact directory, a checkpoint or models:/."""
+    student: dict[str, Any]
+    """The student's `model.*`: a model preset (model@distill.student=bert-mini) and overrides."""
     student_init: Annotated[Literal["auto", "teacher", "random"], one_of(INITS)] = "auto"
-    # Student layer i learns from (and, with init from the teacher, starts as) teacher layer
-    # layer_map[i], 0-based; null spreads the student evenly, ending on the teacher's last layer.
+    """auto: the teacher's layers when the shapes allow, else random | teacher | random."""
     layer_map: list[Annotated[int, bounds(ge=0)]] | None = None
+    """Student layer i <- teacher layer layer_map[i] (0-based); null: spread evenly."""
     allow_larger_student: bool = False
+    """Allow a student no smaller than its teacher."""
     kl_weight: Annotated[Number, bounds(ge=0)] = 1.0
+    """KL to the teacher at masked positions, temperature-scaled (0 skips it)."""
     mlm_weight: Annotated[Number, bounds(ge=0)] = 1.0
+    """The student's own MLM loss."""
     cosine_weight: Annotated[Number, bounds(ge=0)] = 1.0
+    """Cosine of the last hidden states (DistilBERT)."""
     hidden_mse_weight: Annotated[Number, bounds(ge=0)] = 0.0
+    """TinyBERT's hidden-state MSE, per `layer_map`."""
     attention_mse_weight: Annotated[Number, bounds(ge=0)] = 0.0
+    """TinyBERT's attention MSE, per `layer_map`."""
     temperature: Annotated[Number, bounds(gt=0)] = 2.0
+    """Softmax temperature of the KL term."""
     teacher_bf16: bool = True
-    # The student's budget and rate; null: trainer.max_steps / trainer.learning_rate.
+    """The teacher's forward under bf16 autocast (it only makes targets)."""
     max_steps: Annotated[int, bounds(ge=1)] | None = None
+    """The student's steps; null: trainer.max_steps."""
     learning_rate: Annotated[Number, bounds(gt=0)] | None = None
-    registered_model: str | None = None  # registry name of the student (null: not registered)
+    """The student's rate; null: trainer.learning_rate."""
+    registered_model: str | None = None
+    """Register the student under this name (e.g. cloze-student); null: not registered."""
 
     @model_validator(mode="after")
     def _some_loss(self) -> DistillSettings:

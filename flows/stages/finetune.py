@@ -1,11 +1,11 @@
-"""Stage 4: downstream evaluation, from the pretrained encoder and from random init.
+"""Downstream evaluation, from the pretrained encoder and from random init.
 
 Every task in `finetune.tasks` runs both arms with one recipe over `finetune.seeds` seeds, each arm
-with its own learning rate and epoch chosen on validation (flows/downstream/recipe.py), beside
-baselines without an encoder (flows/downstream/baselines.py). The lift gets a paired t-interval
-over seeds and a paired bootstrap interval over test examples. The outputs are flat
-`<task>.<key>` figures; `summary.md`, `lift.png` and `results.json` (every run) are written into
-the artifact.
+with its own learning rate and epoch chosen on validation (flows/downstream/training/recipe.py),
+beside baselines without an encoder (flows/downstream/training/baselines.py). The lift gets a
+paired t-interval over seeds and a paired bootstrap interval over test examples. The outputs are
+flat `<task>.<key>` figures; `summary.md`, `lift.png` and `results.json` (every run) are written
+into the artifact.
 """
 
 from __future__ import annotations
@@ -19,27 +19,36 @@ from typing import Any, ClassVar, Self
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.outputs import StageOutputs
 from flows.core.settings import output_settings
-from flows.downstream.base_report import OVER_BASE, base_outputs
-from flows.downstream.baselines import BaselineResult, evaluate_baselines
-from flows.downstream.bootstrap import bootstrap_lift, example_statistics
-from flows.downstream.caps import caps_outputs, caps_record
-from flows.downstream.distill_report import distillation_table, size_outputs, student_outputs
-from flows.downstream.encoding import EncodedSplit, encode
-from flows.downstream.figures import TaskFigures
-from flows.downstream.load import TaskData, load_task, source_fingerprint, train_sample
-from flows.downstream.per_class import mean_report, per_class, per_class_markdown
-from flows.downstream.prompting import PromptIds, encode_prompted, label_word_ids
-from flows.downstream.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_arm
-from flows.downstream.relation import (
+from flows.downstream.settings import RECIPE_FIELDS, FinetuneSettings, Recipe, recipe_key
+from flows.downstream.statistics.base_report import OVER_BASE, base_outputs
+from flows.downstream.statistics.bootstrap import bootstrap_lift, example_statistics
+from flows.downstream.statistics.distill_report import (
+    distillation_table,
+    size_outputs,
+    student_outputs,
+)
+from flows.downstream.statistics.per_class import mean_report, per_class, per_class_markdown
+from flows.downstream.statistics.report import (
+    bar_chart,
+    baseline_outputs,
+    markdown_table,
+    task_outputs,
+)
+from flows.downstream.statistics.speed import inference_tokens_per_second
+from flows.downstream.statistics.task_figures import TaskFigures
+from flows.downstream.tasks.encoding import EncodedSplit, encode
+from flows.downstream.tasks.load import TaskData, load_task, source_fingerprint, train_sample
+from flows.downstream.tasks.prompting import PromptIds, encode_prompted, label_word_ids
+from flows.downstream.tasks.relation import (
     MarkerIds,
     add_marker_tokens,
     encode_relations,
     type_matrix,
 )
-from flows.downstream.report import bar_chart, baseline_outputs, markdown_table, task_outputs
-from flows.downstream.settings import RECIPE_FIELDS, FinetuneSettings, Recipe, recipe_key
-from flows.downstream.spec import ARMS, BASE_ARM, TaskSpec
-from flows.downstream.speed import inference_tokens_per_second
+from flows.downstream.tasks.spec import BASE_ARM, TaskSpec
+from flows.downstream.training.baselines import BaselineResult, evaluate_baselines
+from flows.downstream.training.caps import caps_outputs, caps_record
+from flows.downstream.training.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_arm
 from flows.stages.control_arm import CONTROL_ARM, base_record, cached_arm, control_record
 from flows.stages.finetune_progress import FinishedTasks
 from flows.stages.tokenizer import TrainedTokenizer, load_tokenizer
@@ -58,8 +67,6 @@ SUMMARY_FILE = "summary.md"
 CHART_FILE = "lift.png"
 RESULTS_FILE = "results.json"
 PREDICTIONS_FILE = "predictions.json"  # test predictions per task, arm and seed: bootstrap input
-
-__all__ = ["ARMS", "STAGE", "FinetuneOutputs", "FinetuneSettings", "finetune"]
 
 
 @dataclass(frozen=True)
@@ -245,6 +252,23 @@ def run_baselines(
     return evaluate_baselines(data.spec, names, data.labels, data.splits, train_sets)
 
 
+def run_seeds(recipe: Recipe, seed: int) -> list[int]:
+    """A task's seeds: the run's seed and the `recipe.seeds - 1` after it, the same in each arm."""
+    return [seed + offset for offset in range(recipe.seeds)]
+
+
+def lift_figures(
+    task_run: TaskRun, arms: dict[str, ArmResult], settings: FinetuneSettings, seed: int
+) -> dict[str, Any]:
+    """What every evaluation of a task reports, the stage's and each lift-curve point's: each
+    arm's mean and std, the lift with its paired-t interval, and its bootstrap interval."""
+    spec, epochs = task_run.spec, task_run.settings.epochs
+    return {
+        **task_outputs(spec.name, spec.metric, arms, settings.confidence, epochs),
+        **bootstrap_outputs(task_run, arms, settings, seed),
+    }
+
+
 def bootstrap_outputs(
     task_run: TaskRun,
     arms: dict[str, ArmResult],
@@ -355,7 +379,7 @@ def finetune(
             if finished.restore(spec.name, outputs, runs, predictions):
                 continue  # a stopped run of this key finished it
             recipe = settings.recipe_for(spec)
-            seeds = [seed + offset for offset in range(recipe.seeds)]
+            seeds = run_seeds(recipe, seed)
             data, task_run, sizes = prepare_task(
                 spec,
                 settings,
@@ -385,10 +409,7 @@ def finetune(
             outputs.update(sizes)
             outputs[f"{spec.name}.recipe"] = settings.recipe_text(spec)
             outputs[f"{spec.name}.recipe_set_by_task"] = ",".join(sorted(spec.recipe))
-            outputs.update(
-                task_outputs(spec.name, spec.metric, arms, settings.confidence, recipe.epochs)
-            )
-            outputs.update(bootstrap_outputs(task_run, arms, settings, seed))
+            outputs.update(lift_figures(task_run, arms, settings, seed))
             outputs.update(baseline_outputs(spec.name, spec.metric, baselines))
             if student_dir is not None:
                 outputs.update(student_outputs(spec.name, arms, settings.confidence))

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
-from flows.downstream.label_points import (
+from flows.downstream.settings import FinetuneSettings
+from flows.downstream.statistics.label_points import (
     count_label,
     crossing,
     flat_points,
@@ -25,8 +26,7 @@ from flows.downstream.label_points import (
     plot,
     point,
 )
-from flows.downstream.recipe import LoggerFactory
-from flows.downstream.settings import FinetuneSettings
+from flows.downstream.training.recipe import LoggerFactory
 from flows.stages.finetune import FinetuneOutputs, finetune
 from flows.training.settings import TrainerSettings
 

@@ -17,17 +17,17 @@ from typing import Any
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.settings import ConfigError
-from flows.downstream.curve import CURVE_STAGE, flat_points, plot_curves, point
-from flows.downstream.figures import TaskFigures
-from flows.downstream.recipe import ArmResult, LoggerFactory, evaluate_arm
-from flows.downstream.report import task_outputs
 from flows.downstream.settings import FinetuneSettings
+from flows.downstream.statistics.lift_points import CURVE_STAGE, flat_points, plot_curves, point
+from flows.downstream.statistics.task_figures import TaskFigures
+from flows.downstream.training.recipe import ArmResult, LoggerFactory, evaluate_arm
 from flows.stages.finetune import (
     PREDICTIONS_FILE,
     RESULTS_FILE,
     FinetuneOutputs,
-    bootstrap_outputs,
+    lift_figures,
     prepare_task,
+    run_seeds,
     stage_settings,
 )
 from flows.stages.pretrain import KEPT_DIR, PretrainOutputs
@@ -85,8 +85,7 @@ def evaluate_checkpoint(
         controls = control_arms(refs["finetune"])
         outputs: dict[str, Any] = {"fraction": fraction}
         for spec in settings.specs():
-            recipe = settings.recipe_for(spec)
-            seeds = [seed + offset for offset in range(recipe.seeds)]
+            seeds = run_seeds(settings.recipe_for(spec), seed)
             _, task_run, _ = prepare_task(
                 spec,
                 settings,
@@ -101,10 +100,7 @@ def evaluate_checkpoint(
                 "pretrained": evaluate_arm(task_run, "pretrained", seeds),
                 "random_init": controls[spec.name],
             }
-            outputs.update(
-                task_outputs(spec.name, spec.metric, arms, settings.confidence, recipe.epochs)
-            )
-            outputs.update(bootstrap_outputs(task_run, arms, settings, seed))
+            outputs.update(lift_figures(task_run, arms, settings, seed))
         return outputs
 
     return store.get_or_build(CHECKPOINT_STAGE, key, build, record)

@@ -36,18 +36,31 @@ class ObjectiveSettings(Settings):
 
     section = "objective"
     name: str = "mlm"
+    """A label for runs and tables (bert, roberta, ...), never part of an artifact key."""
     kind: Annotated[str, one_of(OBJECTIVE_KINDS)] = "mlm"
+    """mlm (masked language modelling) | electra (replaced-token detection)."""
     selection: Annotated[str, one_of(SELECTIONS)] = "token"
+    """What is masked: token | whole_word | span (SpanBERT)."""
     masking: Annotated[str, one_of(MASKINGS)] = "dynamic"
+    """dynamic: new masks every batch (RoBERTa) | static: fixed per copy (BERT)."""
     static_copies: Annotated[int, bounds(ge=1)] = 10
+    """static: copies of each sequence, each with its own fixed mask."""
     mask_rate: Number = 0.15
+    """Share of the non-special tokens selected for the loss."""
     replace_with_mask: Number = 0.8
+    """Of the selected tokens: share replaced by [MASK]."""
     replace_with_random: Number = 0.1
+    """Of the selected tokens: share replaced by a random token (the rest stay as they are)."""
     span_p: Number = 0.2
+    """span: SpanBERT's span length in words ~ Geometric(p), truncated at `span_max_words`."""
     span_max_words: int = 10
+    """span: the longest span, in words."""
     generator_size_fraction: Number = 0.25
+    """electra: the generator's width as a fraction of the discriminator's."""
     generator_hidden_size: int | None = None
+    """electra: or the generator's width itself."""
     discriminator_weight: Number = 50.0
+    """electra: loss = generator MLM loss + this x discriminator loss."""
 
     @model_validator(mode="after")
     def _parts_are_valid(self) -> ObjectiveSettings:

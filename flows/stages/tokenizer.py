@@ -57,15 +57,21 @@ class TokenizerSettings(Settings):
 
     section = "tokenizer"
     kind: Annotated[str, one_of(TOKENIZER_KINDS)] = "wordpiece"
+    """wordpiece (BERT) | bpe (RoBERTa's byte level) | unigram (ALBERT's, SentencePiece's)."""
     vocab_size: Annotated[int, bounds(ge=100, le=1 << 24)] = 8000
+    """Tokens in the vocabulary, special tokens included."""
     lowercase: bool = True
+    """Lowercase the text before tokenizing."""
     min_frequency: Annotated[int, bounds(ge=1)] = 2
-    max_training_mb: Annotated[Number, bounds(gt=0)] | None = 256.0
-    from_artifact: str | None = None  # reuse, do not train; out of the key (the reused one's is)
-    # With a checkpoint (pretrain.init_from): add the N most frequent corpus words its tokenizer
-    # splits into 3+ pieces (flows/stages/tokenizer_import.py). Trained tokenizers ignore it.
+    """Fewest occurrences for a merge or piece (the Unigram trainer ignores it)."""
+    max_training_mb: Annotated[Number, bounds(gt=0)] | None = 256
+    """Train on at most this much text, spread over every file; null: all of it."""
+    from_artifact: str | None = None
+    """Reuse a tokenizer or pretrain artifact's tokenizer instead of training (out of the key)."""
     extend_vocabulary: Annotated[int, bounds(ge=0)] = 0
+    """With a checkpoint: add its N most split corpus words (3+ pieces) as tokens; 0: off."""
     special_tokens: dict[str, str] = DEFAULT_SPECIAL_TOKENS
+    """The pad, unk, cls, sep and mask tokens' text."""
 
     @field_validator("special_tokens")
     @classmethod

@@ -7,6 +7,9 @@ import logging
 from flows.core.logs import PROJECT_LOGGERS, show_progress
 from flows.core.redaction import redact_console, redact_log_handlers
 
+# Where Prefect reports a task or flow run that raised (with the traceback), then its final state.
+RUN_LOGGERS = ("prefect.task_runs", "prefect.flow_runs")
+
 
 def run_log_handler() -> logging.Handler:
     """Prefect's API log handler, silent for a line logged outside any flow or task run (a
@@ -46,3 +49,41 @@ def report_progress_to_prefect() -> None:
             logger.addHandler(run_log_handler())
     redact_log_handlers()
     redact_console()
+
+
+class QuietExpectedErrors(logging.Filter):
+    """Drops Prefect's report of a run that failed on an expected user error (a bad config or
+    input file): the traceback, and the later lines that repeat the message ("Finished in state
+    Failed(...)"). The CLI prints that error as its one `error:` line; a traceback would bury it.
+    Any other error, a real bug, keeps its traceback (as the CLI catches only the expected
+    types, a wrapped one is not expected either). Installed on the console handlers only, so
+    the Prefect API (and its UI) still receives every line."""
+
+    def __init__(self, expected: tuple[type[BaseException], ...]) -> None:
+        super().__init__()
+        self.expected = expected
+        self.messages: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(RUN_LOGGERS):
+            return True
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None:
+            if not isinstance(error, self.expected):
+                return True
+            self.messages.add(str(error))
+            return False
+        text = record.getMessage()
+        return not any(message and message in text for message in self.messages)
+
+
+def quiet_expected_errors(expected: tuple[type[BaseException], ...]) -> QuietExpectedErrors:
+    """Installs `QuietExpectedErrors` on the root logger's console handlers (Prefect's among
+    them); call after Prefect has set up its logging."""
+    from prefect.logging.handlers import APILogHandler
+
+    quiet = QuietExpectedErrors(expected)
+    for handler in logging.getLogger().handlers:
+        if not isinstance(handler, APILogHandler):
+            handler.addFilter(quiet)
+    return quiet

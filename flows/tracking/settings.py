@@ -15,12 +15,19 @@ class TrackingSettings(Settings):
 
     section = "tracking"
     uri: str | None = None
+    """MLflow: a server (http://127.0.0.1:5000) or store URI; null: sqlite under paths.root."""
     experiment: str = "cloze"
+    """The MLflow experiment runs are recorded in."""
     registered_model: str | None = "cloze-encoder"
-    retry_attempts: Annotated[int, bounds(ge=1)] = 5  # 1 means no retries
+    """Registry name each newly trained encoder is registered under; null: no registration."""
+    retry_attempts: Annotated[int, bounds(ge=1)] = 5
+    """Tries of each MLflow call against an unreachable store (1: no retries)."""
     retry_backoff_seconds: Annotated[Number, bounds(ge=0)] = 1.0
+    """Sleep before the first retry, doubling after each."""
     retry_deadline_seconds: Annotated[Number, bounds(gt=0)] = 60.0
+    """Never retry past this; then the run stops, naming the URI (a rerun continues)."""
     request_timeout_seconds: Annotated[int, bounds(ge=1)] = 30
+    """One HTTP request to a tracking server."""
 
     @field_validator("experiment")
     @classmethod

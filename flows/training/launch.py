@@ -7,7 +7,7 @@ that reruns the whole pipeline per rank, with an MLflow run each. Instead:
   training function (`spawn`, so no Prefect threads or MLflow clients are forked); rank zero's
   return value comes back to the caller, which alone publishes the artifact;
 - several nodes: `torchrun` (under `srun` or a Kubernetes Job) starts
-  `python -m flows.training.rank_entry` once per rank; rank zero decides and broadcasts
+  `python -m flows.orchestration.rank_entry` once per rank; rank zero decides and broadcasts
   (`broadcast_from_rank_zero`), the other ranks train and publish nothing.
 
 Both set the same environment as torchrun, so Lightning sees one kind of cluster either way.
@@ -69,8 +69,8 @@ def build_on_ranks(
     if settings.num_nodes > 1:
         raise ConfigError(
             f"trainer.num_nodes={settings.num_nodes} needs one process per rank on every node: "
-            "start `python -m flows.training.rank_entry` with torchrun, srun or a Kubernetes Job "
-            "(infra/multinode.md), or set trainer.num_nodes=1"
+            "start `python -m flows.orchestration.rank_entry` with torchrun, srun or a Kubernetes "
+            "Job (infra/multinode.md), or set trainer.num_nodes=1"
         )
 
     def build(directory: Path) -> dict[str, Any]:

@@ -7,21 +7,13 @@ imported: a bad value fails in seconds.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import create_model, model_validator
+from pydantic import model_validator
 
-from flows.core.settings import (
-    ConfigError,
-    Number,
-    Settings,
-    bounds,
-    dataclass_fields,
-    one_of,
-    settings_from,
-)
+from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
 from lightning_modules.models.encoder import EncoderConfig
-from lightning_modules.optim import OptimizerSettings
+from lightning_modules.optim import OptimizerSettings, Schedule
 
 PRECISIONS = ("32-true", "bf16-mixed")
 # `model.*` keys that shape no weight: a run that continues given weights sets its own.
@@ -29,40 +21,61 @@ RUN_CHOICES = ("dropout", "attention_dropout", "document_attention", "initialize
 STRATEGIES = ("auto", "ddp", "fsdp")
 
 
-# The AdamW keys of `trainer.*`, declared (type, default, range) once in `OptimizerSettings`.
+# The AdamW keys of `trainer.*`: `OptimizerSettings`' fields of the same names, which they feed
+# (tests/unit/test_settings_fields.py proves the names, types and ranges agree).
 OPTIMIZER_KEYS = ("learning_rate", "weight_decay", "warmup_steps", "schedule", "beta2")
-if TYPE_CHECKING:
-    OptimizerKeys = Settings
-else:
-    OptimizerKeys = create_model(
-        "OptimizerKeys",
-        __base__=Settings,
-        **dataclass_fields(OptimizerSettings, OPTIMIZER_KEYS),
-    )
 
 
-class TrainerSettings(OptimizerKeys):
+class TrainerSettings(Settings):
     """`trainer.*`: the pretraining recipe and where it runs."""
 
     section = "trainer"
-    max_steps: Annotated[int, bounds(ge=1)] = 1000
+    learning_rate: Annotated[Number, bounds(gt=0)] = 2e-3
+    """Peak AdamW learning rate, reached after the warmup (the small-budget recipe's)."""
+    weight_decay: Annotated[Number, bounds(ge=0)] = 0.01
+    """AdamW's decoupled weight decay (never on biases and norms)."""
+    warmup_steps: Annotated[int, bounds(ge=0)] = 300
+    """Steps of linear warmup from 0 to `learning_rate` (10% of the default steps)."""
+    schedule: Annotated[Schedule, one_of(get_args(Schedule))] = "linear"
+    """After the warmup: linear | cosine (decay to 0) | constant."""
+    beta2: Annotated[Number, bounds(ge=0, lt=1)] = 0.98
+    """AdamW's second-moment decay."""
+    max_steps: Annotated[int, bounds(ge=1)] = 3000
+    """Optimizer steps (x batch 32 x 128 tokens = 12.3 M tokens)."""
     max_tokens: Annotated[int, bounds(ge=1)] | None = None
-    batch_size: Annotated[int, bounds(ge=1)] = 32  # the global batch, over devices x num_nodes
+    """A token budget; when set it decides the step count instead of `max_steps`."""
+    batch_size: Annotated[int, bounds(ge=1)] = 32
+    """The GLOBAL batch in sequences, split evenly over devices x num_nodes processes."""
     grad_clip: Annotated[Number, bounds(ge=0)] = 1.0
+    """Gradient norm clipping; 0: none."""
     accumulate_grad_batches: Annotated[int, bounds(ge=1)] = 1
-    precision: Annotated[Literal["32-true", "bf16-mixed"], one_of(PRECISIONS)] = "32-true"
-    val_every_steps: Annotated[int, bounds(ge=1)] = 200
-    max_validation_sequences: Annotated[int, bounds(ge=1)] = 1024
-    checkpoint_every_steps: Annotated[int, bounds(ge=1)] = 200
-    log_every_steps: Annotated[int, bounds(ge=1)] = 10
+    """Batches whose gradients add up to one optimizer step."""
+    precision: Annotated[Literal["32-true", "bf16-mixed"], one_of(PRECISIONS)] = "bf16-mixed"
+    """32-true | bf16-mixed (a CPU without native bf16, no avx512_bf16 or AMX, may prefer 32)."""
+    val_every_steps: Annotated[int, bounds(ge=1)] = 250
+    """Steps between validations (MLM loss on a fixed, seeded mask)."""
+    max_validation_sequences: Annotated[int, bounds(ge=1)] = 512
+    """Validation sequences read at most, each time."""
+    checkpoint_every_steps: Annotated[int, bounds(ge=1)] = 250
+    """Steps between resumable checkpoints (out of the key)."""
+    log_every_steps: Annotated[int, bounds(ge=1)] = 50
+    """Steps between logged training metrics (out of the key)."""
     num_workers: Annotated[int, bounds(ge=0)] = 0
+    """DataLoader worker processes (out of the key)."""
     accelerator: str = "cpu"
+    """Lightning's accelerator: cpu | gpu | auto (out of the key)."""
     devices: Annotated[int, bounds(ge=1)] = 1
+    """Processes per node; above 1, `python -m flows` spawns them on one node (out of the key)."""
     num_nodes: Annotated[int, bounds(ge=1)] = 1
+    """Above 1: start flows.orchestration.rank_entry per rank (torchrun, srun; out of the key)."""
     strategy: Annotated[str, one_of(STRATEGIES)] = "auto"
+    """auto (ddp above one process) | ddp | fsdp (needs grad_clip 0; out of the key)."""
     threads: Annotated[int, bounds(ge=1)] | None = None
+    """torch intra-op threads; null: torch's default (out of the key)."""
     compile: bool = False
+    """torch.compile the encoder (measure before enabling; out of the key)."""
     peak_flops: Annotated[Number, bounds(gt=0)] | None = None
+    """The device's peak FLOP/s; when set, train/mfu is logged beside train/model_tflops."""
 
     # Where and how verbosely a run executes does not change the trained weights.
     NOT_IN_KEY: ClassVar[tuple[str, ...]] = (
@@ -136,23 +149,79 @@ class TrainerSettings(OptimizerKeys):
         return steps
 
 
-class ModelShape(Settings):
-    """Checks a `model.*` section by building the library's `EncoderConfig` from it."""
+class ModelSettings(Settings):
+    """`model.*`: the encoder's shape and regularisation. The fields are `EncoderConfig`'s but for
+    what only the tokenizer knows (`vocab_size`, `pad_token_id`), plus a display `name`; the
+    library's own checks validate them (tests/unit/test_settings_fields.py proves they match)."""
 
     section = "model"
 
-    name: str = ""  # a display label, never part of the encoder
+    name: str = ""
+    """A display label (the preset's name), never part of the encoder or its key."""
+    hidden_size: int = 128
+    """Width of every layer."""
+    num_layers: int = 2
+    """Transformer layers."""
+    num_heads: int = 2
+    """Attention heads per layer; must divide `hidden_size`."""
+    intermediate_size: int = 512
+    """Feed-forward width (per half with GeGLU)."""
+    max_position_embeddings: int = 512
+    """Positions of the learned table (absolute positions), the longest row it can read."""
+    type_vocab_size: int = 2
+    """Token-type embeddings (segments A and B); 0: none (ModernBERT)."""
+    dropout: Number = 0.0
+    """Dropout on embeddings and sublayer outputs; 0: a short run underfits (BERT's is 0.1)."""
+    attention_dropout: Number = 0.0
+    """Dropout on the attention probabilities; 0, as `dropout` (BERT's is 0.1)."""
+    layer_norm_eps: Number = 1e-12
+    """LayerNorm's epsilon."""
+    norm_placement: str = "post"
+    """post: LayerNorm after each residual (BERT); pre: before each sublayer."""
+    initializer_range: Number = 0.02
+    """Standard deviation of the initial weights."""
+    embedding_size: int | None = None
+    """ALBERT's factorised embeddings: embed at this width, then project; null: no projection."""
+    share_layers: bool = False
+    """ALBERT's cross-layer sharing: one block's weights applied `num_layers` times."""
+    position_embedding: str = "absolute"
+    """absolute: a learned position table; rotary: RoPE inside attention."""
+    rope_theta: Number = 10_000.0
+    """RoPE base of the global-attention layers."""
+    local_rope_theta: Number = 10_000.0
+    """RoPE base of the sliding-window layers."""
+    feed_forward: str = "gelu"
+    """gelu: BERT's feed-forward; geglu: gated, `intermediate_size` per half."""
+    linear_bias: bool = True
+    """Biases in the attention, feed-forward and MLM-transform linears."""
+    norm_bias: bool = True
+    """Shifts in the LayerNorms."""
+    first_attention_norm: bool = True
+    """false: layer 0 reads the embedding norm's output as it is (pre-LN only; ModernBERT)."""
+    global_attention_every: int = 1
+    """Layer i attends globally when i % n == 0, else in a sliding window (1: all global)."""
+    local_attention: int = 128
+    """The sliding window's width: `local_attention` // 2 tokens each side."""
+    document_attention: bool = False
+    """Packed rows: each token attends only within its own document (between [SEP]s)."""
+    activation: str = "gelu"
+    """gelu (erf, BERT's) or gelu_tanh (transformers' gelu_new, ALBERT's); keyed only when set."""
+    tie_word_embeddings: bool = True
+    """false: the MLM decoder has its own weight (an untied checkpoint); keyed only when set."""
 
     @model_validator(mode="after")
-    def _builds(self) -> ModelShape:
-        EncoderConfig(**self.model_dump(exclude={"name"}))
+    def _builds(self) -> ModelSettings:
+        # The library's checks, with stand-ins for what the tokenizer supplies.
+        self.encoder(vocab_size=1, pad_token_id=0)
         return self
 
-
-# `model.*` plus what only the tokenizer knows (vocab_size, pad_token_id).
-ModelSettings: type[ModelShape] = create_model(  # type: ignore[call-overload]
-    "ModelSettings", __base__=ModelShape, **dataclass_fields(EncoderConfig)
-)
+    def encoder(self, vocab_size: int, pad_token_id: int) -> EncoderConfig:
+        """The library's `EncoderConfig` of these settings and the tokenizer's vocabulary."""
+        return EncoderConfig(
+            vocab_size=vocab_size,
+            pad_token_id=pad_token_id,
+            **self.model_dump(exclude={"name"}),
+        )
 
 
 # Encoder options the key holds only when set off their default: added after keys were pinned
@@ -164,21 +233,20 @@ def model_in_key(model: Mapping[str, Any]) -> dict[str, Any]:
     """`model.*` as an artifact key holds it: every encoder option, validated (so `0` and `0.0`,
     or a default spelled out in a preset and one left out, key the same), without the display
     `name`, and the opt-in options only when set. Renaming a preset moves no key. `vocab_size`
-    and `pad_token_id` come in with the tokenizer's key; placeholders stand in for them here
-    only to validate the rest."""
-    placeholders = {"vocab_size": 1, "pad_token_id": 0}
-    settings = settings_from(ModelSettings, {**model, **placeholders}, "model")
+    and `pad_token_id` come in with the tokenizer's key."""
+    settings = settings_from(ModelSettings, model, "model")
     unset = {
         name
         for name in OPT_IN_MODEL_FIELDS
         if getattr(settings, name) == ModelSettings.model_fields[name].default
     }
-    return settings.model_dump(exclude={"name", *placeholders, *unset})
+    return settings.model_dump(exclude={"name", *unset})
 
 
 def encoder_config(model: Mapping[str, Any], vocab_size: int, pad_token_id: int) -> EncoderConfig:
     """`model.*` (minus its display `name`) plus what only the tokenizer knows."""
-    settings = settings_from(
-        ModelSettings, {**model, "vocab_size": vocab_size, "pad_token_id": pad_token_id}, "model"
-    )
-    return EncoderConfig(**settings.model_dump(exclude={"name"}))
+    settings = settings_from(ModelSettings, model, "model")
+    try:
+        return settings.encoder(vocab_size, pad_token_id)
+    except ValueError as error:  # what only the vocabulary decides (the padding id's range)
+        raise ConfigError(str(error)) from None

@@ -14,10 +14,7 @@ from pytorch_lightning.strategies import Strategy
 
 from flows.training.checkpoints import AtomicCheckpointIO
 from flows.training.precision import BF16MixedPrecision
-from flows.training.settings import TrainerSettings, encoder_config
-
-# Also importable from here, as before the settings moved out (stages and tests of other branches).
-__all__ = ["TrainerSettings", "encoder_config", "lightning_strategy", "make_trainer"]
+from flows.training.settings import TrainerSettings
 
 
 def make_trainer(

@@ -21,8 +21,8 @@ from lightning_modules.models.heads import BertForMaskedLM
 class PromptClassifier(nn.Module):
     """Encoder + MLM head read at the template's one [MASK], restricted to the label words.
 
-    Each input row holds exactly one `mask_token_id` (flows/downstream/prompting.py makes sure a
-    text cannot add another). Logits `(batch, num_labels)` are the MLM head's logits of
+    Each input row holds exactly one `mask_token_id` (flows/downstream/tasks/prompting.py makes
+    sure a text cannot add another). Logits `(batch, num_labels)` are the MLM head's logits of
     `label_token_ids`, in label order, so the task's cross-entropy and argmax apply unchanged.
     """
 

@@ -26,7 +26,7 @@ class BertForRelationClassification(nn.Module):
     `entity_start` feeds the pooler the hidden states at the start markers `start_ids`,
     concatenated in that order (the first entity's, then the second's: direction is kept);
     `cls` feeds it the [CLS] vector, as sentence classification does. Each input row holds each
-    start marker exactly once (flows/downstream/relation.py windows long texts around them).
+    start marker exactly once (flows/downstream/tasks/relation.py windows long texts around them).
     """
 
     start_ids: torch.Tensor

@@ -14,7 +14,7 @@ from flows.stages.pretrain import PretrainSettings, pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer
-from flows.training.trainer import TrainerSettings
+from flows.training.settings import TrainerSettings
 from lightning_modules.transformers_import import peek_checkpoint
 from tests.checkpoint_tokenizers import write_tokenizer
 from tests.checkpoints import tiny_checkpoint

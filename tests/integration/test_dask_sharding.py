@@ -11,7 +11,7 @@ from prefect.runtime import flow_run
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.corpora import CorpusSettings, open_corpus
-from flows.stages.shards.runners import prefect_unit_mapper
+from flows.orchestration.shard_runners import prefect_unit_mapper
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from tests.fakes import GREEK_LETTERS, greek_text

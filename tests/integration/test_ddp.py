@@ -28,7 +28,8 @@ from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
 from flows.tracking.runs import Tracker
 from flows.training.launch import run_on_local_ranks
-from flows.training.trainer import TrainerSettings, make_trainer
+from flows.training.settings import TrainerSettings
+from flows.training.trainer import make_trainer
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
 from lightning_modules.models.heads import IGNORE_INDEX
 from lightning_modules.models.serialization import WEIGHTS_FILE

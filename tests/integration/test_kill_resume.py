@@ -28,7 +28,7 @@ from safetensors.torch import load_file
 from flows.core.artifacts import MANIFEST_FILE, ArtifactStore
 from flows.core.config import compose_config
 from flows.corpora import open_corpus
-from flows.pipeline import PipelinePlan
+from flows.plan import PipelinePlan
 from flows.stages.tokenizer import train_tokenizer
 from lightning_modules.data.shard_format import ShardIndex, verify_shards
 from lightning_modules.models.serialization import WEIGHTS_FILE

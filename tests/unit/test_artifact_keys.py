@@ -32,14 +32,13 @@ import pytest
 
 from flows.core.artifacts import stage_key
 from flows.core.config import compose_config
-from flows.downstream.spec import TaskSpec
-from flows.pipeline import PipelinePlan
+from flows.downstream.settings import FinetuneSettings
+from flows.downstream.tasks.spec import TaskSpec
+from flows.plan import PipelinePlan
 from flows.stages import distill, finetune, pretrain, tokenizer
 from flows.stages.distill_plan import plan_student
-from flows.stages.finetune import FinetuneSettings
 from flows.stages.shards import stage as shards
-from flows.training.settings import model_in_key
-from flows.training.trainer import TrainerSettings, encoder_config
+from flows.training.settings import TrainerSettings, encoder_config, model_in_key
 from tests.fakes import write_word_tasks
 
 CORPUS: dict[str, Any] = {"kind": "pinned-corpus"}

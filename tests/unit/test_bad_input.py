@@ -24,17 +24,18 @@ from flows.core.config import compose_config
 from flows.core.settings import ConfigError
 from flows.corpora import CorpusSettings, open_corpus
 from flows.corpora.formats import CorpusInputError
-from flows.downstream.spec import TaskInputError
-from flows.pipeline import PipelinePlan
+from flows.downstream.settings import FinetuneSettings
+from flows.downstream.tasks.spec import TaskInputError
+from flows.plan import PipelinePlan
 from flows.stages.distill_plan import DistillSettings, external_teacher
-from flows.stages.finetune import FinetuneSettings, finetune
+from flows.stages.finetune import finetune
 from flows.stages.lift_curve import lift_curve
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.tracking.runs import Tracker
-from flows.training.trainer import TrainerSettings
+from flows.training.settings import TrainerSettings
 from lightning_modules.data.shard_format import CorruptShardError
 from lightning_modules.export import export_huggingface
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
@@ -248,8 +249,13 @@ CONFIG_CASES = [
     (["trainer.zzz=1"], r"^unknown config key trainer\.zzz; valid keys under trainer: accel"),
     (
         ["corpus.paths=[a.txt]"],
-        r"^unknown config key corpus\.paths: it belongs to corpus=files, not to the corpus this "
-        r"config selects; select one first \(e\.g\. corpus=files\)$",
+        r"^corpus\.paths is read by corpus=files only, not by the corpus=pydoc this config "
+        r"selects: select corpus=files first$",
+    ),
+    (
+        ["distill.teacher=x"],
+        r"^unknown config key distill\.teacher: it belongs to distill=default, not to the distill "
+        r"this config selects; select one first \(e\.g\. distill=default\)$",
     ),
     (["experiment=smok"], r"^experiment=smok is not in conf/experiment/; nearest: smoke$"),
     (["trainer.max_steps=abc"], r"trainer\.max_steps='abc' must be an integer"),
@@ -280,7 +286,8 @@ CONFIG_CASES = [
     ),
     (["objective.selection=ngram"], r"objective\.selection='ngram' must be one of"),
     (["trainer.precision=16"], r"trainer\.precision=16 must be one of \('32-true', 'bf16-mixed'\)"),
-    (["corpus=files"], r"Missing mandatory value: paths"),
+    (["corpus=files"], r"^corpus\.kind=files needs corpus\.paths \(files, globs or directories\)$"),
+    (["corpus=huggingface"], r"^corpus\.kind=huggingface needs corpus\.name \(a hub name or a "),
     (["model=bert-huge"], r"^model=bert-huge is not in conf/model/; nearest: bert-base"),
     (["trainer.max_steps=[1"], r"^invalid config or override: no viable alternative at input"),
     (["shards.seq_len=4"], r"shards\.seq_len=4 must be between 8 and 8192"),
@@ -918,7 +925,7 @@ RUN_FORM_CASES = [
 
 @pytest.mark.parametrize(("parameters", "message"), RUN_FORM_CASES, ids=lambda c: str(c)[:20])
 def test_bad_run_form_parameters(parameters: dict[str, Any], message: str) -> None:
-    from flows.deploy.entrypoints import read_form
+    from flows.orchestration.flow_runs import read_form
 
     with pytest.raises(ConfigError) as error:
         read_form(**parameters)

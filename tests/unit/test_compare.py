@@ -12,7 +12,7 @@ import struct
 import time
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from mlflow.entities import Metric
@@ -63,8 +63,24 @@ def record_run(
     child.finish()
     parent.log_metrics(metrics)
     parent.finish()
-    time.sleep(0.01)  # distinct start times order the runs
     return parent.run_id
+
+
+class StartedInOrder:
+    """The tracker's own client, whose runs start a second apart in the order they are created:
+    compare orders runs by start time, and the clock alone could give two runs the same
+    millisecond."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.start_time = 1_796_112_000_000  # 2026-12-01 08:00 UTC, in ms
+
+    def create_run(self, experiment_id: str, **options: Any) -> Any:
+        self.start_time += 1000
+        return self.client.create_run(experiment_id, start_time=self.start_time, **options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
 
 
 def curve_point(task: str, fraction: float, tokens: int, lift: float) -> dict[str, float]:
@@ -87,6 +103,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("compare")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     tracker = Tracker(uri, "cmp", root / "mlartifacts")
+    tracker.client = cast(MlflowClient, StartedInOrder(tracker.client))
     Tracker(uri, "other", None)
     curve = {"train/loss": [(9, 7.0), (19, 6.0)], "val/loss": [(0, 7.7), (19, 5.9)]}
     ids = {

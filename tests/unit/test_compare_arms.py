@@ -8,7 +8,7 @@ import pytest
 
 from flows.compare.arms import main
 from flows.core.settings import ConfigError
-from flows.downstream.pairing import ArmScores, paired_difference, read_arm
+from flows.downstream.statistics.pairing import ArmScores, paired_difference, read_arm
 from tests.fakes import write_results
 
 SEEDS = (1234, 1235, 1236)

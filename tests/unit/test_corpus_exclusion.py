@@ -11,8 +11,8 @@ import pytest
 from flows.core.artifacts import ArtifactStore
 from flows.core.config import compose_config
 from flows.corpora.excluded import ExcludedTexts
-from flows.downstream.load import load_task
-from flows.pipeline import PipelinePlan
+from flows.downstream.tasks.load import load_task
+from flows.plan import PipelinePlan
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 

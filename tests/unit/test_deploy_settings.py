@@ -12,8 +12,8 @@ import pytest
 from flows.core.config import CONF_DIR, compose_config
 from flows.core.settings import ConfigError
 from flows.deploy.cli import check_overrides, check_server, config_path, deployment_options
-from flows.deploy.form import RunForm
 from flows.deploy.settings import DEPLOYMENTS, DeploymentSettings, DeploySettings
+from flows.orchestration.run_form import RunForm
 
 
 def test_the_shipped_deploy_config_is_valid_and_lists_every_deployment() -> None:

@@ -17,7 +17,7 @@ from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
-from flows.training.trainer import TrainerSettings
+from flows.training.settings import TrainerSettings
 from tests.fakes import GREEK_LETTERS, greek_text
 
 TEACHER = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64}

@@ -9,9 +9,10 @@ import torch
 
 from flows.core.artifacts import ArtifactStore
 from flows.core.settings import ConfigError, output_settings, settings_from
-from flows.training import rank_entry
+from flows.orchestration import rank_entry
 from flows.training.launch import build_on_ranks, run_on_local_ranks
-from flows.training.trainer import TrainerSettings, lightning_strategy
+from flows.training.settings import TrainerSettings
+from flows.training.trainer import lightning_strategy
 from lightning_modules.data.collator import MaskingCollator, MaskingRule
 from lightning_modules.data.distributed import (
     LOSS_WEIGHT,
@@ -185,8 +186,8 @@ def test_the_rank_entry_point_refuses_several_ranks_in_one_process(
     assert rank_entry.main(["trainer.devices=2"]) == 2
     assert capsys.readouterr().err == (
         "error: trainer.devices x trainer.num_nodes = 2 processes, but this one was not started "
-        "per rank: launch flows.training.rank_entry with torchrun (see infra/multinode.md), or use "
-        "`python -m flows` on one node\n"
+        "per rank: launch flows.orchestration.rank_entry with torchrun (see infra/multinode.md), "
+        "or use `python -m flows` on one node\n"
     )
 
 

@@ -12,18 +12,18 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from flows.core.config import compose_config
 from flows.core.settings import ConfigError, settings_from
-from flows.downstream.encoding import encode, pad_batch, score
-from flows.downstream.load import Sampling, load_task
-from flows.downstream.readers import (
+from flows.downstream.settings import FinetuneSettings
+from flows.downstream.statistics.report import paired_interval
+from flows.downstream.tasks.encoding import encode, pad_batch, score
+from flows.downstream.tasks.load import Sampling, load_task
+from flows.downstream.tasks.readers import (
     LabelIndex,
     TaggedSentence,
     TextExample,
     read_conll,
     read_glue,
 )
-from flows.downstream.report import paired_interval
-from flows.downstream.settings import FinetuneSettings
-from flows.downstream.spec import TaskSpec, default_data_dir
+from flows.downstream.tasks.spec import TaskSpec, default_data_dir
 from lightning_modules.metrics import (
     binary_f1,
     entity_scores,
@@ -238,7 +238,7 @@ def test_paired_t_interval_by_hand() -> None:
 def test_bad_finetune_config_names_the_key(overrides: list[str], message: str) -> None:
     tasks = ["finetune.tasks=[cola,rte]"] if "tasks" not in overrides[0] else []
     with pytest.raises(ConfigError, match=message):
-        preset("base", *tasks, *overrides)
+        preset("catalog", *tasks, *overrides)
 
 
 def test_several_tasks_and_a_user_task_compose_from_overrides(tmp_path: Path) -> None:

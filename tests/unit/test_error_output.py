@@ -16,8 +16,8 @@ import pytest
 from prefect import flow, task
 
 from flows.__main__ import EXPECTED_ERRORS, main
-from flows.core.logs import quiet_expected_errors
 from flows.core.settings import ConfigError
+from flows.tracking.prefect_logs import quiet_expected_errors
 
 
 @task

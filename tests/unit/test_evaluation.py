@@ -11,15 +11,19 @@ import numpy as np
 import pytest
 import torch
 
-from flows.downstream import recipe
-from flows.downstream.baselines import C_GRID, evaluate_baselines, seen_entities
-from flows.downstream.bootstrap import bootstrap_lift, example_statistics, metric_from_totals
-from flows.downstream.encoding import score
-from flows.downstream.load import train_sample
-from flows.downstream.readers import TaggedSentence, TextExample
-from flows.downstream.recipe import RunResult, TaskRun
 from flows.downstream.settings import Recipe
-from flows.downstream.spec import TaskSpec
+from flows.downstream.statistics.bootstrap import (
+    bootstrap_lift,
+    example_statistics,
+    metric_from_totals,
+)
+from flows.downstream.tasks.encoding import score
+from flows.downstream.tasks.load import train_sample
+from flows.downstream.tasks.readers import TaggedSentence, TextExample
+from flows.downstream.tasks.spec import TaskSpec
+from flows.downstream.training import recipe
+from flows.downstream.training.baselines import C_GRID, evaluate_baselines, seen_entities
+from flows.downstream.training.recipe import RunResult, TaskRun
 from lightning_modules.models.encoder import EncoderConfig
 
 NER_LABELS = ["O", "B-Disease", "I-Disease", "B-Chemical", "I-Chemical"]

@@ -12,7 +12,7 @@ from tokenizers import Tokenizer
 
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
-from flows.training.trainer import TrainerSettings
+from flows.training.settings import TrainerSettings
 from lightning_modules.export import can_export, export_huggingface
 from lightning_modules.export_roformer import interleaved_order
 from lightning_modules.models.encoder import EncoderConfig

@@ -13,40 +13,30 @@ import pytest
 
 from flows.core.artifacts import ArtifactStore, stage_key
 from flows.core.config import compose_config
+from flows.downstream.settings import FinetuneSettings
 from flows.stages.control_arm import CONTROL_STAGE, control_record
-from flows.stages.finetune import (
-    FinetuneOutputs,
-    FinetuneSettings,
-    finetune,
-    stage_settings,
-    task_settings,
-)
+from flows.stages.finetune import FinetuneOutputs, finetune, stage_settings, task_settings
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import PretrainSettings, pretrain
 from lightning_modules.models.serialization import load_encoder_config
-from tests.fakes import TASK_WORDS, TINY_ENCODER, WordShards
+from tests.fakes import TASK_WORDS, TINY_ENCODER, WordShards, word_finetune
 from tests.fakes import TINY_TRAINER as TRAINER
 
 
 @pytest.fixture(scope="module")
 def evaluated(word_shards: WordShards, word_encoder: Any) -> tuple[Any, ...]:
     store, tokenizer, pretrained = word_shards.store, word_shards.tokenizer, word_encoder
-    settings = FinetuneSettings(
-        tasks=["pairs", "tags"],
+    settings = word_finetune(
+        word_shards,
+        ["pairs", "tags"],
         # The tagging task alone sets its epochs: the pair task keeps finetune.epochs=5.
         catalog={
             **word_shards.catalog,
             "tags": {**word_shards.catalog["tags"], "recipe": {"epochs": 4}},
         },
-        data_dir=str(word_shards.root),
-        seeds=2,
         learning_rates=[3e-3, 1e-2],
         epochs=5,
-        batch_size=16,
-        max_length=32,
         train_examples=200,
-        validation_examples=40,
-        bootstrap_samples=200,
     )
     ref = finetune(settings, 5, TRAINER, pretrained, tokenizer, store)
     return settings, ref, (pretrained, tokenizer, store)
@@ -292,18 +282,8 @@ def test_the_control_key_follows_the_shape_and_vocabulary_not_the_weights(
 def test_a_stopped_stage_keeps_each_finished_task_and_the_rerun_trains_only_the_rest(
     word_shards: WordShards, word_encoder: Any, tmp_path: Path
 ) -> None:
-    settings = FinetuneSettings(
-        tasks=["pairs", "tags"],
-        catalog=word_shards.catalog,
-        data_dir=str(word_shards.root),
-        seeds=1,
-        learning_rates=[1e-2],
-        epochs=1,
-        batch_size=16,
-        max_length=32,
-        train_examples=100,
-        validation_examples=40,
-        bootstrap_samples=100,
+    settings = word_finetune(
+        word_shards, ["pairs", "tags"], seeds=1, epochs=1, bootstrap_samples=100
     )
     store = ArtifactStore(tmp_path / "store")
     trained: list[str] = []

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from flows.core.artifacts import ArtifactRef
-from flows.downstream.label_points import count_label, crossing, read_label_points
+from flows.downstream.statistics.label_points import count_label, crossing, read_label_points
 from flows.stages.control_arm import CONTROL_STAGE
 from flows.stages.finetune import STAGE as FINETUNE_STAGE
-from flows.stages.finetune import FinetuneSettings, finetune, stage_settings
+from flows.stages.finetune import finetune, stage_settings
 from flows.stages.label_curve import at_count, label_curve
 from flows.summary import label_curve_result
 from tests.fakes import TINY_TRAINER as TRAINER
-from tests.fakes import WordShards
+from tests.fakes import WordShards, word_finetune
 
 
 def artifacts(store_root: Path, stage: str) -> set[str]:
@@ -27,20 +27,7 @@ def artifacts(store_root: Path, stage: str) -> set[str]:
 @pytest.fixture(scope="module")
 def curve(word_shards: WordShards, word_encoder: ArtifactRef) -> dict[str, Any]:
     store, tokenizer = word_shards.store, word_shards.tokenizer
-    settings = FinetuneSettings(
-        tasks=["pairs"],
-        catalog={"pairs": word_shards.catalog["pairs"]},
-        data_dir=str(word_shards.root),
-        seeds=2,
-        learning_rates=[1e-2],
-        epochs=2,
-        batch_size=16,
-        max_length=32,
-        train_examples=200,
-        validation_examples=40,
-        bootstrap_samples=200,
-        label_counts=[50, 200],
-    )
+    settings = word_finetune(word_shards, train_examples=200, label_counts=[50, 200])
     finetuned = finetune(settings, 5, TRAINER, word_encoder, tokenizer, store)
     finetunes = artifacts(store.root, FINETUNE_STAGE)
     controls = artifacts(store.root, CONTROL_STAGE)
@@ -126,11 +113,8 @@ def test_the_sentence_names_where_the_lift_interval_stops_excluding_zero() -> No
 def test_a_count_sets_the_task_own_train_examples_and_all_is_the_whole_pool(
     word_shards: WordShards,
 ) -> None:
-    settings = FinetuneSettings(
-        tasks=["pairs", "tags"],
-        catalog=word_shards.catalog,
-        train_examples=200,
-        label_counts=[100, "all"],
+    settings = word_finetune(
+        word_shards, ["pairs", "tags"], train_examples=200, label_counts=[100, "all"]
     )
     assert settings.curve_counts == [100, None]
     for count in settings.curve_counts:

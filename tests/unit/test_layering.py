@@ -15,24 +15,38 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("flows", "lightning_modules")
 
-# Lowest first; a module may import its own layer or a lower one. Longest prefix wins.
+# Lowest first; a module may import its own layer or a lower one. Longest prefix wins. Tracking
+# (MLflow, Prefect's logs) needs only core; orchestration (Prefect tasks and runners, publishing,
+# the run form, the torchrun entry) wires the stages.
 LAYERS: list[tuple[str, ...]] = [
     ("lightning_modules",),
     ("flows.core",),
+    ("flows.tracking",),
     ("flows.corpora", "flows.training"),
     ("flows.downstream",),
     ("flows.stages",),
-    ("flows.tracking",),
-    ("flows.pipeline", "flows.summary", "flows.plan", "flows.base_checkpoint"),
+    (
+        "flows.pipeline",
+        "flows.summary",
+        "flows.plan",
+        "flows.base_checkpoint",
+        "flows.orchestration",
+    ),
     (
         "flows.deploy",
         "flows.refresh",
         "flows.compare",
         "flows.domain_lift",
+        "flows.conf_defaults",
         "flows.__main__",
-        "flows.training.rank_entry",  # the torchrun entry point: a pipeline of its own
     ),
 ]
+# What knows nothing of orchestration or tracking, however indirectly: the models and data, the
+# sources, training, the downstream evaluation and the stages.
+PLAIN = ("lightning_modules", "flows.corpora", "flows.training", "flows.downstream", "flows.stages")
+ORCHESTRATION_LIBRARIES = ("prefect", "prefect_dask", "mlflow")
+# The deployments and the domain refresh are siblings: what both need lives below them.
+SIBLINGS = ("flows.deploy", "flows.refresh")
 
 
 def module_name(path: Path) -> str:
@@ -50,21 +64,21 @@ def all_modules() -> dict[str, Path]:
     }
 
 
-def imported_modules(path: Path, known: dict[str, Path]) -> Iterator[str]:
-    """Project modules `path` imports; `from pkg import name` counts as `pkg.name` if a module."""
+def imported_names(path: Path, known: dict[str, Path]) -> Iterator[str]:
+    """Every module `path` imports, lazily too; `from pkg import name` counts as `pkg.name` if
+    that is a project module."""
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [
-                f"{node.module}.{alias.name}"
-                if f"{node.module}.{alias.name}" in known
-                else node.module
-                for alias in node.names
-            ]
-        else:
-            continue
-        yield from (name for name in names if name.split(".")[0] in PACKAGES)
+            for alias in node.names:
+                name = f"{node.module}.{alias.name}"
+                yield name if name in known else node.module
+
+
+def imported_modules(path: Path, known: dict[str, Path]) -> Iterator[str]:
+    """Project modules `path` imports."""
+    yield from (name for name in imported_names(path, known) if name.split(".")[0] in PACKAGES)
 
 
 def layer_of(module: str) -> int:
@@ -141,3 +155,44 @@ def test_the_cycle_finder_finds_circles(
     graph: dict[str, set[str]], expected: list[str] | None
 ) -> None:
     assert find_cycle(graph) == expected
+
+
+def in_package(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
+def test_models_data_sources_training_downstream_and_stages_never_reach_prefect_or_mlflow() -> None:
+    """Not directly and not through a project module they import (a lazy import counts)."""
+    known = all_modules()
+    graph = import_graph()
+    libraries = {
+        module: {
+            name.split(".")[0]
+            for name in imported_names(path, known)
+            if name.split(".")[0] in ORCHESTRATION_LIBRARIES
+        }
+        for module, path in known.items()
+    }
+    reached = []
+    for start in sorted(module for module in known if in_package(module, PLAIN)):
+        route = {start: [start]}
+        pending = [start]
+        while pending:
+            module = pending.pop()
+            for library in sorted(libraries[module]):
+                reached.append(f"{' -> '.join(route[module])} imports {library}")
+            for target in sorted(graph[module] - set(route)):
+                route[target] = [*route[module], target]
+                pending.append(target)
+    assert reached == []
+
+
+def test_the_deployments_and_the_domain_refresh_import_nothing_of_each_other() -> None:
+    crossing = [
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        for target in sorted(targets)
+        for own, other in (SIBLINGS, SIBLINGS[::-1])
+        if in_package(module, (own,)) and in_package(target, (other,))
+    ]
+    assert crossing == []

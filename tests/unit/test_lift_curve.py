@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from flows.downstream.curve import read_points
-from flows.stages.finetune import FinetuneSettings, finetune, stage_settings
+from flows.downstream.statistics.lift_points import read_points
+from flows.stages.finetune import finetune, stage_settings
 from flows.stages.lift_curve import lift_curve
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import KEPT_DIR, PretrainSettings, pretrain
 from lightning_modules.models.serialization import WEIGHTS_FILE
-from tests.fakes import TINY_ENCODER, WordShards
+from tests.fakes import TINY_ENCODER, WordShards, word_finetune
 from tests.fakes import TINY_TRAINER as TRAINER
 
 TOKENS_PER_STEP = TRAINER.batch_size * 32  # batch x seq_len
@@ -27,20 +27,7 @@ def curve(word_shards: WordShards) -> dict[str, Any]:
         TINY_ENCODER, ObjectiveSettings(), TRAINER, 0, keep_fractions=(0.5,)
     )
     pretrained = pretrain(settings, word_shards.shards, tokenizer, store)
-    finetune_settings = FinetuneSettings(
-        tasks=["pairs"],
-        catalog={"pairs": word_shards.catalog["pairs"]},
-        data_dir=str(word_shards.root),
-        seeds=2,
-        learning_rates=[1e-2],
-        epochs=2,
-        batch_size=16,
-        max_length=32,
-        train_examples=100,
-        validation_examples=40,
-        bootstrap_samples=200,
-        checkpoints=[0.5, 1.0],
-    )
+    finetune_settings = word_finetune(word_shards, checkpoints=[0.5, 1.0])
     finetuned = finetune(finetune_settings, 5, TRAINER, pretrained, tokenizer, store)
     refs = {"pretrain": pretrained, "tokenizer": tokenizer, "finetune": finetuned}
     ref = lift_curve(finetune_settings, 5, TRAINER, refs, store)

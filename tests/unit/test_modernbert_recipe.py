@@ -10,13 +10,13 @@ import pytest
 from flows.core.artifacts import ArtifactStore
 from flows.core.config import compose_config
 from flows.corpora import open_corpus
-from flows.pipeline import PipelinePlan
-from flows.stages.finetune import FinetuneSettings, finetune
+from flows.plan import PipelinePlan
+from flows.stages.finetune import finetune
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
 from flows.stages.shards.stage import build_shards
 from flows.stages.tokenizer import train_tokenizer
-from tests.fakes import SHORT_RUN, WordShards
+from tests.fakes import SHORT_RUN, WordShards, word_finetune
 from tests.fakes import TINY_TRAINER as TRAINER
 from tests.integration.pretrain_worker import MODERN_MODEL
 
@@ -75,18 +75,8 @@ def test_the_finetune_stage_evaluates_a_modernbert_encoder_like_any_other(
     settings = PretrainSettings(MODERN_MODEL, ObjectiveSettings(), TRAINER, 0)
     pretrained = pretrain(settings, word_shards.shards, tokenizer, store)
     assert pretrained.outputs["huggingface_export"]
-    tasks = FinetuneSettings(
-        tasks=["pairs"],
-        catalog=word_shards.catalog,
-        data_dir=str(word_shards.root),
-        seeds=1,
-        learning_rates=[3e-3],
-        epochs=1,
-        batch_size=16,
-        max_length=32,
-        train_examples=100,
-        validation_examples=40,
-        bootstrap_samples=100,
+    tasks = word_finetune(
+        word_shards, seeds=1, learning_rates=[3e-3], epochs=1, bootstrap_samples=100
     )
     outputs = finetune(tasks, 5, TRAINER, pretrained, tokenizer, store).outputs
     for arm in ("pretrained", "random_init"):

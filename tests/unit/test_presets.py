@@ -7,7 +7,7 @@ import pytest
 from flows.core.artifacts import ArtifactStore
 from flows.core.config import compose_config
 from flows.corpora import open_corpus
-from flows.pipeline import PipelinePlan
+from flows.plan import PipelinePlan
 from flows.stages.pretrain import pretrain
 from flows.stages.shards.stage import build_shards
 from flows.stages.tokenizer import train_tokenizer

@@ -14,9 +14,10 @@ import pytest
 import torch
 
 from flows.core.settings import ConfigError
-from flows.downstream.prompting import PromptSettings, encode_prompted, label_word_ids
-from flows.downstream.readers import TextExample
-from flows.stages.finetune import FinetuneOutputs, FinetuneSettings, finetune, stage_settings
+from flows.downstream.settings import FinetuneSettings
+from flows.downstream.tasks.prompting import PromptSettings, encode_prompted, label_word_ids
+from flows.downstream.tasks.readers import TextExample
+from flows.stages.finetune import FinetuneOutputs, finetune, stage_settings
 from flows.stages.tokenizer import load_tokenizer
 from lightning_modules.models.prompt_head import PromptClassifier
 from lightning_modules.models.serialization import (
@@ -26,7 +27,7 @@ from lightning_modules.models.serialization import (
     load_masked_lm_weights,
 )
 from tests.fakes import TINY_TRAINER as TRAINER
-from tests.fakes import WordShards
+from tests.fakes import WordShards, word_finetune
 
 PAIR_PROMPT = {
     "template": "{text} ? {mask} , {pair}",
@@ -146,17 +147,11 @@ def test_an_electra_artifact_has_no_head_for_a_prompt(tmp_path: Path, word_encod
 
 
 def settings_for(word_shards: WordShards, **recipe: Any) -> FinetuneSettings:
-    return FinetuneSettings(
-        tasks=["pairs"],
-        catalog=word_shards.catalog,
-        data_dir=str(word_shards.root),
-        seeds=2,
+    return word_finetune(
+        word_shards,
         learning_rates=[3e-3],
         epochs=6,
-        batch_size=16,
-        max_length=32,
         train_examples=200,
-        validation_examples=40,
         bootstrap_samples=100,
         **recipe,
     )

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from flows.downstream.bootstrap import example_statistics, metric_from_totals
-from flows.downstream.encoding import score, stand_in_tokenizer
-from flows.downstream.load import Sampling, load_task
-from flows.downstream.markers import insert_markers, keep_marked
-from flows.downstream.per_class import per_class
-from flows.downstream.readers import LabelIndex, TextExample, read_semeval2010
-from flows.downstream.relation import add_marker_tokens, encode_relations, type_matrix, window
-from flows.downstream.spec import TaskInputError, TaskSpec, default_data_dir
+from flows.downstream.statistics.bootstrap import example_statistics, metric_from_totals
+from flows.downstream.statistics.per_class import per_class
+from flows.downstream.tasks.encoding import score, stand_in_tokenizer
+from flows.downstream.tasks.load import Sampling, load_task
+from flows.downstream.tasks.markers import insert_markers, keep_marked
+from flows.downstream.tasks.readers import LabelIndex, TextExample, read_semeval2010
+from flows.downstream.tasks.relation import add_marker_tokens, encode_relations, type_matrix, window
+from flows.downstream.tasks.spec import TaskInputError, TaskSpec, default_data_dir
 from lightning_modules.metrics import relation_scores, relation_type
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
 from lightning_modules.models.relation_head import (

@@ -10,7 +10,7 @@ from prefect.utilities.callables import parameter_schema
 from flows.core.config import CONF_DIR, compose_config
 from flows.core.settings import ConfigError
 from flows.deploy.entrypoints import pipeline_deployment
-from flows.deploy.form import DEFAULT_MODEL, DEFAULT_STEPS, DEFAULT_TASKS, RunForm
+from flows.orchestration.run_form import DEFAULT_MODEL, DEFAULT_STEPS, DEFAULT_TASKS, RunForm
 from flows.pipeline import STAGES, run_stages
 from flows.refresh.flow import domain_refresh
 
@@ -26,7 +26,9 @@ def test_choices_are_the_files_of_conf_and_the_stages() -> None:
     assert definitions["Stage"]["enum"] == list(STAGES)
     assert "bert-mini" in definitions["Model"]["enum"]
     assert definitions["Objective"]["enum"] == ["electra", "mlm", "span", "wwm"]
-    assert "sst2" in definitions["Task"]["enum"] and "base" not in definitions["Task"]["enum"]
+    tasks = definitions["Task"]["enum"]
+    assert "sst2" in tasks and "base" not in tasks and "catalog" not in tasks
+    assert "base" not in definitions["Model"]["enum"]
 
 
 def test_every_field_of_both_forms_has_a_description_the_ui_can_render() -> None:

@@ -7,13 +7,13 @@ from typing import Any
 
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from flows.downstream.caps import caps_outputs, caps_record
-from flows.downstream.encoding import encode
-from flows.downstream.figures import TaskFigures
-from flows.downstream.readers import TaggedSentence, TextExample
-from flows.downstream.recipe import grid_edge
-from flows.downstream.report import markdown_table
 from flows.downstream.settings import Recipe
+from flows.downstream.statistics.report import markdown_table
+from flows.downstream.statistics.task_figures import TaskFigures
+from flows.downstream.tasks.encoding import encode
+from flows.downstream.tasks.readers import TaggedSentence, TextExample
+from flows.downstream.training.caps import caps_outputs, caps_record
+from flows.downstream.training.recipe import grid_edge
 from flows.summary import downstream_result
 from tests.fakes import finetune_outputs as outputs_of
 from tests.fakes import grid_arm as arm

@@ -16,7 +16,7 @@ from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import LAST_CHECKPOINT, PretrainSettings, pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
-from flows.training.trainer import TrainerSettings
+from flows.training.settings import TrainerSettings
 from tests.fakes import GREEK_LETTERS, greek_text
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,10 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 from sklearn.metrics import precision_recall_fscore_support
 
-from flows.downstream.load import Sampling, load_task
-from flows.downstream.per_class import mean_report, per_class
-from flows.downstream.readers import TaggedSentence, TextExample
-from flows.downstream.spec import TaskSpec
+from flows.core.settings import ConfigError
+from flows.downstream.statistics.per_class import mean_report, per_class
+from flows.downstream.tasks.load import READERS, Sampling, load_task
+from flows.downstream.tasks.readers import TaggedSentence, TextExample
+from flows.downstream.tasks.spec import TASK_FORMATS, TaskSpec
 
 ALL = Sampling(None, None, seed=0)
 ROWS = [
@@ -185,3 +186,19 @@ def test_per_entity_type_scores_count_exact_spans() -> None:
     assert report["Disease"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0, "support": 2}
     merged = mean_report([report, per_class("token_classification", gold, gold, labels)])
     assert merged["Gene"] == {"precision": 0.5, "recall": 0.5, "f1": 0.5, "support": 1}
+
+
+def test_every_task_format_but_a_built_in_task_has_its_reader_in_the_one_table() -> None:
+    read = {name for name, traits in TASK_FORMATS.items() if traits.source != "built_in"}
+    assert set(READERS) == read
+
+
+def test_a_kind_its_format_cannot_hold_is_refused_naming_what_each_format_holds() -> None:
+    with pytest.raises(ConfigError) as refused:
+        TaskSpec(name="t", format="conll", kind="classification", train="a", test="b")
+    assert str(refused.value) == (
+        "finetune.catalog.t: format 'conll' cannot be kind 'classification' (pydoc_topics holds "
+        "classification; glue holds classification or relation; csv holds classification or "
+        "relation; conll holds token_classification; semeval2010 holds relation; jsonl, parquet "
+        "and huggingface hold any kind)"
+    )

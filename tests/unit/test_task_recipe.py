@@ -10,7 +10,7 @@ from flows.core.config import compose_config
 from flows.core.settings import settings_from
 from flows.downstream.settings import FinetuneSettings, Recipe, recipe_text
 from flows.stages.finetune import stage_settings
-from flows.training.trainer import TrainerSettings
+from flows.training.settings import TrainerSettings
 
 AGNEWS = "+finetune.catalog.agnews={format:csv,labels:auto,text_column:text,train:a.csv,test:a.csv}"
 

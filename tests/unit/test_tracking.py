@@ -7,7 +7,7 @@ from typing import Any
 
 from flows.core.artifacts import ArtifactRef
 from flows.core.redaction import REDACTED, redact_secrets
-from flows.tracking.publish import TaskRuns, publish
+from flows.orchestration.publish import TaskRuns, publish
 from flows.tracking.runs import Tracker, flatten
 from tests.fakes import finetune_outputs, grid_arm
 

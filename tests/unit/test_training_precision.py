@@ -11,7 +11,8 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from flows.training.trainer import TrainerSettings, make_trainer
+from flows.training.settings import TrainerSettings
+from flows.training.trainer import make_trainer
 from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings
 from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM

@@ -49,12 +49,19 @@ class ShardSettings(Settings):
 
     section = "shards"
     seq_len: Annotated[int, bounds(ge=8, le=8192)] = 128
+    """Tokens per training sequence."""
     packing: Annotated[str, one_of(PACKING_MODES)] = "concat"
+    """concat: documents joined by [SEP], no padding | document: one per sequence."""
     sequences_per_shard: Annotated[int, bounds(ge=1)] = 8192
+    """Sequences per shard file."""
     batch_documents: Annotated[int, bounds(ge=1)] = 512
+    """Documents tokenized per batch (out of the key)."""
     num_workers: Annotated[int, bounds(ge=1)] = 1
+    """Processes reading and tokenizing files (out of the key)."""
     executor: Annotated[str, one_of(EXECUTORS)] = "local"
+    """local (processes) | dask (out of the key)."""
     dask_address: str | None = None
+    """A Dask scheduler (tcp://host:8786); null with executor=dask starts a LocalCluster."""
 
 
 NOT_IN_KEY = ("batch_documents", "num_workers", "executor", "dask_address")

@@ -1,0 +1,130 @@
+"""Test-set variance: a paired bootstrap over test examples of the lift, averaged over seeds.
+
+The paired t-interval over seeds (report.py) covers training noise and, in limited-label mode, the
+draw of labelled examples; it treats the test split as fixed. A different test split of the same
+size would give a different lift: this interval covers that. Each replicate resamples the test
+examples once (with replacement) and rescored *every* run on that same resample, so the arms stay
+paired, and the replicate's lift is the mean over seeds of pretrained minus random init.
+
+Every metric here is a function of sums over examples (a confusion matrix; entity true positive,
+predicted and gold counts), so a replicate is a weighted sum: a `(replicates, examples)` matrix of
+resample counts times a per-example statistics matrix, with no Python loop per replicate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from lightning_modules.metrics import entity_spans
+
+
+def example_statistics(
+    kind: str, gold: Sequence[Any], predictions: Sequence[Any], labels: list[str]
+) -> np.ndarray:
+    """Per test example, the additive pieces of its metrics: `(examples, k)`.
+
+    Classification: the one-hot cell `gold * L + predicted` of an `L x L` confusion matrix.
+    Tagging: `(true positive, predicted, gold)` entity counts of the sentence.
+    """
+    if kind == "token_classification":
+        rows = []
+        for truth, predicted in zip(gold, predictions, strict=True):
+            padded = [labels[tag] for tag in predicted] + ["O"] * (len(truth) - len(predicted))
+            gold_spans = entity_spans([labels[tag] for tag in truth])
+            predicted_spans = entity_spans(padded)
+            rows.append((len(gold_spans & predicted_spans), len(predicted_spans), len(gold_spans)))
+        return np.asarray(rows, dtype=np.float64).reshape(-1, 3)
+    size = len(labels)
+    cells = np.asarray(gold, dtype=np.int64) * size + np.asarray(predictions, dtype=np.int64)
+    statistics = np.zeros((len(cells), size * size))
+    statistics[np.arange(len(cells)), cells] = 1.0
+    return statistics
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    return np.divide(numerator, denominator, out=np.zeros_like(numerator), where=denominator != 0)
+
+
+def metric_from_totals(
+    metric: str, totals: np.ndarray, num_labels: int, types: np.ndarray | None = None
+) -> np.ndarray:
+    """The metric of each row of summed statistics `(replicates, k)`; the same definitions as
+    lightning_modules/metrics.py (a test checks that unit weights give the point estimate).
+    `types` (flows/downstream/tasks/relation.py `type_matrix`) makes the F1s a relation task's."""
+    if metric.startswith("entity_"):
+        true_positive, predicted, gold = totals[:, 0], totals[:, 1], totals[:, 2]
+        precision, recall = _ratio(true_positive, predicted), _ratio(true_positive, gold)
+        scores = {
+            "entity_precision": precision,
+            "entity_recall": recall,
+            "entity_f1": _ratio(2 * precision * recall, precision + recall),
+        }
+        return scores[metric]
+    confusion = totals.reshape(-1, num_labels, num_labels)
+    actual, predicted = confusion.sum(2), confusion.sum(1)
+    correct = np.trace(confusion, axis1=1, axis2=2)
+    total = confusion.sum((1, 2))
+    if metric == "accuracy":
+        return _ratio(correct, total)
+    if types is not None:
+        return relation_f1(metric, confusion, types)
+    if metric == "f1":  # binary, label 1 positive
+        return _ratio(2 * confusion[:, 1, 1], predicted[:, 1] + actual[:, 1])
+    if metric == "macro_f1":
+        diagonal = np.diagonal(confusion, axis1=1, axis2=2)
+        precision = diagonal / np.maximum(predicted, 1.0)
+        recall = diagonal / np.maximum(actual, 1.0)
+        f1 = _ratio(2 * precision * recall, precision + recall)
+        present = (predicted > 0) | (actual > 0)
+        return _ratio((f1 * present).sum(1), present.sum(1).astype(np.float64))
+    if metric == "mcc":
+        covariance = correct * total - (actual * predicted).sum(1)
+        spread = (total**2 - (predicted**2).sum(1)) * (total**2 - (actual**2).sum(1))
+        return _ratio(covariance, np.sqrt(spread))
+    raise ValueError(f"no bootstrap form for metric {metric!r}")
+
+
+def relation_f1(metric: str, confusion: np.ndarray, types: np.ndarray) -> np.ndarray:
+    """Micro- or macro-F1 over the relation types present in gold: a hit is an exact label
+    (direction included), a prediction or gold example counts for its label's type."""
+    hits = np.diagonal(confusion, axis1=1, axis2=2) @ types
+    predicted, gold = confusion.sum(1) @ types, confusion.sum(2) @ types
+    present = gold > 0
+    if metric == "micro_f1":
+        return _ratio(2 * (hits * present).sum(1), ((predicted + gold) * present).sum(1))
+    if metric != "macro_f1":
+        raise ValueError(f"no bootstrap form for relation metric {metric!r}")
+    f1 = _ratio(2 * hits, predicted + gold)
+    return _ratio((f1 * present).sum(1), present.sum(1).astype(np.float64))
+
+
+def bootstrap_lift(
+    pretrained: Sequence[np.ndarray],
+    random_init: Sequence[np.ndarray],
+    metric: str,
+    num_labels: int,
+    replicates: int,
+    confidence: float,
+    seed: int,
+    types: np.ndarray | None = None,
+) -> tuple[float, float]:
+    """Percentile interval of the seed-averaged lift over `replicates` test resamples.
+
+    `pretrained[i]` and `random_init[i]` are the example statistics of seed i's two runs, all on
+    the same test examples in the same order; `types` as in `metric_from_totals`.
+    """
+    examples = len(pretrained[0])
+    rng = np.random.default_rng(seed)
+    weights = rng.multinomial(examples, np.full(examples, 1.0 / examples), size=replicates)
+    weights = weights.astype(np.float64)
+    lifts = np.zeros(replicates)
+    for pre, rand in zip(pretrained, random_init, strict=True):
+        lifts += metric_from_totals(metric, weights @ pre, num_labels, types)
+        lifts -= metric_from_totals(metric, weights @ rand, num_labels, types)
+    lifts /= len(pretrained)
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(lifts, [tail, 100 - tail])
+    return float(low), float(high)

@@ -1,0 +1,223 @@
+"""Per-seed scores to the figures a reader trusts: mean, std, the lift and its confidence intervals.
+
+The lift has two intervals, because it has two sources of noise:
+- a Student t-interval over the *paired* per-seed differences (pretrained minus random init at the
+  same seed): the seed fixes the head init, data order and labelled sample of both arms, so
+  pairing removes that shared noise. With one seed there is no t-interval and none is reported;
+- a paired bootstrap over test examples (bootstrap.py): the noise of a finite test split.
+Baselines without an encoder sit beside both arms, so a reader sees whether the encoder beats a bag
+of words; runs whose best epoch was the last allowed are counted, so a capped arm is visible, and an
+arm that chose an end of its learning-rate grid is flagged.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from flows.downstream.settings import recipe_key
+from flows.downstream.statistics.task_figures import TaskFigures
+from flows.downstream.tasks.spec import ARMS
+
+if TYPE_CHECKING:
+    from flows.downstream.training.baselines import BaselineResult
+    from flows.downstream.training.recipe import ArmResult
+
+ARM_NAMES = {"pretrained": "pretrained", "random_init": "random init"}
+
+
+def paired_interval(differences: list[float], confidence: float) -> tuple[float, float] | None:
+    """`mean ± t(n-1) * sd / sqrt(n)`; None with fewer than two pairs."""
+    from scipy import stats
+
+    if len(differences) < 2:
+        return None
+    mean = statistics.fmean(differences)
+    half = stats.t.ppf((1 + confidence) / 2, len(differences) - 1) * statistics.stdev(differences)
+    half /= math.sqrt(len(differences))
+    return mean - half, mean + half
+
+
+def std(values: list[float]) -> float:
+    """Sample standard deviation across seeds; 0 for a single seed."""
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def baseline_outputs(
+    task: str, metric: str, baselines: dict[str, BaselineResult]
+) -> dict[str, Any]:
+    """`<task>.baseline_<name>_<metric>_mean|_std` (over train samples: one per seed, or one)."""
+    outputs: dict[str, Any] = {f"{task}.baselines": ",".join(baselines)}
+    for name, result in baselines.items():
+        scores = [test[metric] for test in result.test]
+        outputs[f"{task}.baseline_{name}_{metric}_mean"] = statistics.fmean(scores)
+        outputs[f"{task}.baseline_{name}_{metric}_std"] = std(scores)
+    return outputs
+
+
+def task_outputs(
+    task: str,
+    metric: str,
+    arms: dict[str, ArmResult],
+    confidence: float,
+    max_epochs: int,
+) -> dict[str, Any]:
+    """The flat `<task>.*` keys of the stage's outputs (listed in docs/guides/downstream.md)."""
+    outputs: dict[str, Any] = {
+        f"{task}.metric": metric,
+        f"{task}.seeds": len(arms["pretrained"].runs),
+        f"{task}.max_epochs": max_epochs,
+    }
+    for arm in ARMS:
+        result = arms[arm]
+        outputs[f"{task}.{arm}_learning_rate"] = result.learning_rate
+        outputs[f"{task}.{arm}_epochs_mean"] = statistics.fmean(r.best_epoch for r in result.runs)
+        outputs[f"{task}.{arm}_capped_runs"] = sum(r.capped for r in result.runs)
+        outputs[f"{task}.{arm}_grid_edge"] = result.grid_edge or ""
+        outputs[f"{task}.{arm}_validation_{metric}_mean"] = statistics.fmean(
+            r.validation_score for r in result.runs
+        )
+    for name in arms["pretrained"].runs[0].test:
+        scores = {arm: [run.test[name] for run in arms[arm].runs] for arm in ARMS}
+        for arm in ARMS:
+            outputs[f"{task}.{arm}_{name}_mean"] = statistics.fmean(scores[arm])
+            outputs[f"{task}.{arm}_{name}_std"] = std(scores[arm])
+        differences = [
+            p - r for p, r in zip(scores["pretrained"], scores["random_init"], strict=True)
+        ]
+        outputs[f"{task}.lift_{name}"] = statistics.fmean(differences)
+        interval = paired_interval(differences, confidence)
+        if interval is not None:
+            outputs[f"{task}.lift_{name}_ci_low"], outputs[f"{task}.lift_{name}_ci_high"] = interval
+    return outputs
+
+
+def interval_text(interval: tuple[float | None, float | None]) -> str:
+    low, high = interval
+    return "none (one seed)" if low is None or high is None else f"[{low:+.3f}, {high:+.3f}]"
+
+
+def baselines_text(baselines: dict[str, float]) -> str:
+    return ", ".join(f"{name} {value:.3f}" for name, value in baselines.items()) or "none"
+
+
+def task_key(figures: TaskFigures, field: str) -> str:
+    """The config key that sets a recipe field for the task (settings.recipe_key)."""
+    return recipe_key(figures.task, field, figures.recipe_set_by_task)
+
+
+def capped_warning(figures: TaskFigures) -> str | None:
+    """A line for a task where some run's best epoch was the last allowed; None when none was."""
+    capped = {arm: figures.arms[arm].capped_runs for arm in ARMS}
+    if not any(capped.values()):
+        return None
+    runs = ", ".join(
+        f"{ARM_NAMES[arm]} {count} of {figures.seeds}" for arm, count in capped.items()
+    )
+    return (
+        f"CAPPED {figures.task}: the best validation epoch was the last allowed "
+        f"({task_key(figures, 'epochs')}={figures.max_epochs}) in {runs} runs; those runs may "
+        f"still have been improving: raise {task_key(figures, 'epochs')}"
+    )
+
+
+def grid_edge_warning(figures: TaskFigures) -> str | None:
+    """A line for a task where an arm chose the lowest or highest rate of its grid."""
+    edges = {arm: figures.arms[arm] for arm in ARMS if figures.arms[arm].grid_edge}
+    if not edges:
+        return None
+    key = task_key(figures, "learning_rates")
+    chosen = ", ".join(
+        f"{ARM_NAMES[arm]} chose {arm_figures.learning_rate:g}, the {arm_figures.grid_edge} rate"
+        for arm, arm_figures in edges.items()
+    )
+    return (
+        f"GRID EDGE {figures.task}: {chosen} of {key}; the best rate may lie outside the grid: "
+        f"extend {key} past that end"
+    )
+
+
+def warnings(figures: TaskFigures) -> list[str]:
+    """The task's flags, in the summary and summary.md: caps that bit, and results that call for
+    a change of recipe."""
+    found = (
+        f"CAPS {figures.task}: {figures.caps}" if figures.caps else None,
+        capped_warning(figures),
+        grid_edge_warning(figures),
+    )
+    return [warning for warning in found if warning is not None]
+
+
+def markdown_table(tasks: list[TaskFigures], confidence: float) -> str:
+    level = f"{confidence:.0%}"
+    rows = [
+        f"| task | metric | pretrained | random init | lift | {level} CI, paired t (seeds) | "
+        f"{level} CI, bootstrap (test) | baselines | lr (pre / rand) | epochs (pre / rand) | "
+        "capped runs (pre / rand) | seeds | train examples |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for line in tasks:
+        pre, rand = line.pretrained, line.random_init
+        rows.append(
+            f"| {line.task} | {line.metric} | {pre.mean:.3f} ± {pre.std:.3f} | "
+            f"{rand.mean:.3f} ± {rand.std:.3f} | {line.lift:+.3f} | {interval_text(line.ci)} | "
+            f"{interval_text(line.bootstrap)} | {baselines_text(line.baselines)} | "
+            f"{pre.learning_rate:g} / {rand.learning_rate:g} | "
+            f"{pre.epochs_mean:.1f} / {rand.epochs_mean:.1f} | "
+            f"{pre.capped_runs} / {rand.capped_runs} | {line.seeds} | {line.train_examples} |"
+        )
+    rows.append("")
+    rows.append(
+        "Mean ± sample std over seeds, on each task's test split (GLUE: its dev file). Each arm's "
+        "learning rate and epoch were chosen on the validation split; baselines (no encoder) "
+        "were fitted on the same labelled examples, their choices made on validation too."
+    )
+    rows.append("\nRecipes (a task's catalog entry may set fields over `finetune.*`):\n")
+    rows.extend(f"- {line.task}: {line.recipe}" for line in tasks)
+    rows.extend(f"\n**{warning}**" for line in tasks for warning in warnings(line))
+    return "\n".join(rows)
+
+
+def bar_chart(lines: list[TaskFigures], path: Path) -> None:
+    """Pretrained against random init per task, error bars = std over seeds; each baseline is a
+    black reference line across its task's bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(max(5.5, 1.6 * len(lines) + 2), 3.8))
+    width = 0.38
+    for offset, arm in enumerate(ARMS):
+        positions = [index + (offset - 0.5) * width for index in range(len(lines))]
+        axes.bar(
+            positions,
+            [line.arms[arm].mean for line in lines],
+            width,
+            yerr=[line.arms[arm].std for line in lines],
+            capsize=4,
+            label=ARM_NAMES[arm],
+        )
+    styles: list[Literal["--", ":", "-."]] = ["--", ":", "-."]
+    names = list(dict.fromkeys(name for line in lines for name in line.baselines))
+    for index, line in enumerate(lines):
+        for name, value in line.baselines.items():
+            first = all(name not in other.baselines for other in lines[:index])
+            axes.hlines(
+                value,
+                index - 1.2 * width,
+                index + 1.2 * width,
+                colors="black",
+                linestyles=styles[names.index(name) % len(styles)],
+                label=f"baseline: {name}" if first else "_nolegend_",
+            )
+    axes.set_xticks(range(len(lines)))
+    axes.set_xticklabels([f"{line.task}\n({line.metric})" for line in lines])
+    axes.set_ylabel("test score (mean ± std over seeds)")
+    axes.set_title("Pretrained vs random init")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

@@ -1,0 +1,192 @@
+"""Task files in the corpus's formats (JSON lines, CSV, Parquet), read by flows/corpora/formats.py.
+
+One reading layer: decoding, compression (`.gz`, `.bz2`, `.zst`) and record parsing are the
+corpus's; this module only picks a task's columns out of each record and checks them. Columns are
+named, or (CSV and Parquet) given by 0-based position. Token classification reads a list of
+tokens and a list of IOB2 tags per record (`text_column`/`label_column`: `tokens`/`tags` unless
+set). A relation task's records may give each entity's character offsets instead of inline
+markers (`entity_offsets`): the markers are inserted at them (flows/downstream/tasks/markers.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from flows.corpora.formats import (
+    CorpusInputError,
+    Lines,
+    ReadRules,
+    csv_records,
+    decoded_lines,
+    json_objects,
+    parquet_columns,
+    parquet_records,
+)
+from flows.corpora.stats import CorpusStats
+from flows.downstream.tasks.markers import entity_span, insert_markers
+from flows.downstream.tasks.readers import (
+    LabelIndex,
+    TaggedSentence,
+    TextExample,
+    column_position,
+    empty_text,
+    first_line_looks,
+    tag_id,
+    text_examples,
+)
+from flows.downstream.tasks.spec import Column, TaskInputError, TaskSpec
+
+Records = Iterator[tuple[int, dict[str, Any]]]
+
+
+def require_file(path: Path, spec: TaskSpec) -> None:
+    if not path.is_file():
+        raise TaskInputError(
+            f"{path} does not exist; fix finetune.catalog.{spec.name}'s paths, or set "
+            "CLOZE_DATA_DIR (or finetune.data_dir) to the folder that holds the data"
+        )
+
+
+def lines_of(path: Path, spec: TaskSpec) -> Lines:
+    """The file's decoded lines, without a leading byte-order mark (Excel writes one)."""
+    require_file(path, spec)
+    for number, line in decoded_lines(path, ReadRules(), CorpusStats()):
+        yield number, line.removeprefix("\ufeff") if number == 1 else line
+
+
+def read_csv(path: Path, spec: TaskSpec, labels: LabelIndex) -> list[TextExample]:
+    """An RFC 4180 CSV: a quoted field may hold commas, quotes ("") and newlines."""
+    records = csv_records(path, lines_of(path, spec), ReadRules())
+    header: list[str] | None = None
+    hint = ""
+    if spec.header:
+        first = next(records, None)
+        header = [] if first is None else [name.strip() for name in first[1]]
+        if len(header) == 1:
+            hint = first_line_looks(header[0])
+    return text_examples(records, header, str(path), spec, labels, "comma-separated", hint)
+
+
+def jsonl_records(path: Path, spec: TaskSpec) -> Records:
+    """JSON objects; a first line that is not JSON says what it looks like instead."""
+    lines = lines_of(path, spec)
+    try:
+        yield from json_objects(path, lines)
+    except CorpusInputError as error:
+        first = next(lines_of(path, spec), (1, ""))[1]
+        hint = first_line_looks(first) if str(error).startswith(f"{path}:1 ") else ""
+        raise TaskInputError(f"{error}.{hint}" if hint else str(error)) from error
+
+
+def named(column: Column, spec: TaskSpec, names: list[str] | None, where: str) -> str:
+    """A column's name; positions only where a file has an order of columns (Parquet)."""
+    if isinstance(column, str):
+        return column
+    if names is None:
+        raise TaskInputError(
+            f"{where}: JSON records have no column order; name the field in "
+            f"finetune.catalog.{spec.name} (not position {column})"
+        )
+    return names[column_position(column, names, where, f"finetune.catalog.{spec.name}")]
+
+
+def field(record: dict[str, Any], name: str, at: str, spec: TaskSpec) -> Any:
+    if name not in record:
+        raise TaskInputError(
+            f"{at} has no field {name!r} (fields: {', '.join(map(repr, record))}); set the "
+            f"finetune.catalog.{spec.name} column settings to one of them"
+        )
+    return record[name]
+
+
+def as_label(value: Any) -> str:
+    return "" if value is None else str(value).strip()
+
+
+def record_examples(
+    records: Records, columns: dict[str, str | None], where: str, spec: TaskSpec, labels: LabelIndex
+) -> list[TextExample]:
+    examples = []
+    for line, record in records:
+        at = f"{where}:{line}"
+        pair = None
+        if columns["pair"] is not None:
+            pair = str(field(record, columns["pair"], at, spec) or "").strip()
+            if not pair:
+                raise TaskInputError(
+                    f"{at} has no second sentence (field {columns['pair']!r}); every row of a "
+                    "sentence-pair task needs both sentences: fix or remove it"
+                )
+        text = str(field(record, str(columns["text"]), at, spec) or "")
+        if spec.entity_offsets is not None:
+            spans = [
+                entity_span(field(record, name, at, spec), text, name, at)
+                for name in spec.entity_offsets
+            ]
+            text = insert_markers(text, spans, spec.markers(), at)
+        if not text.strip():
+            raise empty_text(at, str(columns["text"]))
+        label = labels.id(as_label(field(record, str(columns["label"]), at, spec)), at)
+        examples.append(TextExample(text.strip(), pair, label, at))
+    return examples
+
+
+def record_sentences(
+    records: Records, columns: dict[str, str | None], where: str, spec: TaskSpec, labels: LabelIndex
+) -> list[TaggedSentence]:
+    sentences = []
+    for line, record in records:
+        at = f"{where}:{line}"
+        tokens = field(record, str(columns["text"]), at, spec)
+        tags = field(record, str(columns["label"]), at, spec)
+        if not isinstance(tokens, list) or not isinstance(tags, list) or len(tokens) != len(tags):
+            raise TaskInputError(
+                f"{at}: {columns['text']!r} and {columns['label']!r} must be lists of equal "
+                "length (one IOB2 tag per token)"
+            )
+        if not tokens or any(not str(token).strip() for token in tokens):
+            raise TaskInputError(
+                f"{at}: {columns['text']!r} must be a non-empty list of non-empty words; fix or "
+                "remove the record"
+            )
+        ids = tuple(tag_id(as_label(tag), at, labels) for tag in tags)
+        sentences.append(TaggedSentence(tuple(str(token) for token in tokens), ids))
+    return sentences
+
+
+def record_columns(spec: TaskSpec, names: list[str] | None, where: str) -> dict[str, str | None]:
+    """The record fields of the text, pair and label columns (a position needs `names`)."""
+    wanted = {"text": spec.text_column, "pair": spec.pair_column, "label": spec.label_column}
+    return {
+        role: None if column is None else named(column, spec, names, where)
+        for role, column in wanted.items()
+    }
+
+
+def examples_of(
+    records: Records, columns: dict[str, str | None], where: str, spec: TaskSpec, labels: LabelIndex
+) -> list[TextExample] | list[TaggedSentence]:
+    if spec.kind == "token_classification":
+        return record_sentences(records, columns, where, spec, labels)
+    return record_examples(records, columns, where, spec, labels)
+
+
+def read_jsonl(
+    path: Path, spec: TaskSpec, labels: LabelIndex
+) -> list[TextExample] | list[TaggedSentence]:
+    """A JSON-lines task file: one example per record."""
+    columns = record_columns(spec, None, str(path))
+    return examples_of(jsonl_records(path, spec), columns, str(path), spec, labels)
+
+
+def read_parquet(
+    path: Path, spec: TaskSpec, labels: LabelIndex
+) -> list[TextExample] | list[TaggedSentence]:
+    """A Parquet task file: one example per row, reading only the columns the task names."""
+    require_file(path, spec)
+    columns = record_columns(spec, parquet_columns(path), str(path))
+    present = [column for column in columns.values() if column is not None]
+    present += spec.entity_offsets or []
+    return examples_of(parquet_records(path, present), columns, str(path), spec, labels)

@@ -1,0 +1,272 @@
+"""One task, both arms, n seeds: the runs behind a lift that a tuned control cannot erase.
+
+Per arm, the learning rate is chosen on the validation split from `finetune.learning_rates`
+(mean score over the first `finetune.grid_seeds` seeds, by default the first alone), then the
+remaining seeds train at that rate. Each run keeps its best validation epoch (early stopping with
+`finetune.patience` under a generous `finetune.epochs`); a run whose best epoch is the last
+allowed may still have been improving and is flagged `capped`; an arm whose chosen rate is the
+lowest or highest of the grid is flagged `grid_edge`. In limited-label mode each seed trains on
+its own labelled sample. Test scores are computed once per run, after training, and never steer
+a choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from statistics import fmean
+from typing import Any, Self
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.loggers import Logger
+from torch import nn
+from torch.utils.data import DataLoader
+
+from flows.downstream.settings import Recipe
+from flows.downstream.tasks.encoding import EncodedSplit, pad_batch, score
+from flows.downstream.tasks.load import train_sample
+from flows.downstream.tasks.prompting import PromptIds
+from flows.downstream.tasks.relation import MarkerIds
+from flows.downstream.tasks.spec import ARMS, BASE_ARM, STUDENT_ARM, TaskSpec
+from flows.training.settings import TrainerSettings
+from flows.training.trainer import make_trainer
+from lightning_modules.callbacks import ProgressLog
+from lightning_modules.classifier import BestEpoch, FinetuneModule, predict
+from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.heads import (
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    EncoderClassifier,
+)
+from lightning_modules.models.prompt_head import PromptClassifier
+from lightning_modules.models.relation_head import (
+    BertForRelationClassification,
+    extend_word_embeddings,
+)
+from lightning_modules.models.serialization import load_encoder_weights, load_masked_lm_weights
+from lightning_modules.optim import OptimizerSettings
+
+LoggerFactory = Callable[[str, str], Sequence[Logger]]  # (task, run label) -> loggers
+
+
+@dataclass(frozen=True)
+class RunResult:
+    arm: str
+    learning_rate: float
+    seed: int
+    validation_score: float
+    best_epoch: int
+    capped: bool  # the best epoch was the last allowed: more epochs might have helped
+    test: dict[str, float]
+    test_predictions: list[Any] = field(repr=False)  # for the test-set bootstrap
+
+
+@dataclass
+class ArmResult:
+    learning_rate: float
+    grid: dict[str, float]  # learning rate -> mean validation score over `grid_seeds` seeds
+    runs: list[RunResult] = field(default_factory=list)
+    # "lowest" or "highest" when the chosen rate is an end of a grid of two or more rates: the best
+    # rate may lie outside the grid. None inside the grid, or for a one-rate grid (no choice).
+    grid_edge: str | None = None
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], predictions: list[Any] | None = None) -> Self:
+        """An arm read back from its JSON (`asdict`); `predictions`, one list per run, when the
+        record was stored without them (results.json keeps them in predictions.json)."""
+        runs = record["runs"]
+        if predictions is not None:
+            runs = [
+                {**run, "test_predictions": predicted}
+                for run, predicted in zip(runs, predictions, strict=True)
+            ]
+        return cls(
+            record["learning_rate"],
+            record["grid"],
+            [RunResult(**run) for run in runs],
+            record["grid_edge"],
+        )
+
+
+def grid_edge(chosen: float, grid: list[float]) -> str | None:
+    """Where the chosen rate sits in the grid, when that is an end of it."""
+    if len(set(grid)) < 2:
+        return None
+    if chosen == min(grid):
+        return "lowest"
+    return "highest" if chosen == max(grid) else None
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """What every run of one task shares."""
+
+    spec: TaskSpec
+    labels: list[str]
+    splits: dict[str, EncodedSplit]
+    settings: Recipe  # the task's: finetune.* with its catalog entry's `recipe:` on top
+    log_every_steps: int
+    trainer: TrainerSettings
+    encoder: EncoderConfig
+    pretrained_dir: Path
+    pad_id: int
+    work_dir: Path
+    loggers_for: LoggerFactory
+    # A third arm: a distilled student (its own shape), evaluated with the same recipe and seeds.
+    student_dir: Path | None = None
+    student_encoder: EncoderConfig | None = None
+    # Prompt-based fine-tuning (settings.prompt): the mask and label-word ids the head reads.
+    prompt: PromptIds | None = None
+    # A third arm: the imported checkpoint the pretrained encoder continued, as it was imported.
+    base_dir: Path | None = None
+    # A relation task: its entity markers' token ids, added to the vocabulary (relation.py).
+    markers: MarkerIds | None = None
+
+    @property
+    def arms(self) -> tuple[str, ...]:
+        student = () if self.student_dir is None else (STUDENT_ARM,)
+        base = () if self.base_dir is None else (BASE_ARM,)
+        return (*ARMS, *student, *base)
+
+    def source(self, arm: str) -> Path | None:
+        """The weights an arm starts from; None: random init."""
+        return {
+            "pretrained": self.pretrained_dir,
+            STUDENT_ARM: self.student_dir,
+            BASE_ARM: self.base_dir,
+        }.get(arm)
+
+    def split(self, name: str, seed: int) -> EncodedSplit:
+        """A split; for train, the seed's labelled sample of the pool (load.train_sample)."""
+        data = self.splits[name]
+        if name != "train":
+            return data
+        positions = train_sample(len(data), self.settings.train_examples, seed)
+        return data if positions is None else data.subset(positions)
+
+    def loader(self, split: str, seed: int, shuffle: bool = False) -> DataLoader:
+        return DataLoader(
+            self.split(split, seed),
+            batch_size=self.settings.batch_size,
+            shuffle=shuffle,
+            collate_fn=lambda items: pad_batch(items, self.pad_id),
+            generator=torch.Generator().manual_seed(seed),
+        )
+
+    def metrics(self, split: str, predictions: Any) -> dict[str, float]:
+        gold, negative = self.splits[split].gold, self.spec.negative_label
+        return score(self.spec.kind, gold, predictions, self.labels, negative)
+
+
+def build_model(run: TaskRun, arm: str) -> nn.Module:
+    settings = run.settings
+    student = arm == STUDENT_ARM
+    config = run.student_encoder if student else run.encoder
+    assert config is not None
+    if settings.encoder_dropout is not None:
+        config = replace(
+            config, dropout=settings.encoder_dropout, attention_dropout=settings.encoder_dropout
+        )
+    source = run.source(arm)
+    if run.prompt is not None:
+        prompted = PromptClassifier(config, run.prompt.labels, run.prompt.mask)
+        if source is not None:
+            load_masked_lm_weights(prompted.masked_lm, source)
+        return prompted
+    if run.spec.kind == "relation":
+        return relation_model(run, config, source)
+    model: EncoderClassifier = (
+        BertForTokenClassification(config, len(run.labels), settings.classifier_dropout)
+        if run.spec.kind == "token_classification"
+        else BertForSequenceClassification(
+            config, len(run.labels), settings.classifier_dropout, settings.pooling
+        )
+    )
+    if source is not None:
+        load_encoder_weights(model.encoder, source)
+    return model
+
+
+def relation_model(run: TaskRun, config: EncoderConfig, source: Path | None) -> nn.Module:
+    """The relation head over the encoder (pretrained from `source`, else random), its table
+    grown by the markers' rows: drawn from the run's seed (`train_once` seeded torch with it),
+    the same in every arm."""
+    assert run.markers is not None
+    settings = run.settings
+    model = BertForRelationClassification(
+        config,
+        len(run.labels),
+        settings.classifier_dropout,
+        settings.relation_head,
+        run.markers.starts,
+    )
+    if source is not None:
+        load_encoder_weights(model.encoder, source)
+    extend_word_embeddings(model.encoder, run.markers.all, torch.initial_seed())
+    return model
+
+
+def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunResult:
+    """One fine-tuning run; the same seed gives both arms the same head init and data order."""
+    settings = run.settings
+    pl.seed_everything(seed, workers=True, verbose=False)
+    model = build_model(run, arm)
+    steps = settings.epochs * -(-len(run.split("train", seed)) // settings.batch_size)
+    module = FinetuneModule(
+        model,
+        OptimizerSettings(
+            learning_rate=learning_rate,
+            weight_decay=settings.weight_decay,
+            warmup_steps=int(settings.warmup_ratio * steps),
+            total_steps=steps,
+        ),
+    )
+    metric = run.spec.metric
+    selector = BestEpoch(
+        run.loader("validation", seed),
+        lambda predictions: run.metrics("validation", predictions)[metric],
+        settings.patience,
+    )
+    label = f"{arm}-lr{learning_rate:g}-seed{seed}"
+    trainer = make_trainer(
+        run.trainer.model_copy(update={"accumulate_grad_batches": 1}),
+        run.work_dir / run.spec.name / label,
+        run.loggers_for(run.spec.name, label),
+        [ProgressLog(run.log_every_steps, f"finetune/{run.spec.name}/{label}"), selector],
+        max_epochs=settings.epochs,
+        enable_checkpointing=False,
+    )
+    trainer.fit(module, train_dataloaders=run.loader("train", seed, shuffle=True))
+    selector.restore(model)
+    predictions = predict(model, run.loader("test", seed))
+    return RunResult(
+        arm,
+        learning_rate,
+        seed,
+        selector.best_score,
+        selector.best_epoch,
+        selector.best_epoch == settings.epochs,
+        run.metrics("test", predictions),
+        predictions,
+    )
+
+
+def evaluate_arm(run: TaskRun, arm: str, seeds: list[int]) -> ArmResult:
+    """Each rate of the grid scored on the first `grid_seeds` seeds (mean validation score; the
+    first of equals wins), then the other seeds at the chosen rate."""
+    rates = run.settings.learning_rates
+    tuning = seeds[: run.settings.grid_seeds]
+    grid = [(rate, [train_once(run, arm, rate, seed) for seed in tuning]) for rate in rates]
+    scores = [fmean(result.validation_score for result in runs) for _, runs in grid]
+    best = scores.index(max(scores))
+    chosen, runs = grid[best]
+    result = ArmResult(
+        chosen,
+        {f"{rate:g}": score for (rate, _), score in zip(grid, scores, strict=True)},
+        list(runs),
+        grid_edge(chosen, rates),
+    )
+    result.runs += [train_once(run, arm, chosen, seed) for seed in seeds[len(tuning) :]]
+    return result

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import traceback
 from pathlib import Path
@@ -18,6 +17,7 @@ from flows.core.redaction import redact_console, redact_log_handlers
 from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
 from flows.downstream.settings import FinetuneSettings
+from flows.orchestration.interrupts import Interrupted, stop_on_signals, stopped_by_signal
 from flows.plan import RunConfig, load_run_config, start_services
 from flows.refresh.promotion import RefreshSettings
 from flows.tracking.links import run_label
@@ -58,31 +58,6 @@ def task_recipes(config: dict[str, Any]) -> str:
         return ""
     lines = [f"#   {spec.name}: {settings.recipe_text(spec)}" for spec in settings.specs()]
     return "\n".join(["# The recipe of each task in finetune.tasks:", *lines])
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGINT: unwinds the run like Ctrl-C, so every `finally` and atexit hook runs.
-
-    Python's default SIGTERM ends the process at once: no run is marked failed and Prefect's
-    temporary server, stopped only by an atexit hook, is left listening.
-    """
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-
-
-def stop_on_signals() -> None:
-    """Turns the first SIGTERM or SIGINT into `Interrupted`; a second one acts as the default."""
-    from flows.tracking.runs import note_stop_signal  # MLflow and Lightning: after validation
-
-    def interrupt(signum: int, frame: object) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        note_stop_signal(signum)
-        raise Interrupted(signum)
-
-    signal.signal(signal.SIGTERM, interrupt)
-    signal.signal(signal.SIGINT, interrupt)
 
 
 def environment_failure(error: Exception, root: Path) -> int | None:
@@ -180,21 +155,6 @@ def run_all(
 
         print(render_comparison(runs, summaries))
     return 0
-
-
-def stopped_by_signal() -> int | None:
-    """The one line and exit code of a run stopped by SIGTERM or SIGINT; None for none."""
-    from flows.tracking.runs import received_stop_signal
-
-    signum = received_stop_signal()
-    if signum is None:
-        return None
-    message = (
-        f"stopped by {signal.Signals(signum).name}; the runs are marked KILLED. Rerun the same "
-        "command to resume: finished stages are reused and pretraining resumes from its last "
-        "checkpoint"
-    )
-    return fail(message, 128 + signum)
 
 
 if __name__ == "__main__":

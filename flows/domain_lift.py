@@ -27,15 +27,18 @@ from typing import Any
 from flows.core.cli import fail
 from flows.core.config import compose_config
 from flows.core.logs import setup_logging
+from flows.core.redaction import redact_console, redact_log_handlers
 from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
 from flows.downstream.statistics.base_report import base_result
 from flows.downstream.statistics.pairing import ArmScores, paired_difference, read_arm
 from flows.downstream.tasks.spec import ARMS, BASE_ARM
+from flows.orchestration.interrupts import Interrupted, stop_on_signals, stopped_by_signal
 from flows.plan import load_run_config, start_services
 from flows.stages.finetune import RESULTS_FILE, FinetuneOutputs
 from flows.stages.pretrain import HUGGINGFACE_DIR
 from flows.tracking.links import run_label
+from flows.tracking.temporary_server import bind_temporary_server_to_this_run
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ def run_step(experiment: str, overrides: list[str]) -> tuple[dict[str, Any], flo
     start_services(load_run_config(config))
     from flows.pipeline import pretraining_pipeline  # after start_services, as in __main__
 
+    redact_log_handlers()  # Prefect's own handlers, made when it was imported
     started = time.perf_counter()
     summary = pretraining_pipeline(config, name=run_label(arguments, config))
     return summary, time.perf_counter() - started
@@ -181,10 +185,17 @@ def chosen(argv: list[str]) -> tuple[Adaptation, list[str]]:
 
 def main(argv: list[str]) -> int:
     """Overrides apply to both steps (e.g. trainer.threads=2 finetune.train_examples=500)."""
+    redact_console()  # before any handler keeps a reference to the streams
     setup_logging()
     via_transformers = VIA_TRANSFORMERS in argv
+    stop_on_signals()  # Ctrl-C or SIGTERM: runs marked KILLED, servers stopped, one line
     try:
         experiment, overrides = chosen([arg for arg in argv if arg != VIA_TRANSFORMERS])
+        # One temporary Prefect server for both steps, bound to this process as in __main__.
+        start_services(
+            load_run_config(compose_config([f"experiment={experiment.general}", *overrides]))
+        )
+        bind_temporary_server_to_this_run()
         general, general_seconds = run_step(experiment.general, overrides)
         start = general["stages"]["pretrain"]["path"]
         reuse = (
@@ -195,6 +206,12 @@ def main(argv: list[str]) -> int:
         domain, domain_seconds = run_step(experiment.adapted, reuse + overrides)
     except ConfigError as error:
         return fail(error)
+    except (Interrupted, SystemExit):
+        # Lightning turns Ctrl-C (a KeyboardInterrupt) into `exit(1)` after its own cleanup.
+        code = stopped_by_signal()
+        if code is None:
+            raise
+        return code
     print(render(general, domain, experiment))
     if via_transformers:
         print(base_check(general, domain, experiment))

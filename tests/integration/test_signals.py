@@ -43,9 +43,16 @@ STOP_SECONDS = 30.0  # the bound asserted; the measured time is printed
 ORPHAN_SECONDS = 20.0  # after a SIGKILL of the run, no process of it may be alive by then
 
 
-def start(root: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+# `make domain-lift`'s command on a small budget: its first step reads the shared Wikipedia files.
+DOMAIN_LIFT = ["flows.domain_lift", *TINY[1:]]
+WIKIPEDIA = Path(os.environ.get("CLOZE_DATA_DIR", "../shared/data")) / "wikipedia_en_wikiextractor"
+
+
+def start(
+    root: Path, env: dict[str, str] | None = None, command: list[str] | None = None
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "flows", *TINY, f"paths.root={root}"],
+        [sys.executable, "-m", *(command or ["flows", *TINY]), f"paths.root={root}"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -135,6 +142,28 @@ def test_a_signal_stops_the_run_marks_it_ended_and_leaves_no_process(
         assert rerun.returncode == 0, output[-4000:]
         assert "shards     [reused (cache hit)]" in output
         assert "RUNNING" not in mlflow_statuses(root).values()
+
+
+@pytest.mark.skipif(not WIKIPEDIA.is_dir(), reason=f"needs the shared data: {WIKIPEDIA}")
+def test_ctrl_c_on_the_domain_lift_command_ends_it_the_same_way(tmp_path: Path) -> None:
+    root = tmp_path / "home"
+    run = start(root, command=DOMAIN_LIFT)
+    family = wait_for_pretraining(run, root)
+    os.killpg(run.pid, signal.SIGINT)
+    try:
+        output = run.communicate(timeout=120)[0]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    left = alive(family)
+    for process in left:
+        process.kill()
+    assert run.returncode == 128 + signal.SIGINT, output[-4000:]
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: stopped by SIGINT;"), output[-4000:]
+    assert left == [], [process.cmdline() for process in left]
+    statuses = mlflow_statuses(root)
+    assert statuses["pipeline"] == statuses["pretrain"] == "KILLED", (statuses, output[-6000:])
 
 
 def test_a_sigkill_of_the_run_alone_leaves_no_process_of_it(tmp_path: Path) -> None:

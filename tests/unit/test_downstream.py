@@ -13,7 +13,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from flows.core.config import compose_config
 from flows.core.settings import ConfigError, settings_from
 from flows.downstream.settings import FinetuneSettings
-from flows.downstream.statistics.report import paired_interval
+from flows.downstream.statistics.report import paired_figures, paired_interval
 from flows.downstream.tasks.encoding import encode, pad_batch, score
 from flows.downstream.tasks.load import Sampling, load_task
 from flows.downstream.tasks.readers import (
@@ -223,6 +223,15 @@ def test_paired_t_interval_by_hand() -> None:
     half = 4.302653 * 0.1 / 3**0.5
     assert (low, high) == pytest.approx((0.2 - half, 0.2 + half), abs=1e-6)
     assert paired_interval([0.1], 0.95) is None
+
+
+def test_paired_figures_name_the_mean_and_its_interval_and_omit_it_for_one_pair() -> None:
+    figures = paired_figures([0.1, 0.2, 0.3], 0.95, "t.gain")
+    assert figures["t.gain"] == pytest.approx(0.2)
+    assert (figures["t.gain_ci_low"], figures["t.gain_ci_high"]) == paired_interval(
+        [0.1, 0.2, 0.3], 0.95
+    )
+    assert paired_figures([0.1], 0.95, "t.gain") == {"t.gain": pytest.approx(0.1)}
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from flows.downstream.statistics.report import paired_interval, std
+from flows.downstream.statistics.report import paired_figures, std
 from flows.downstream.tasks.spec import BASE_ARM
 
 if TYPE_CHECKING:
@@ -39,12 +39,7 @@ def base_outputs(task: str, arms: dict[str, ArmResult], confidence: float) -> di
             b - r for b, r in zip(scores[BASE_ARM], scores["random_init"], strict=True)
         )
         gains = [a - b for a, b in zip(scores["pretrained"], scores[BASE_ARM], strict=True)]
-        outputs[f"{task}.{OVER_BASE}_{name}"] = statistics.fmean(gains)
-        interval = paired_interval(gains, confidence)
-        if interval is not None:
-            low, high = interval
-            outputs[f"{task}.{OVER_BASE}_{name}_ci_low"] = low
-            outputs[f"{task}.{OVER_BASE}_{name}_ci_high"] = high
+        outputs |= paired_figures(gains, confidence, f"{task}.{OVER_BASE}_{name}")
     return outputs
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from flows.downstream.statistics.report import paired_interval, std
+from flows.downstream.statistics.report import paired_figures, std
 from flows.downstream.tasks.spec import STUDENT_ARM
 
 if TYPE_CHECKING:
@@ -48,12 +48,7 @@ def student_outputs(task: str, arms: dict[str, ArmResult], confidence: float) ->
         outputs[f"{task}.student_lift_{name}"] = lift
         if teacher_lift:  # no share of nothing: the key is absent when the teacher had no lift
             outputs[f"{task}.student_share_of_lift_{name}"] = lift / teacher_lift
-        outputs[f"{task}.student_minus_teacher_{name}"] = statistics.fmean(gaps)
-        interval = paired_interval(gaps, confidence)
-        if interval is not None:
-            low, high = interval
-            outputs[f"{task}.student_minus_teacher_{name}_ci_low"] = low
-            outputs[f"{task}.student_minus_teacher_{name}_ci_high"] = high
+        outputs |= paired_figures(gaps, confidence, f"{task}.student_minus_teacher_{name}")
     return outputs
 
 

@@ -40,6 +40,15 @@ def paired_interval(differences: list[float], confidence: float) -> tuple[float,
     return mean - half, mean + half
 
 
+def paired_figures(differences: list[float], confidence: float, key: str) -> dict[str, float]:
+    """`key` (the mean paired difference) and, with two pairs or more, `key_ci_low`/`_ci_high`."""
+    figures = {key: statistics.fmean(differences)}
+    interval = paired_interval(differences, confidence)
+    if interval is not None:
+        figures[f"{key}_ci_low"], figures[f"{key}_ci_high"] = interval
+    return figures
+
+
 def std(values: list[float]) -> float:
     """Sample standard deviation across seeds; 0 for a single seed."""
     return statistics.stdev(values) if len(values) > 1 else 0.0

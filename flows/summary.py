@@ -8,6 +8,7 @@ from flows.core.artifacts import ArtifactRef
 from flows.core.redaction import redact_text
 from flows.core.tables import markdown_table
 from flows.downstream.statistics.base_report import base_result
+from flows.downstream.statistics.distill_report import share_text
 from flows.downstream.statistics.label_points import point_line, read_label_points
 from flows.downstream.statistics.lift_points import read_points
 from flows.downstream.statistics.report import baselines_text, interval_text, warnings
@@ -83,17 +84,16 @@ def distill_result(stages: dict[str, Any]) -> list[str]:
     ]
 
 
-def student_result(fine: dict[str, Any], task: str) -> list[str]:
+def student_result(fine: dict[str, Any], task: str, confidence: float) -> list[str]:
     """The student's score and share of the teacher's lift, with the measured sizes and speed."""
     metric = fine[f"{task}.metric"]
     if f"{task}.student_{metric}_mean" not in fine:
         return []
-    share = fine.get(f"{task}.student_share_of_lift_{metric}")
     return [
         f"  student {fine[f'{task}.student_{metric}_mean']:.3f} ± "
         f"{fine[f'{task}.student_{metric}_std']:.3f}, lift "
-        f"{fine[f'{task}.student_lift_{metric}']:+.3f}: "
-        f"{'no teacher lift to share' if share is None else f'{share:.0%} of the teacher lift'}; "
+        f"{fine[f'{task}.student_lift_{metric}']:+.3f}, share of the teacher's lift "
+        f"{share_text(fine, task, metric, confidence)}; "
         f"{fine['distill.parameter_ratio']:.0%} of the parameters, "
         f"{fine['distill.speedup']:.2f}x the teacher's inference tokens/s (measured in this run)"
     ]
@@ -190,7 +190,7 @@ def render_summary(summary: dict[str, Any]) -> str:
             for line in fine.figures.values()
             for text in [
                 *downstream_result(line, fine.confidence),
-                *student_result(stages["finetune"], line.task),
+                *student_result(stages["finetune"], line.task, fine.confidence),
                 *base_result(stages["finetune"], line.task, fine.confidence),
             ]
         ),

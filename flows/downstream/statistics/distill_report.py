@@ -2,9 +2,10 @@
 
 The student's lift (student minus random init, paired by seed) is read against the teacher's
 (pretrained minus random init): their ratio is the student's share of the teacher's lift, the
-figure DistilBERT reports as "retains 97% of BERT". The student minus the teacher gets a paired
-t-interval over seeds. Sizes and inference throughput are measured in the same run
-(flows/downstream/statistics/speed.py), so their ratios hold on the machine that made them.
+figure DistilBERT reports as "retains 97% of BERT", with Fieller's interval over seeds (none when
+the teacher's own lift is not told from zero: then the share means nothing). The student minus the
+teacher gets a paired t-interval over seeds. Sizes and inference throughput are measured in the
+same run (flows/downstream/statistics/speed.py), so their ratios hold on the machine that made them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from flows.downstream.statistics.report import paired_figures, std
+from flows.downstream.statistics.report import paired_figures, ratio_interval, std
 from flows.downstream.tasks.spec import STUDENT_ARM
 
 if TYPE_CHECKING:
@@ -48,6 +49,10 @@ def student_outputs(task: str, arms: dict[str, ArmResult], confidence: float) ->
         outputs[f"{task}.student_lift_{name}"] = lift
         if teacher_lift:  # no share of nothing: the key is absent when the teacher had no lift
             outputs[f"{task}.student_share_of_lift_{name}"] = lift / teacher_lift
+        interval = ratio_interval(lifts, teacher_lifts, confidence)
+        if interval is not None:  # absent when the teacher's lift is not told from zero
+            share_key = f"{task}.student_share_of_lift_{name}"
+            outputs[f"{share_key}_ci_low"], outputs[f"{share_key}_ci_high"] = interval
         outputs |= paired_figures(gaps, confidence, f"{task}.student_minus_teacher_{name}")
     return outputs
 
@@ -62,6 +67,21 @@ def size_outputs(parameters: dict[str, int], tokens_per_second: dict[str, float]
         "distill.student_tokens_per_second": tokens_per_second["student"],
         "distill.speedup": tokens_per_second["student"] / tokens_per_second["teacher"],
     }
+
+
+def share_text(outputs: dict[str, Any], task: str, metric: str, confidence: float) -> str:
+    """The student's share of the teacher's lift with its interval, or why there is none."""
+    key = f"{task}.student_share_of_lift_{metric}"
+    if key not in outputs:
+        return "n/a (no teacher lift)"
+    if f"{key}_ci_low" in outputs:
+        return (
+            f"{outputs[key]:.0%} [{outputs[f'{key}_ci_low']:.0%}, {outputs[f'{key}_ci_high']:.0%}"
+            f", {confidence:.0%} Fieller]"
+        )
+    if outputs.get(f"{task}.lift_{metric}_ci_low") is None:
+        return f"{outputs[key]:.0%} (one seed: no interval)"
+    return f"{outputs[key]:.0%} (no interval: the teacher's lift is not told from zero)"
 
 
 def score(outputs: dict[str, Any], task: str, arm: str) -> str:
@@ -81,7 +101,6 @@ def distillation_table(outputs: dict[str, Any], tasks: list[str], confidence: fl
     ]
     for task in tasks:
         metric = outputs[f"{task}.metric"]
-        share = outputs.get(f"{task}.student_share_of_lift_{metric}")
         low = outputs.get(f"{task}.student_minus_teacher_{metric}_ci_low")
         high = outputs.get(f"{task}.student_minus_teacher_{metric}_ci_high")
         rows.append(
@@ -89,7 +108,7 @@ def distillation_table(outputs: dict[str, Any], tasks: list[str], confidence: fl
             f"{score(outputs, task, STUDENT_ARM)} | {score(outputs, task, 'random_init')} | "
             f"{outputs[f'{task}.lift_{metric}']:+.3f} | "
             f"{outputs[f'{task}.student_lift_{metric}']:+.3f} | "
-            f"{'n/a (no teacher lift)' if share is None else f'{share:.0%}'} | "
+            f"{share_text(outputs, task, metric, confidence)} | "
             f"{outputs[f'{task}.student_minus_teacher_{metric}']:+.3f} | "
             f"{'none (one seed)' if low is None else f'[{low:+.3f}, {high:+.3f}]'} |"
         )

@@ -40,6 +40,35 @@ def paired_interval(differences: list[float], confidence: float) -> tuple[float,
     return mean - half, mean + half
 
 
+def ratio_interval(
+    numerators: list[float], denominators: list[float], confidence: float
+) -> tuple[float, float] | None:
+    """Fieller's interval for `mean(numerators) / mean(denominators)` over paired seeds.
+
+    A share of a lift (the student's lift over the teacher's) is a ratio of two noisy means; its
+    interval is every ratio R that the paired t-test does not reject, i.e. where
+    `(mean(a) - R mean(b))^2 <= t^2 var(a - R b) / n`, a quadratic in R. It is a bounded interval
+    only when the denominator itself is significantly non-zero at the same level; otherwise the
+    set is unbounded and None is returned: a share of a lift that may be nothing is undefined.
+    None also for fewer than two pairs.
+    """
+    from scipy import stats
+
+    count = len(numerators)
+    if count < 2:
+        return None
+    a, b = statistics.fmean(numerators), statistics.fmean(denominators)
+    covariance = statistics.covariance(numerators, denominators)
+    t_squared = stats.t.ppf((1 + confidence) / 2, count - 1) ** 2 / count
+    quadratic = b * b - t_squared * statistics.variance(denominators)
+    if quadratic <= 0:
+        return None
+    linear = a * b - t_squared * covariance
+    constant = a * a - t_squared * statistics.variance(numerators)
+    half = math.sqrt(max(linear * linear - quadratic * constant, 0.0))
+    return (linear - half) / quadratic, (linear + half) / quadratic
+
+
 def paired_figures(differences: list[float], confidence: float, key: str) -> dict[str, float]:
     """`key` (the mean paired difference) and, with two pairs or more, `key_ci_low`/`_ci_high`."""
     figures = {key: statistics.fmean(differences)}

@@ -31,6 +31,7 @@ from flows.core.artifacts import ArtifactRef, file_lock
 from flows.core.paths import RunPaths
 from flows.core.redaction import redact_text
 from flows.core.settings import ConfigError
+from flows.core.signals import stop_signals_deferred
 from flows.tracking.links import (
     CUSTOM_MODEL_DEVELOPMENT,
     EXPERIMENT_KIND_TAG,
@@ -208,7 +209,9 @@ class RunHandle:
         self.client.log_artifacts(self.run_id, str(directory), artifact_path)
 
     def finish(self, status: str = "FINISHED") -> None:
-        self.client.set_terminated(self.run_id, status=status)
+        """Ends the run; a stop signal arriving meanwhile waits for the status to be written."""
+        with stop_signals_deferred():
+            self.client.set_terminated(self.run_id, status=status)
         if self.pages is not None:
             self.pages.announce()
 

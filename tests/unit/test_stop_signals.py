@@ -1,0 +1,59 @@
+"""A run's final status is written even when a stop signal arrives during the write: the signal
+waits for the write, then acts (Prefect's runner can send SIGTERM twice while it shuts down)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from flows.core.signals import stop_signals_deferred
+from flows.tracking.runs import Tracker
+
+
+class Stopped(Exception):
+    """What Prefect's SIGTERM handler raises in a flow run (TerminationSignal), in miniature."""
+
+
+@pytest.fixture
+def sigterm_raises() -> Iterator[None]:
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise Stopped(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.usefixtures("sigterm_raises")
+def test_a_signal_inside_the_block_acts_once_the_block_is_done() -> None:
+    done = []
+    with pytest.raises(Stopped), stop_signals_deferred():
+        os.kill(os.getpid(), signal.SIGTERM)
+        done.append("written")
+    assert done == ["written"]
+    with pytest.raises(Stopped):  # the handler is back
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.mark.usefixtures("sigterm_raises")
+def test_a_sigterm_during_the_final_status_write_leaves_the_run_killed_not_running(
+    tmp_path: Path,
+) -> None:
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "cloze", None)
+    run = tracker.start_run("pipeline")
+    set_terminated = run.client.set_terminated
+
+    def signalled_midway(*args: Any, **kwargs: Any) -> None:  # the fault: a second SIGTERM
+        os.kill(os.getpid(), signal.SIGTERM)
+        set_terminated(*args, **kwargs)
+
+    run.client.set_terminated = signalled_midway  # type: ignore[method-assign]
+    with pytest.raises(Stopped):
+        run.finish("KILLED")
+    assert tracker.client.get_run(run.run_id).info.status == "KILLED"

@@ -5,7 +5,7 @@
 set -euo pipefail
 export PYTHONPATH="$PWD"
 python -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name())"
-python -m pytest -m gpu -q -p no:cacheprovider tests/unit/test_training_precision.py
+python -m pytest -m gpu -q -p no:cacheprovider tests/unit/flows/training/test_precision.py
 python -m benchmarks.train_throughput --device cuda --models bert-mini,bert-base \
     --paths "transformers masked-only bf16,cloze bf16,cloze bf16 bare loop" \
     --steps 60 --warmup 20 --profile-steps 2 --output "${1:-gpu-throughput.json}"

@@ -212,7 +212,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--layer-repeats", type=int, default=3)
     # One thread: on a shared 2-core machine two threads spin-wait for each other, which inflates
-    # CPU-seconds (docs/results/2026-12-01-throughput-2.md); the matmul peaks use the same count.
+    # CPU-seconds (docs/results/2026-12-01-throughput.md); the matmul peaks use the same count.
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()

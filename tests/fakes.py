@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from lightning_modules.models.encoder import EncoderConfig
     from lightning_modules.models.heads import BertForMaskedLM
 
+# The repository's root: where the tests that read its files, or run commands in it, look.
+REPO = Path(__file__).resolve().parents[1]
+
 GREEK_LETTERS = (
     "alpha",
     "beta",

@@ -22,7 +22,7 @@ STRATEGIES = ("auto", "ddp", "fsdp")
 
 
 # The AdamW keys of `trainer.*`: `OptimizerSettings`' fields of the same names, which they feed
-# (tests/unit/test_settings_fields.py proves the names, types and ranges agree).
+# (tests/unit/flows/training/test_settings_fields.py proves the names, types and ranges agree).
 OPTIMIZER_KEYS = ("learning_rate", "weight_decay", "warmup_steps", "schedule", "beta2")
 
 
@@ -152,7 +152,8 @@ class TrainerSettings(Settings):
 class ModelSettings(Settings):
     """`model.*`: the encoder's shape and regularisation. The fields are `EncoderConfig`'s but for
     what only the tokenizer knows (`vocab_size`, `pad_token_id`), plus a display `name`; the
-    library's own checks validate them (tests/unit/test_settings_fields.py proves they match)."""
+    library's own checks validate them (tests/unit/flows/training/test_settings_fields.py proves
+    they match)."""
 
     section = "model"
 

@@ -5,7 +5,8 @@ most of them masked). Here the queries are cut into blocks of `window // 2` posi
 block attends to its own block and its two neighbours: every key any of its queries can see, and
 3 x block scores per query whatever the row length, so a row twice as long costs twice, not four
 times. Masked keys get exactly zero weight, so the result equals dense attention under the banded
-mask up to the order of floating-point sums (`tests/unit/test_local_attention.py`).
+mask up to the order of floating-point sums
+(`tests/unit/lightning_modules/models/test_local_attention.py`).
 
 Each block goes through the fused attention kernel as one batch entry (rows x blocks, heads
 inside), with a mask for the band's edges, the row's ends, padding and documents. Laid out so,

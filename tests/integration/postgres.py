@@ -19,9 +19,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.fakes import REPO
 from tests.integration.servers import free_port
 
-INIT_SQL = Path(__file__).resolve().parents[2] / "infra" / "postgres" / "init-databases.sql"
+INIT_SQL = REPO / "infra" / "postgres" / "init-databases.sql"
 USER = "cloze"
 
 

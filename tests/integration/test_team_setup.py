@@ -20,7 +20,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from tests.fakes import run_twice_together
+from tests.fakes import REPO, run_twice_together
 from tests.integration.postgres import Postgres, missing_reason, postgres_bin, postgres_server
 from tests.integration.servers import mlflow_server, prefect_server
 
@@ -29,7 +29,7 @@ pytestmark = [
     pytest.mark.skipif(missing_reason() is not None, reason=str(missing_reason())),
 ]
 TINY = ["experiment=smoke", "corpus.max_documents=800", "finetune.train_examples=200"]
-COMPOSE = Path(__file__).resolve().parents[2] / "infra" / "docker-compose.yml"
+COMPOSE = REPO / "infra" / "docker-compose.yml"
 VARIABLE = re.compile(
     r"\$\{([A-Z_]+)(?::[-?]([^}]*))?\}"
 )  # ${NAME}, ${NAME:-default}, ${NAME:?why}

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.fakes import REPO
+
 PACKAGES = ("flows", "lightning_modules")
 
 # Lowest first; a module may import its own layer or a lower one. Longest prefix wins. Tracking

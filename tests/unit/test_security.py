@@ -17,9 +17,8 @@ from flows.stages.pretrain import LAST_CHECKPOINT, PretrainSettings, pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.training.settings import TrainerSettings
-from tests.fakes import GREEK_LETTERS, greek_text
+from tests.fakes import GREEK_LETTERS, REPO, greek_text
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
 TWO_STEPS = TrainerSettings(
     max_steps=2, warmup_steps=1, batch_size=4, val_every_steps=2, log_every_steps=1
@@ -28,7 +27,7 @@ TWO_STEPS = TrainerSettings(
 
 def test_the_ui_servers_listen_on_localhost_only() -> None:
     plan = subprocess.run(
-        ["make", "-n", "ui"], cwd=ROOT, capture_output=True, text=True, check=True
+        ["make", "-n", "ui"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout
     assert plan.count("--host 127.0.0.1") == 2 and "0.0.0.0" not in plan
 

@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +23,9 @@ from prefect.server.schemas.actions import validate_base_job_template
 from prefect.utilities.templating import apply_values, find_placeholders
 from prefect.workers.base import BaseVariables
 
-ROOT = Path(__file__).resolve().parents[2]
-INFRA = ROOT / "infra"
+from tests.fakes import REPO
+
+INFRA = REPO / "infra"
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|AUTH_STRING|ACCESS_KEY|_KEY$")
 REQUIRED_VAR = re.compile(r"^\$\{[A-Z_]+:\?[^}]+\}$")
 DUMMY_ENV = {
@@ -69,7 +69,7 @@ def docker_compose_config(*files: str, env: dict[str, str]) -> subprocess.Comple
         capture_output=True,
         text=True,
         env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), **env},
-        cwd=ROOT,
+        cwd=REPO,
     )
 
 
@@ -143,7 +143,7 @@ def test_secrets_come_only_from_required_environment_variables(
         key for key in DUMMY_ENV if key != "MINIO_ROOT_USER"
     }
     # A filled-in infra/.env never reaches git.
-    ignored = subprocess.run(["git", "check-ignore", "-q", "infra/.env"], cwd=ROOT)
+    ignored = subprocess.run(["git", "check-ignore", "-q", "infra/.env"], cwd=REPO)
     assert ignored.returncode == 0
 
 

@@ -8,12 +8,12 @@ import fnmatch
 import re
 import shlex
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILE = ROOT / "infra" / "Dockerfile"
+from tests.fakes import REPO
+
+DOCKERFILE = REPO / "infra" / "Dockerfile"
 VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 
 
@@ -65,7 +65,7 @@ def build(build_args: dict[str, str] | None = None) -> PaperImage:
 
 
 def pinned_torch() -> str:
-    pins = (ROOT / "constraints.txt").read_text().splitlines()
+    pins = (REPO / "constraints.txt").read_text().splitlines()
     return next(line for line in pins if line.startswith("torch=="))
 
 
@@ -76,7 +76,7 @@ def test_torch_comes_from_the_variants_index_at_the_projects_pin(variant: str) -
     index = torch_install[torch_install.index("--index-url") + 1]
     assert index == f"https://download.pytorch.org/whl/{variant}"
     assert pinned_torch() in torch_install
-    makefile = (ROOT / "Makefile").read_text()
+    makefile = (REPO / "Makefile").read_text()
     assert f"TORCH_VERSION ?= {image.args['TORCH_VERSION']}" in makefile
 
 
@@ -119,7 +119,7 @@ def test_the_image_runs_as_the_unprivileged_user_it_creates() -> None:
 def test_every_copied_path_exists_and_passes_the_build_context_filter() -> None:
     patterns = [
         line
-        for line in (ROOT / "infra" / "Dockerfile.dockerignore").read_text().splitlines()
+        for line in (REPO / "infra" / "Dockerfile.dockerignore").read_text().splitlines()
         if line and not line.startswith("#")
     ]
 
@@ -134,4 +134,4 @@ def test_every_copied_path_exists_and_passes_the_build_context_filter() -> None:
     assert not sent("mlruns") and not sent(".env")  # local runs and secrets stay out
     for argv in build().of("COPY"):
         for source in argv[:-1]:
-            assert (ROOT / source).exists() and sent(source), source
+            assert (REPO / source).exists() and sent(source), source

@@ -17,7 +17,7 @@ from lightning_modules.export import export_huggingface, write_weights
 from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.transformers_import import export_like, read_checkpoint
 from tests.checkpoints import tiny_checkpoint
-from tests.fakes import MODERNBERT_OPTIONS, SPECIALS, perturbed, tiny_tokenizer
+from tests.fakes import MODERNBERT_OPTIONS, REPO, SPECIALS, perturbed, tiny_tokenizer
 
 SMALL = {"hidden_size": 32, "num_layers": 2, "num_heads": 4, "intermediate_size": 48}
 
@@ -76,7 +76,7 @@ def test_reading_a_checkpoint_imports_neither_transformers_nor_flows(tmp_path: P
         "loaded = {name.split('.')[0] for name in sys.modules}\n"
         "print(sorted(loaded & {'transformers', 'flows'}))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
     )

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.fakes import REPO
+
 HEAVY = ("pytorch_lightning", "mlflow", "prefect")
 PROGRAM = """
 import sys

@@ -13,7 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.fakes import REPO
+
 PROBE = """
 import sys
 from pathlib import Path

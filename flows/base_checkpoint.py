@@ -33,7 +33,7 @@ from flows.stages.checkpoint_source import (
 )
 from flows.stages.tokenizer_import import VOCABULARY_FILES
 from flows.training.settings import RUN_CHOICES
-from lightning_modules.models.serialization import CONFIG_FILE
+from lightning_modules.models.config import CONFIG_FILE
 from lightning_modules.transformers_import import CheckpointError, CheckpointShape, peek_checkpoint
 
 

@@ -26,7 +26,7 @@ from flows.stages.shards.stage import ShardSettings
 from flows.stages.tokenizer import TokenizerSettings
 from flows.tracking.settings import TrackingSettings
 from flows.training.settings import TrainerSettings, encoder_config
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 
 if TYPE_CHECKING:
     from flows.stages.distill import DistillStageSettings

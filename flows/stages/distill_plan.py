@@ -32,14 +32,14 @@ from flows.stages.checkpoint_source import (
 )
 from flows.stages.tokenizer import TokenizerSettings, reused_tokenizer
 from flows.training.settings import TrainerSettings, encoder_config
-from lightning_modules.models.encoder import EncoderConfig
-from lightning_modules.models.heads import BertForMaskedLM
-from lightning_modules.models.serialization import (
+from lightning_modules.models.config import (
     ELECTRA_CONFIG_FILE,
     WEIGHTS_FILE,
-    count_parameters,
+    EncoderConfig,
     load_encoder_config,
 )
+from lightning_modules.models.heads import BertForMaskedLM
+from lightning_modules.models.serialization import count_parameters
 from lightning_modules.models.student_init import copy_mismatches, uniform_layer_map
 
 if TYPE_CHECKING:  # Lightning: not imported while a config is only being validated

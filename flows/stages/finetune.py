@@ -53,12 +53,9 @@ from flows.stages.control_arm import CONTROL_ARM, base_record, cached_arm, contr
 from flows.stages.finetune_progress import FinishedTasks
 from flows.stages.tokenizer import TrainedTokenizer, load_tokenizer
 from flows.training.settings import TrainerSettings
+from lightning_modules.models.config import load_encoder_config
 from lightning_modules.models.encoder import BertEncoder
-from lightning_modules.models.serialization import (
-    count_parameters,
-    load_encoder_config,
-    load_encoder_weights,
-)
+from lightning_modules.models.serialization import count_parameters, load_encoder_weights
 
 STAGE = "finetune"
 # 3: per-seed labelled samples, bootstrap interval, baselines, capped flags; 4: a recipe per task

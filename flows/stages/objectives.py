@@ -13,14 +13,11 @@ from pydantic import model_validator
 
 from flows.core.settings import Number, Settings, bounds, one_of
 from flows.stages.tokenizer import TrainedTokenizer
-from lightning_modules.data.collator import MaskingCollator, MaskingRule
-from lightning_modules.data.span_masking import (
-    SpanLengths,
-    SpanMaskingCollator,
-    WholeWordMaskingCollator,
-)
+from lightning_modules.data.collator import MaskingCollator
+from lightning_modules.data.masking_rules import MaskingRule, SpanLengths
+from lightning_modules.data.span_masking import SpanMaskingCollator, WholeWordMaskingCollator
 from lightning_modules.data.word_boundaries import word_boundaries
-from lightning_modules.models.electra import ElectraConfig
+from lightning_modules.models.config import ElectraConfig
 
 OBJECTIVE_KINDS = ("mlm", "electra")
 SELECTIONS = ("token", "whole_word", "span")

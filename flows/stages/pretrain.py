@@ -47,8 +47,8 @@ from lightning_modules.electra import ReplacedTokenDetectionModule
 from lightning_modules.export import can_export, export_huggingface
 from lightning_modules.flops import electra_training_flops_per_token, mlm_training_flops_per_token
 from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings
+from lightning_modules.models.config import EncoderConfig
 from lightning_modules.models.electra import ElectraForPreTraining
-from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import (
     count_parameters,

@@ -13,15 +13,9 @@ import torch
 from tokenizers import Encoding, Tokenizer, models, pre_tokenizers, processors
 
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
-from lightning_modules.metrics import (
-    accuracy,
-    binary_f1,
-    entity_scores,
-    macro_f1,
-    matthews_corrcoef,
-    relation_scores,
-)
-from lightning_modules.models.heads import IGNORE_INDEX
+from lightning_modules.label_metrics import entity_scores, relation_scores
+from lightning_modules.metrics import accuracy, binary_f1, macro_f1, matthews_corrcoef
+from lightning_modules.models.config import IGNORE_INDEX
 
 if TYPE_CHECKING:  # Lightning: not imported while a config is only being validated
     from lightning_modules.classifier import Predictions

@@ -34,7 +34,7 @@ from flows.training.settings import TrainerSettings
 from flows.training.trainer import make_trainer
 from lightning_modules.callbacks import ProgressLog
 from lightning_modules.classifier import BestEpoch, FinetuneModule, predict
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 from lightning_modules.models.heads import (
     BertForSequenceClassification,
     BertForTokenClassification,
@@ -46,7 +46,7 @@ from lightning_modules.models.relation_head import (
     extend_word_embeddings,
 )
 from lightning_modules.models.serialization import load_encoder_weights, load_masked_lm_weights
-from lightning_modules.optim import OptimizerSettings
+from lightning_modules.optim_settings import OptimizerSettings
 
 LoggerFactory = Callable[[str, str], Sequence[Logger]]  # (task, run label) -> loggers
 

@@ -24,12 +24,8 @@ from flows.downstream.tasks.readers import (
     read_glue,
 )
 from flows.downstream.tasks.spec import TaskSpec, default_data_dir
-from lightning_modules.metrics import (
-    binary_f1,
-    entity_scores,
-    entity_spans,
-    matthews_corrcoef,
-)
+from lightning_modules.label_metrics import entity_scores, entity_spans
+from lightning_modules.metrics import binary_f1, matthews_corrcoef
 
 DATA = default_data_dir()
 needs_data = pytest.mark.skipif(not (DATA / "glue").is_dir(), reason=f"no shared data at {DATA}")

@@ -22,6 +22,7 @@ from lightning_modules.data.span_masking import (
     SpanLengths,
     SpanMaskingCollator,
     WholeWordMaskingCollator,
+    span_length_probabilities,
 )
 from lightning_modules.data.word_boundaries import (
     PrefixWordBoundaries,
@@ -260,7 +261,7 @@ def test_span_lengths_follow_spanberts_truncated_geometric() -> None:
     """Each row's first span is drawn before anything is masked: where its start leaves room for
     10 words in a long row, its length in words is exactly the drawn length, so the lengths of
     those spans are a sample of the distribution (chi-square and a 3-sigma bound on the mean)."""
-    probabilities = SpanLengths().probabilities()
+    probabilities = span_length_probabilities(SpanLengths())
     lengths_k = torch.arange(1, 11, dtype=torch.float64)
     mean = float((probabilities * lengths_k).sum())
     assert mean == pytest.approx(3.797, abs=1e-3)  # SpanBERT's reported 3.8

@@ -19,7 +19,7 @@ from flows.downstream.tasks.markers import insert_markers, keep_marked
 from flows.downstream.tasks.readers import LabelIndex, TextExample, read_semeval2010
 from flows.downstream.tasks.relation import add_marker_tokens, encode_relations, type_matrix, window
 from flows.downstream.tasks.spec import TaskInputError, TaskSpec, default_data_dir
-from lightning_modules.metrics import relation_scores, relation_type
+from lightning_modules.label_metrics import relation_scores, relation_type
 from lightning_modules.models.encoder import BertEncoder, EncoderConfig
 from lightning_modules.models.relation_head import (
     BertForRelationClassification,

@@ -15,7 +15,8 @@ from flows.corpora.formats import CorpusInputError
 from flows.stages.shards.stage import SeenKeys, ShardSettings, build_shards
 from flows.stages.shards.units import UnitJob, UnitResult, encode_unit
 from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
-from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex
+from lightning_modules.data.packed_dataset import PackedSequenceDataset
+from lightning_modules.data.shard_format import ShardIndex
 from tests.fakes import GREEK_LETTERS
 
 WORDS = [*GREEK_LETTERS[:14], "pi"]

@@ -22,7 +22,8 @@ from safetensors.torch import load_file
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.corpora import CorpusSettings, open_corpus
-from flows.stages.objectives import ObjectiveSettings, make_collator
+from flows.stages.collators import make_collator
+from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer

@@ -19,8 +19,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from flows.downstream.tasks.encoding import score
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
+from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import TaskSpec
 from lightning_modules.label_metrics import entity_spans
 

@@ -17,9 +17,9 @@ from flows.downstream.statistics.bootstrap import (
     example_statistics,
     metric_from_totals,
 )
-from flows.downstream.tasks.encoding import score
 from flows.downstream.tasks.load import train_sample
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
+from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import TaskSpec
 from flows.downstream.training import recipe
 from flows.downstream.training.baselines import C_GRID, evaluate_baselines, seen_entities

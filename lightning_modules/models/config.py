@@ -1,10 +1,9 @@
 """The networks described as plain data: the encoder's shape, ELECTRA's generator, the heads'
 choices and the files a saved model is made of.
 
-No torch here: the settings classes (flows/training/settings.py and the stages' settings) validate
-a config with these before any training library is imported, and a served run's process reads
-them without waiting for torch (docs/results/2026-12-03-served-start.md). The networks that
-these describe live beside this module (encoder.py, heads.py, electra.py, serialization.py).
+No torch here: a config is validated with these before any training library is imported, and
+a served run's process reads them without waiting for torch (docs/architecture.md). The networks
+they describe live beside this module (encoder.py, heads.py, electra.py, serialization.py).
 """
 
 from __future__ import annotations

@@ -32,8 +32,7 @@ from flows.training.launch import run_on_local_ranks
 from flows.training.settings import TrainerSettings
 from flows.training.trainer import make_trainer
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
-from lightning_modules.models.heads import IGNORE_INDEX
-from lightning_modules.models.serialization import WEIGHTS_FILE
+from lightning_modules.models.config import IGNORE_INDEX, WEIGHTS_FILE
 from tests.fakes import write_corpus
 from tests.integration.ddp_worker import DDP, KILLED, TRAINER, only_key, settings
 

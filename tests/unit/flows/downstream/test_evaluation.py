@@ -24,7 +24,7 @@ from flows.downstream.tasks.spec import TaskSpec
 from flows.downstream.training import recipe
 from flows.downstream.training.baselines import C_GRID, evaluate_baselines, seen_entities
 from flows.downstream.training.recipe import RunResult, TaskRun
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 
 NER_LABELS = ["O", "B-Disease", "I-Disease", "B-Chemical", "I-Chemical"]
 

@@ -17,9 +17,9 @@ from tokenizers import Tokenizer, pre_tokenizers
 
 from flows.corpora.stdlib_docs import module_docstrings, stdlib_root
 from flows.stages.tokenizer_models import TokenizerRecipe, build_tokenizer
-from lightning_modules.data.collator import MaskingCollator, MaskingRule
+from lightning_modules.data.collator import MaskingCollator
+from lightning_modules.data.masking_rules import MaskingRule, SpanLengths
 from lightning_modules.data.span_masking import (
-    SpanLengths,
     SpanMaskingCollator,
     WholeWordMaskingCollator,
     span_length_probabilities,
@@ -30,7 +30,7 @@ from lightning_modules.data.word_boundaries import (
     byte_level_alphabet,
     word_boundaries,
 )
-from lightning_modules.models.heads import IGNORE_INDEX
+from lightning_modules.models.config import IGNORE_INDEX
 
 VOCAB = 500
 PAD, UNK, CLS, SEP, MASK = range(5)

@@ -21,7 +21,8 @@ from flows.downstream.tasks.relation import add_marker_tokens, encode_relations,
 from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import TaskInputError, TaskSpec, default_data_dir
 from lightning_modules.label_metrics import relation_scores, relation_type
-from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+from lightning_modules.models.config import EncoderConfig
+from lightning_modules.models.encoder import BertEncoder
 from lightning_modules.models.relation_head import (
     BertForRelationClassification,
     extend_word_embeddings,

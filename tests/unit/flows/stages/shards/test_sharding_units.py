@@ -206,9 +206,11 @@ def test_document_packed_batches_mask_padding_out_of_attention(
 ) -> None:
     import torch
 
-    from lightning_modules.data.collator import MaskingCollator, MaskingRule
+    from lightning_modules.data.collator import MaskingCollator
+    from lightning_modules.data.masking_rules import MaskingRule
     from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
-    from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+    from lightning_modules.models.config import EncoderConfig
+    from lightning_modules.models.encoder import BertEncoder
 
     ref = build_shards(
         ShardSettings(seq_len=32, packing="document"),

@@ -34,7 +34,7 @@ def prepare(work_dir: Path, epochs: int) -> tuple[TaskRun, Path]:
     from flows.stages.finetune import prepare_task
     from flows.stages.tokenizer import load_tokenizer
     from flows.training.settings import TrainerSettings
-    from lightning_modules.models.encoder import EncoderConfig
+    from lightning_modules.models.config import EncoderConfig
     from lightning_modules.models.heads import BertForMaskedLM
     from lightning_modules.models.serialization import save_masked_lm
 

@@ -63,7 +63,7 @@ def rows(seq_len: int, tokens_per_step: int, seed: int) -> tuple[torch.Tensor, t
 def build(path: str, config: dict[str, Any]) -> tuple[torch.nn.Module, Any]:
     """The network and a function (ids, labels) -> loss; `transformers` from our export config."""
     if path.startswith("cloze"):
-        from lightning_modules.models.encoder import EncoderConfig
+        from lightning_modules.models.config import EncoderConfig
         from lightning_modules.models.heads import BertForMaskedLM
 
         every = 1 if path == "cloze_all_global" else config["global_attention_every"]
@@ -72,7 +72,7 @@ def build(path: str, config: dict[str, Any]) -> tuple[torch.nn.Module, Any]:
     from transformers import ModernBertConfig, ModernBertForMaskedLM
 
     from lightning_modules.export_modernbert import modernbert_config
-    from lightning_modules.models.encoder import EncoderConfig
+    from lightning_modules.models.config import EncoderConfig
 
     values = modernbert_config(EncoderConfig(**config), {"cls": 1, "sep": 2})
     values.pop("architectures")
@@ -182,7 +182,8 @@ class AllocatedPeak(TorchDispatchMode):
 def layer_costs(seq_len: int, tokens: int, repeats: int, threads: int) -> dict:
     """CPU-ms per 1,000 tokens of one global (layer 0) and one local (layer 1) layer of
     modernbert-mini, forward + backward, masks and plans built as the encoder builds them."""
-    from lightning_modules.models.encoder import GLOBAL, LOCAL, BertEncoder, EncoderConfig
+    from lightning_modules.models.config import GLOBAL, LOCAL, EncoderConfig
+    from lightning_modules.models.encoder import BertEncoder
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)

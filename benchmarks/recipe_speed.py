@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 import torch
 
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
-from lightning_modules.optim import OptimizerSettings, build_optimizer
+from lightning_modules.optim import build_optimizer
+from lightning_modules.optim_settings import OptimizerSettings
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import torch
 from benchmarks.common import data_file, in_child_process, markdown_table
 from benchmarks.step_timer import StepTimer, StepTimerCallback, matmul_peaks
 from lightning_modules.flops import mlm_training_flops_per_token
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 
 MODELS = {
     "bert-tiny": {"hidden_size": 128, "num_layers": 2, "num_heads": 2, "intermediate_size": 512},
@@ -94,11 +94,12 @@ def run_cloze(
     from flows.stages.tokenizer import load_tokenizer
     from flows.training.settings import TrainerSettings
     from flows.training.trainer import make_trainer
-    from lightning_modules.data.collator import MaskingCollator, MaskingRule
+    from lightning_modules.data.collator import MaskingCollator
+    from lightning_modules.data.masking_rules import MaskingRule
     from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
     from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings
     from lightning_modules.models.heads import BertForMaskedLM
-    from lightning_modules.optim import OptimizerSettings
+    from lightning_modules.optim_settings import OptimizerSettings
 
     torch.set_num_threads(threads)
     pl.seed_everything(SEED, verbose=False)
@@ -194,7 +195,8 @@ def run_transformers(
         PreTrainedTokenizerFast,
     )
 
-    from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex
+    from lightning_modules.data.packed_dataset import PackedSequenceDataset
+    from lightning_modules.data.shard_format import ShardIndex
 
     torch.set_num_threads(threads)
     torch.manual_seed(SEED)

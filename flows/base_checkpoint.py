@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
@@ -33,13 +33,21 @@ from flows.stages.checkpoint_source import (
 )
 from flows.stages.tokenizer_import import VOCABULARY_FILES
 from flows.training.settings import RUN_CHOICES
-from lightning_modules.models.serialization import CONFIG_FILE
-from lightning_modules.transformers_import import CheckpointError, CheckpointShape, peek_checkpoint
+from lightning_modules.models.config import CONFIG_FILE
+
+if TYPE_CHECKING:
+    from lightning_modules.transformers_import import CheckpointShape
 
 
 def read_shape(folder: Path) -> CheckpointShape:
     """config.json read and the weights and tokenizer files found, or one ConfigError naming
-    what is missing or unsupported: before any stage runs."""
+    what is missing or unsupported: before any stage runs.
+
+    The import package loads torch, so it is imported here, by a run that continues a
+    checkpoint (and imports its weights next), not with this module, which every run imports.
+    """
+    from lightning_modules.transformers_import import CheckpointError, peek_checkpoint
+
     try:
         shape = peek_checkpoint(folder)
     except CheckpointError as error:

@@ -35,8 +35,9 @@ from flows.downstream.statistics.pairing import ArmScores, paired_difference, re
 from flows.downstream.tasks.spec import ARMS, BASE_ARM
 from flows.orchestration.interrupts import Interrupted, stop_on_signals, stopped_by_signal
 from flows.plan import load_run_config, start_services
-from flows.stages.finetune import RESULTS_FILE, FinetuneOutputs
-from flows.stages.pretrain import HUGGINGFACE_DIR
+from flows.stages.checkpoint_source import HUGGINGFACE_DIR
+from flows.stages.finetune import RESULTS_FILE
+from flows.stages.training_types import FinetuneOutputs
 from flows.tracking.links import run_label
 from flows.tracking.temporary_server import bind_temporary_server_to_this_run
 

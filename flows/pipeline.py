@@ -28,17 +28,13 @@ from flows.corpora.formats import CorpusInputError
 from flows.orchestration.publish import TaskRuns, publish, publish_curve, publish_label_curve
 from flows.orchestration.shard_runners import prefect_unit_mapper
 from flows.plan import PipelinePlan, load_run_config
-from flows.stages.checkpoint import import_checkpoint, lineage_params, lineage_text, read_lineage
-from flows.stages.checkpoint_source import is_registry_uri
-from flows.stages.distill import distill
+from flows.stages import training_stages
+from flows.stages.checkpoint_source import HUGGINGFACE_DIR, is_registry_uri
 from flows.stages.distill_plan import external_teacher
-from flows.stages.finetune import finetune
-from flows.stages.label_curve import label_curve
-from flows.stages.lift_curve import lift_curve
-from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainOutputs, PretrainSettings, pretrain
 from flows.stages.shards.stage import ShardOutputs, build_shards
 from flows.stages.tokenizer import train_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer
+from flows.stages.training_types import PretrainOutputs, PretrainSettings
 from flows.summary import build_summary, render_summary, stage_figures
 from flows.tracking.links import corpus_label, current_identity
 from flows.tracking.prefect_logs import report_progress_to_prefect
@@ -156,10 +152,10 @@ def checkpoint_task(ctx: StageContext, tokenizer: ArtifactRef) -> ArtifactRef:
     assert folder is not None
 
     def produce(run: RunHandle) -> ArtifactRef:
-        ref = import_checkpoint(folder, tokenizer, ctx.store)
-        lineage = read_lineage(ref.path)
+        ref = training_stages.import_checkpoint(folder, tokenizer, ctx.store)
+        lineage = training_stages.read_lineage(ref.path)
         assert lineage is not None
-        run.log_params(lineage_params(lineage))
+        run.log_params(training_stages.lineage_params(lineage))
         return ref
 
     return ctx.tracked("checkpoint", produce)
@@ -208,13 +204,17 @@ def pretrain_task(
         settings = ctx.plan.pretrain
         if checkpoint is not None:
             settings = replace(settings, init_from=str(checkpoint.path))
-        lineage = read_lineage(Path(settings.init_from)) if settings.init_from else None
+        lineage = (
+            training_stages.read_lineage(Path(settings.init_from)) if settings.init_from else None
+        )
         if lineage is not None:
-            run.log_params(lineage_params(lineage))
+            run.log_params(training_stages.lineage_params(lineage))
         start = published_artifact(settings.init_from)
         if start is not None:  # `compare` draws a continued run after the steps before it
             run.set_tags({STEP_OFFSET_TAG: ctx.tracker.steps_before(start)})
-        ref = pretrain(settings, shards, tokenizer, ctx.store, [run.lightning_logger()])
+        ref = training_stages.pretrain(
+            settings, shards, tokenizer, ctx.store, [run.lightning_logger()]
+        )
         publish_model(
             ctx,
             run,
@@ -236,7 +236,9 @@ def distill_task(
 
     def distill_and_publish(run: RunHandle) -> ArtifactRef:
         run.set_tags({"cloze.teacher": settings.distill.teacher or teacher.key})
-        ref = distill(settings, teacher, shards, tokenizer, ctx.store, [run.lightning_logger()])
+        ref = training_stages.distill(
+            settings, teacher, shards, tokenizer, ctx.store, [run.lightning_logger()]
+        )
         description = (
             f"Student distilled from teacher {settings.distill.teacher or teacher.key} "
             f"(distill artifact {ref.key}); see the run's distill metrics for its scores."
@@ -263,7 +265,7 @@ def finetune_task(
     def evaluate(run: RunHandle) -> ArtifactRef:
         task_runs = TaskRuns(ctx.tracker, run)  # one child run per downstream task
         try:
-            ref = finetune(
+            ref = training_stages.finetune(
                 plan.finetune,
                 plan.pretrain.seed,
                 plan.pretrain.trainer,
@@ -286,13 +288,13 @@ def finetune_task(
 @task(name="lift_curve", task_run_name="lift_curve", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
 def lift_curve_task(ctx: StageContext, refs: dict[str, ArtifactRef]) -> ArtifactRef:
     """The lift at each of `finetune.checkpoints` below 1.0."""
-    return curve(ctx, "lift_curve", lift_curve, publish_curve, refs)
+    return curve(ctx, "lift_curve", training_stages.lift_curve, publish_curve, refs)
 
 
 @task(name="label_curve", task_run_name="label_curve", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
 def label_curve_task(ctx: StageContext, refs: dict[str, ArtifactRef]) -> ArtifactRef:
     """Every task again at each of `finetune.label_counts` labelled examples per seed."""
-    return curve(ctx, "label_curve", label_curve, publish_label_curve, refs)
+    return curve(ctx, "label_curve", training_stages.label_curve, publish_label_curve, refs)
 
 
 def curve(
@@ -342,9 +344,9 @@ def version_description(
 ) -> str:
     """What a registry version is: its data, its recipe and its held-out scores."""
     data, outputs = ShardOutputs.of(shards), PretrainOutputs.of(ref)
-    lineage = read_lineage(ref.path)
+    lineage = training_stages.read_lineage(ref.path)
     start = (
-        lineage_text(lineage)
+        training_stages.lineage_text(lineage)
         if lineage is not None
         else f"continued from {settings.init_from}"
         if settings.init_from
@@ -444,7 +446,7 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
         # Resolved and checked now: a bad teacher fails before any stage spends time.
         def import_teacher(folder: Path) -> ArtifactRef:
             tokenizer_ref = import_tokenizer(folder, corpus, store)
-            return import_checkpoint(folder, tokenizer_ref, store)
+            return training_stages.import_checkpoint(folder, tokenizer_ref, store)
 
         teacher, tokenizer = external_teacher(
             plan.distill.distill, plan.tokenizer, store, tracker.resolve_model_uri, import_teacher

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
@@ -24,13 +24,10 @@ from flows.stages.distill_plan import DistillSettings, plan_student
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.shards.stage import ShardSettings
 from flows.stages.tokenizer import TokenizerSettings
+from flows.stages.training_types import DistillStageSettings, PretrainSettings
 from flows.tracking.settings import TrackingSettings
 from flows.training.settings import TrainerSettings, encoder_config
-from lightning_modules.models.encoder import EncoderConfig
-
-if TYPE_CHECKING:
-    from flows.stages.distill import DistillStageSettings
-    from flows.stages.pretrain import PretrainSettings
+from lightning_modules.models.config import EncoderConfig
 
 
 class InitSettings(Settings):
@@ -151,10 +148,6 @@ class PipelinePlan:
     def from_run_config(cls, run: RunConfig) -> PipelinePlan:
         # `model` stays the section as given: its keys (not the library's defaults) are what
         # enters the pretrain artifact key.
-        # Lightning: only once a plan is made
-        from flows.stages.distill import DistillStageSettings
-        from flows.stages.pretrain import PretrainSettings
-
         checkpoint = checkpoint_folder(run.pretrain.init_from)
         pretrain = PretrainSettings(
             run.model,

@@ -13,13 +13,15 @@ from flows.downstream.statistics.label_points import point_line, read_label_poin
 from flows.downstream.statistics.lift_points import read_points
 from flows.downstream.statistics.report import baselines_text, interval_text, warnings
 from flows.downstream.statistics.task_figures import TaskFigures
-from flows.stages.checkpoint import CheckpointOutputs
-from flows.stages.distill import DistillOutputs
-from flows.stages.finetune import FinetuneOutputs
-from flows.stages.pretrain import PretrainOutputs
 from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import TokenizerOutputs
 from flows.stages.tokenizer_import import ImportedTokenizerOutputs
+from flows.stages.training_types import (
+    CheckpointOutputs,
+    DistillOutputs,
+    FinetuneOutputs,
+    PretrainOutputs,
+)
 
 
 def build_summary(

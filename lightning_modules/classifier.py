@@ -17,8 +17,9 @@ from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 from torch import nn
 from torch.utils.data import DataLoader
 
-from lightning_modules.models.heads import IGNORE_INDEX
-from lightning_modules.optim import OptimizerSettings, optimizer_config
+from lightning_modules.models.config import IGNORE_INDEX
+from lightning_modules.optim import optimizer_config
+from lightning_modules.optim_settings import OptimizerSettings
 
 Predictions = list[Any]  # an int per example, or a list of tag ids per sentence
 

@@ -32,7 +32,8 @@ from torch import nn
 from lightning_modules.data.distributed import sum_over_ranks
 from lightning_modules.models.heads import BertForMaskedLM, MaskedLMOutput
 from lightning_modules.models.taps import Tapped, tapped
-from lightning_modules.optim import OptimizerSettings, optimizer_config
+from lightning_modules.optim import optimizer_config
+from lightning_modules.optim_settings import OptimizerSettings
 
 
 @dataclass(frozen=True)

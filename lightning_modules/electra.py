@@ -15,7 +15,7 @@ from lightning_modules.models.electra import (
     ElectraOutput,
     restore_original_ids,
 )
-from lightning_modules.optim import OptimizerSettings
+from lightning_modules.optim_settings import OptimizerSettings
 
 
 class ReplacedTokenDetectionModule(PretrainingModule):

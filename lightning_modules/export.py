@@ -43,8 +43,9 @@ from lightning_modules.hf_layouts import (
     head_tensors,
     to_theirs,
 )
+from lightning_modules.models.config import EncoderConfig
 from lightning_modules.models.electra import ElectraForPreTraining
-from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+from lightning_modules.models.encoder import BertEncoder
 from lightning_modules.models.heads import BertForMaskedLM
 
 

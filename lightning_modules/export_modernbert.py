@@ -20,7 +20,7 @@ from lightning_modules.hf_layouts import (
     modernbert_encoder_layout,
     to_theirs,
 )
-from lightning_modules.models.encoder import GLOBAL, EncoderConfig
+from lightning_modules.models.config import GLOBAL, EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 
 ARCHITECTURE = "ModernBertForMaskedLM"

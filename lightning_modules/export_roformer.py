@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from lightning_modules.models.encoder import GLOBAL, BertEncoder, EncoderConfig
+from lightning_modules.models.config import GLOBAL, EncoderConfig
+from lightning_modules.models.encoder import BertEncoder
 
 Tensors = dict[str, torch.Tensor]
 ARCHITECTURE = "RoFormerForMaskedLM"

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from lightning_modules.models.electra import ElectraConfig, generator_config
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import ElectraConfig, EncoderConfig, generator_config
 
 
 def encoder_flops_per_token(config: EncoderConfig, seq_len: int) -> float:

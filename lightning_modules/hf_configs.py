@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 
 KeyTable = dict[str, tuple[str, ...]]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 
 Layout = list[tuple[str, tuple[str, ...]]]
 Tensors = dict[str, torch.Tensor]

@@ -13,7 +13,8 @@ from torch import nn
 
 from lightning_modules.data.distributed import LOSS_WEIGHT, sum_over_ranks
 from lightning_modules.models.heads import BertForMaskedLM
-from lightning_modules.optim import OptimizerSettings, optimizer_config
+from lightning_modules.optim import optimizer_config
+from lightning_modules.optim_settings import OptimizerSettings
 
 
 @dataclass(frozen=True)

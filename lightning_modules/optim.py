@@ -3,36 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING
 
 import torch
-from annotated_types import Ge, Gt, Lt
-from pydantic.dataclasses import dataclass
 from torch import nn
+
+from lightning_modules.optim_settings import OptimizerSettings
 
 if TYPE_CHECKING:  # importing Lightning costs seconds; the CLI reads OptimizerSettings first
     from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
-
-Schedule = Literal["linear", "cosine", "constant"]
-
-
-@dataclass(frozen=True)
-class OptimizerSettings:
-    """AdamW and its schedule, validated by pydantic on construction.
-
-    The `trainer.*` config keys of the same names feed these fields (flows/training/settings.py
-    declares them with the run's defaults; a test proves their types and ranges agree). Defaults
-    here are what code that builds an optimizer directly gets (fine-tuning, tests).
-    """
-
-    learning_rate: Annotated[float, Gt(0)] = 5e-4
-    weight_decay: Annotated[float, Ge(0)] = 0.01
-    warmup_steps: Annotated[int, Ge(0)] = 0
-    total_steps: Annotated[int, Ge(1)] = 1
-    schedule: Schedule = "linear"
-    beta1: Annotated[float, Ge(0), Lt(1)] = 0.9
-    beta2: Annotated[float, Ge(0), Lt(1)] = 0.98
-    eps: Annotated[float, Gt(0)] = 1e-6
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:

@@ -79,7 +79,8 @@ def word_shards(tmp_path_factory: pytest.TempPathFactory) -> WordShards:
 def word_encoder(word_shards: WordShards) -> Any:
     """The tiny encoder pretrained on `word_shards` (a pretrain artifact) that the downstream
     tests fine-tune: one pretraining shared by every test that needs one."""
-    from flows.stages.pretrain import PretrainSettings, pretrain
+    from flows.stages.pretrain import pretrain
+    from flows.stages.training_types import PretrainSettings
     from tests.fakes import TINY_ENCODER, TINY_TRAINER, composed
 
     return pretrain(

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import torch
 
     from flows.downstream.training.recipe import ArmResult
-    from lightning_modules.models.encoder import EncoderConfig
+    from lightning_modules.models.config import EncoderConfig
     from lightning_modules.models.heads import BertForMaskedLM
 
 # The repository's root: where the tests that read its files, or run commands in it, look.

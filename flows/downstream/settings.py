@@ -27,8 +27,7 @@ from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, s
 from flows.downstream.tasks.load import Sampling, check_tasks, example_texts, load_task
 from flows.downstream.tasks.prompting import PromptSettings
 from flows.downstream.tasks.spec import BASELINES, TaskSpec, default_data_dir, task_specs
-from lightning_modules.models.heads import POOLINGS
-from lightning_modules.models.relation_head import RELATION_HEADS
+from lightning_modules.models.config import POOLINGS, RELATION_HEADS
 
 PositiveRate = Annotated[Number, bounds(gt=0)]
 

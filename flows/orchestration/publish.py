@@ -48,7 +48,8 @@ def publish(ref: ArtifactRef, stage_run: RunHandle, task_runs: TaskRuns) -> None
     stage run and in Prefect."""
     from flows.downstream.statistics.per_class import per_class_table
     from flows.downstream.tasks.spec import ARMS
-    from flows.stages.finetune import CHART_FILE, RESULTS_FILE, SUMMARY_FILE, FinetuneOutputs
+    from flows.stages.finetune import CHART_FILE, RESULTS_FILE, SUMMARY_FILE
+    from flows.stages.training_types import FinetuneOutputs
 
     results = json.loads((ref.path / RESULTS_FILE).read_text())
     for task, figures in FinetuneOutputs.of(ref).figures.items():

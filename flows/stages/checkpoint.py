@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,10 @@ import torch
 from safetensors.torch import save_file
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, file_sha256, stage_key
-from flows.core.outputs import StageOutputs
 from flows.corpora.formats import CorpusInputError
 from flows.stages.tokenizer import TOKENIZER_FILE, load_tokenizer
 from flows.stages.tokenizer_import import SOURCE_DIR, read_extension
+from flows.stages.training_types import CheckpointOutputs
 from lightning_modules.models.electra import ElectraForPreTraining
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import (
@@ -40,24 +40,11 @@ from lightning_modules.transformers_import import (
     shape_of,
 )
 
-STAGE = "checkpoint"
+STAGE = CheckpointOutputs.STAGE
 VERSION = 1
 LINEAGE_FILE = "lineage.json"
 DISCRIMINATOR_HEAD_FILE = "discriminator_head.safetensors"
 WEIGHT_PATTERNS = ("config.json", "*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin")
-
-
-@dataclass(frozen=True)
-class CheckpointOutputs(StageOutputs):
-    """What was imported: the family, the class, the size, and whether an MLM head came too."""
-
-    STAGE = STAGE
-    model_type: str
-    architecture: str
-    name: str
-    parameters: int
-    has_mlm_head: bool
-    import_seconds: float
 
 
 def weight_checksums(folder: Path) -> dict[str, str]:

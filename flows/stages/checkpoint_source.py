@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from flows.core.settings import ConfigError
-from lightning_modules.models.serialization import CONFIG_FILE
+from lightning_modules.models.config import CONFIG_FILE
 
 # Where a pretrain artifact keeps its `transformers` export (from_pretrained loads it).
 HUGGINGFACE_DIR = "huggingface"

@@ -23,7 +23,7 @@ from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.downstream.tasks.spec import BASE_ARM
 from flows.downstream.training.recipe import ArmResult, TaskRun, evaluate_arm
 from flows.training.settings import TrainerSettings
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 
 CONTROL_STAGE = "finetune_control"
 BASE_STAGE = "finetune_base"

@@ -21,22 +21,17 @@ from pytorch_lightning.loggers import Logger
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.settings import output_settings
+from flows.stages.collators import make_collator
 from flows.stages.distill_plan import (
-    DistillSettings,
     StudentPlan,
     check_teacher_tokenizer,
     plan_student,
     teacher_config,
     teacher_identity,
 )
-from flows.stages.objectives import ObjectiveSettings, make_collator
-from flows.stages.pretrain import (
-    TrainingRunOutputs,
-    check_shards_match,
-    resumable_trainer,
-    save_and_export,
-)
+from flows.stages.pretrain import check_shards_match, resumable_trainer, save_and_export
 from flows.stages.tokenizer import load_tokenizer
+from flows.stages.training_types import DistillOutputs, DistillStageSettings
 from flows.training.checkpoints import resumable_checkpoint
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
 from flows.training.settings import TrainerSettings, encoder_config, model_in_key
@@ -49,37 +44,9 @@ from lightning_modules.models.student_init import init_from_teacher
 # The frozen teacher is in eval mode on purpose (no dropout in its targets).
 warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode at the start of training")
 
-STAGE = "distill"
+STAGE = DistillOutputs.STAGE
 VERSION = 2  # 2: the student's shape as model_in_key
 LAST_CHECKPOINT = "last.ckpt"
-
-
-@dataclass(frozen=True)
-class DistillStageSettings:
-    """`distill.*` with what it shares with pretraining: the masking, the trainer, the seed."""
-
-    distill: DistillSettings
-    objective: ObjectiveSettings
-    trainer: TrainerSettings  # the run's; `distill.max_steps` / `learning_rate` applied here
-    seed: int
-
-    @property
-    def student_trainer(self) -> TrainerSettings:
-        return self.distill.trainer(self.trainer)
-
-
-@dataclass(frozen=True)
-class DistillOutputs(TrainingRunOutputs):
-    STAGE = STAGE
-    teacher_parameters: int
-    student_init: str
-    layer_map: list[int]
-    huggingface_export: bool
-    val_loss: float
-    val_accuracy: float
-    val_perplexity: float
-    val_teacher_agreement: float
-    val_teacher_loss: float
 
 
 def distill_record(

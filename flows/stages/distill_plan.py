@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import torch
 from pydantic import model_validator
 
 from flows.core.artifacts import (
@@ -32,12 +31,10 @@ from flows.stages.checkpoint_source import (
 )
 from flows.stages.tokenizer import TokenizerSettings, reused_tokenizer
 from flows.training.settings import TrainerSettings, encoder_config
-from lightning_modules.models.encoder import EncoderConfig
-from lightning_modules.models.heads import BertForMaskedLM
-from lightning_modules.models.serialization import (
+from lightning_modules.models.config import (
     ELECTRA_CONFIG_FILE,
     WEIGHTS_FILE,
-    count_parameters,
+    EncoderConfig,
     load_encoder_config,
 )
 from lightning_modules.models.student_init import copy_mismatches, uniform_layer_map
@@ -169,7 +166,16 @@ def plan_student(
 
 
 def parameters_of(config: EncoderConfig) -> int:
-    """The masked LM's parameter count, without allocating its weights."""
+    """The masked LM's parameter count, without allocating its weights.
+
+    The model is built on torch's meta device, so torch is imported here, when a config that
+    distils is checked, and not with this module: the plan imports it for every run.
+    """
+    import torch
+
+    from lightning_modules.models.heads import BertForMaskedLM
+    from lightning_modules.models.serialization import count_parameters
+
     with torch.device("meta"):
         return count_parameters(BertForMaskedLM(config))
 

@@ -11,13 +11,11 @@ into the artifact.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
-from flows.core.outputs import StageOutputs
 from flows.core.settings import output_settings
 from flows.downstream.settings import RECIPE_FIELDS, FinetuneSettings, Recipe, recipe_key
 from flows.downstream.statistics.base_report import OVER_BASE, base_outputs
@@ -35,7 +33,6 @@ from flows.downstream.statistics.report import (
     task_outputs,
 )
 from flows.downstream.statistics.speed import inference_tokens_per_second
-from flows.downstream.statistics.task_figures import TaskFigures
 from flows.downstream.tasks.encoding import EncodedSplit, encode
 from flows.downstream.tasks.load import TaskData, load_task, source_fingerprint, train_sample
 from flows.downstream.tasks.prompting import PromptIds, encode_prompted, label_word_ids
@@ -52,48 +49,19 @@ from flows.downstream.training.recipe import ArmResult, LoggerFactory, TaskRun, 
 from flows.stages.control_arm import CONTROL_ARM, base_record, cached_arm, control_record
 from flows.stages.finetune_progress import FinishedTasks
 from flows.stages.tokenizer import TrainedTokenizer, load_tokenizer
+from flows.stages.training_types import FinetuneOutputs
 from flows.training.settings import TrainerSettings
+from lightning_modules.models.config import load_encoder_config
 from lightning_modules.models.encoder import BertEncoder
-from lightning_modules.models.serialization import (
-    count_parameters,
-    load_encoder_config,
-    load_encoder_weights,
-)
+from lightning_modules.models.serialization import count_parameters, load_encoder_weights
 
-STAGE = "finetune"
+STAGE = FinetuneOutputs.STAGE
 # 3: per-seed labelled samples, bootstrap interval, baselines, capped flags; 4: a recipe per task
 VERSION = 5  # 5: finetune.pooling (cls | mean) in each task's recipe
 SUMMARY_FILE = "summary.md"
 CHART_FILE = "lift.png"
 RESULTS_FILE = "results.json"
 PREDICTIONS_FILE = "predictions.json"  # test predictions per task, arm and seed: bootstrap input
-
-
-@dataclass(frozen=True)
-class FinetuneOutputs(StageOutputs):
-    """The tasks and their figures. The manifest keeps them flat (`<task>.<key>`, as MLflow logs
-    them); `figures` reads each task's through attributes."""
-
-    STAGE: ClassVar[str] = STAGE
-    tasks: list[str]
-    confidence: float
-    figures: dict[str, TaskFigures] = field(default_factory=dict)
-
-    @classmethod
-    def from_manifest(cls, outputs: Mapping[str, Any]) -> Self:
-        read = super().from_manifest(outputs)
-        return replace(read, figures={task: TaskFigures.read(outputs, task) for task in read.tasks})
-
-    def to_manifest(self) -> dict[str, Any]:
-        return {
-            "tasks": list(self.tasks),
-            "confidence": self.confidence,
-            **{
-                f"{task}.{key}": value
-                for task, figures in self.figures.items()
-                for key, value in figures.metrics.items()
-            },
-        }
 
 
 def unused_by(spec: TaskSpec, recipe: Recipe) -> set[str]:

@@ -18,17 +18,16 @@ from flows.core.settings import ConfigError
 from flows.stages.checkpoint import load_discriminator_head, read_lineage
 from flows.stages.tokenizer import TrainedTokenizer
 from flows.training.settings import RUN_CHOICES, encoder_config
-from lightning_modules.models.electra import ElectraForPreTraining
-from lightning_modules.models.encoder import EncoderConfig
-from lightning_modules.models.heads import BertForMaskedLM
-from lightning_modules.models.serialization import (
+from lightning_modules.models.config import (
     CONFIG_FILE,
     ELECTRA_CONFIG_FILE,
     WEIGHTS_FILE,
+    EncoderConfig,
     load_encoder_config,
-    load_encoder_weights,
-    load_weights,
 )
+from lightning_modules.models.electra import ElectraForPreTraining
+from lightning_modules.models.heads import BertForMaskedLM
+from lightning_modules.models.serialization import load_encoder_weights, load_weights
 
 
 @dataclass(frozen=True)

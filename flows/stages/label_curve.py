@@ -27,7 +27,8 @@ from flows.downstream.statistics.label_points import (
     point,
 )
 from flows.downstream.training.recipe import LoggerFactory
-from flows.stages.finetune import FinetuneOutputs, finetune
+from flows.stages.finetune import finetune
+from flows.stages.training_types import FinetuneOutputs
 from flows.training.settings import TrainerSettings
 
 STAGE = "label_curve"

@@ -24,13 +24,13 @@ from flows.downstream.training.recipe import ArmResult, LoggerFactory, evaluate_
 from flows.stages.finetune import (
     PREDICTIONS_FILE,
     RESULTS_FILE,
-    FinetuneOutputs,
     lift_figures,
     prepare_task,
     run_seeds,
     stage_settings,
 )
-from flows.stages.pretrain import KEPT_DIR, PretrainOutputs
+from flows.stages.pretrain import KEPT_DIR
+from flows.stages.training_types import FinetuneOutputs, PretrainOutputs
 from flows.training.settings import TrainerSettings
 
 CHECKPOINT_STAGE = "finetune_checkpoint"

@@ -2,7 +2,8 @@
 
 One settings class covers the MLM family, so presets (`conf/objective/*.yaml`) differ only in
 values: BERT's token masking, whole-word masking, SpanBERT's spans, static (BERT) or dynamic
-(RoBERTa) masks, and ELECTRA's replaced-token detection on top of any of them.
+(RoBERTa) masks, and ELECTRA's replaced-token detection on top of any of them. Plain data, no
+torch: the collator each objective trains with is collators.py's.
 """
 
 from __future__ import annotations
@@ -12,15 +13,8 @@ from typing import Annotated
 from pydantic import model_validator
 
 from flows.core.settings import Number, Settings, bounds, one_of
-from flows.stages.tokenizer import TrainedTokenizer
-from lightning_modules.data.collator import MaskingCollator, MaskingRule
-from lightning_modules.data.span_masking import (
-    SpanLengths,
-    SpanMaskingCollator,
-    WholeWordMaskingCollator,
-)
-from lightning_modules.data.word_boundaries import word_boundaries
-from lightning_modules.models.electra import ElectraConfig
+from lightning_modules.data.masking_rules import MaskingRule, SpanLengths
+from lightning_modules.models.config import ElectraConfig
 
 OBJECTIVE_KINDS = ("mlm", "electra")
 SELECTIONS = ("token", "whole_word", "span")
@@ -80,22 +74,3 @@ class ObjectiveSettings(Settings):
         return ElectraConfig(
             self.generator_size_fraction, self.generator_hidden_size, self.discriminator_weight
         )
-
-
-def make_collator(
-    settings: ObjectiveSettings, trained: TrainedTokenizer, seed: int
-) -> MaskingCollator:
-    """The collator for the configured selection; word starts come from the tokenizer itself."""
-    common = (
-        settings.rule,
-        trained.vocab_size,
-        trained.special.mask,
-        trained.special.all(),
-        seed,
-    )
-    if settings.selection == "token":
-        return MaskingCollator(*common)
-    boundaries = word_boundaries(trained.tokenizer, trained.settings.kind, trained.special.all())
-    if settings.selection == "whole_word":
-        return WholeWordMaskingCollator(*common, boundaries)
-    return SpanMaskingCollator(*common, boundaries, settings.span_lengths)

@@ -6,8 +6,8 @@ import json
 import shutil
 import time
 import warnings
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,11 @@ from flows.core.artifacts import (
     replace_json,
     stage_key,
 )
-from flows.core.outputs import StageOutputs
 from flows.core.settings import output_settings
 from flows.corpora.formats import CorpusInputError
 from flows.stages.checkpoint import LINEAGE_FILE, export_as_base_class, read_lineage
 from flows.stages.checkpoint_source import HUGGINGFACE_DIR
+from flows.stages.collators import make_collator
 from flows.stages.init_weights import (
     InitSource,
     check_same_tokenizer,
@@ -33,8 +33,8 @@ from flows.stages.init_weights import (
     load_initial_weights,
     run_encoder_config,
 )
-from flows.stages.objectives import ObjectiveSettings, make_collator
 from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokenizer
+from flows.stages.training_types import PretrainOutputs, PretrainSettings
 from flows.training.checkpoints import resumable_checkpoint
 from flows.training.divergence import divergence_guard
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
@@ -47,8 +47,8 @@ from lightning_modules.electra import ReplacedTokenDetectionModule
 from lightning_modules.export import can_export, export_huggingface
 from lightning_modules.flops import electra_training_flops_per_token, mlm_training_flops_per_token
 from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings
+from lightning_modules.models.config import EncoderConfig
 from lightning_modules.models.electra import ElectraForPreTraining
-from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import (
     count_parameters,
@@ -59,24 +59,10 @@ from lightning_modules.models.serialization import (
 # TrainingStreamState makes mid-epoch resume exact; Lightning cannot see that and warns anyway.
 warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that ended before")
 
-STAGE = "pretrain"
+STAGE = PretrainOutputs.STAGE
 VERSION = 3  # 2: objective family (selection, static masks, ELECTRA); 3: model_in_key
 LAST_CHECKPOINT = "last.ckpt"
 KEPT_DIR = "kept"  # kept/<fraction>/: weights at fractions of the budget (finetune.checkpoints)
-
-
-@dataclass(frozen=True)
-class PretrainSettings:
-    model: dict[str, Any]
-    objective: ObjectiveSettings
-    trainer: TrainerSettings
-    seed: int
-    # `pretrain.init_from`: continue from these weights (a pretrain artifact directory; the
-    # pipeline resolves models:/name@alias URIs to one) instead of a random init.
-    init_from: str | None = None
-    # Fractions of the budget (besides the end) whose weights are kept for the lift-vs-compute
-    # curve; the pipeline passes `finetune.checkpoints`.
-    keep_fractions: tuple[float, ...] = ()
 
 
 def pretrain_record(
@@ -134,47 +120,6 @@ def check_enough_sequences(shards_ref: ArtifactRef, trainer: TrainerSettings) ->
             f"the corpus gives no validation sequence (shards {shards_ref.path}): raise "
             "corpus.validation_fraction or add text"
         )
-
-
-@dataclass(frozen=True)
-class TrainingRunOutputs(StageOutputs):
-    """The figures every training stage records first (pretrain's and distill's manifests)."""
-
-    initial_val_loss: float
-    steps: int
-    train_tokens: int
-    fit_seconds: float
-    parameters: int
-
-
-@dataclass(frozen=True)
-class PretrainOutputs(TrainingRunOutputs):
-    """The training run's figures; `validation` holds the objective's final `val_*` metrics.
-
-    The manifest keeps the validation metrics flat (`val_loss`, `val_accuracy`, ...): which ones
-    exist depends on the objective (MLM reports accuracy and perplexity, ELECTRA the
-    discriminator's accuracy against the all-original baseline).
-    """
-
-    STAGE = STAGE
-    resumed: bool
-    huggingface_export: bool
-    validation: dict[str, float]
-    # Steps and tokens at each kept fraction of the budget ("1" is the end): the curve's x axis.
-    kept_checkpoints: dict[str, dict[str, int]] = field(default_factory=dict)
-
-    @property
-    def val_loss(self) -> float:
-        return self.validation["val_loss"]
-
-    def to_manifest(self) -> dict[str, Any]:
-        outputs = {item.name: getattr(self, item.name) for item in fields(self)}
-        return {**outputs.pop("validation"), **outputs}
-
-    @classmethod
-    def from_manifest(cls, outputs: Mapping[str, Any]) -> PretrainOutputs:
-        validation = {name: value for name, value in outputs.items() if name.startswith("val_")}
-        return super().from_manifest({**outputs, "validation": validation})
 
 
 @dataclass(frozen=True)

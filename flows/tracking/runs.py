@@ -10,6 +10,7 @@ import logging
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -24,8 +25,6 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
-from pytorch_lightning.loggers import MLFlowLogger
-from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from flows.core.artifacts import ArtifactRef, file_lock
 from flows.core.paths import RunPaths
@@ -99,7 +98,11 @@ def final_status(error: BaseException) -> str:
 
     # Prefect raises TerminationSignal on SIGTERM during a flow run (and re-sends the signal to
     # the CLI's handler afterwards); Lightning raises SIGTERMException, and exits on Ctrl-C.
-    stopped_by_signal = (KeyboardInterrupt, ExternalSignal, SIGTERMException)
+    stopped_by_signal: tuple[type[BaseException], ...] = (
+        KeyboardInterrupt,
+        ExternalSignal,
+        *lightning_stop_errors(),
+    )
     current: BaseException | None = error
     for _ in range(20):
         if current is None:
@@ -108,6 +111,13 @@ def final_status(error: BaseException) -> str:
             return "KILLED"
         current = current.__cause__ or current.__context__
     return "FAILED"
+
+
+def lightning_stop_errors() -> tuple[type[BaseException], ...]:
+    """Lightning's exception for a SIGTERM, if Lightning is loaded: a process that never imported
+    it (a run stopped before training) cannot have raised it, and need not import it to ask."""
+    module = sys.modules.get("pytorch_lightning.utilities.exceptions")
+    return () if module is None else (module.SIGTERMException,)
 
 
 def masked(tags: Mapping[str, Any]) -> dict[str, str]:
@@ -123,18 +133,6 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, An
             yield from flatten(value, f"{name}.")
         else:
             yield name, value
-
-
-class RunLogger(MLFlowLogger):
-    """Lightning's MLflow logger for a run that its RunHandle ends.
-
-    Lightning ends the run at the end of every fit; a stage fits several times (a task's
-    seeds and learning rates), and MLflow prints the run's "View run" link at each end, so the
-    link appeared up to 4 times per run. The handle ends the run once, with the stage's outcome.
-    """
-
-    def finalize(self, status: str = "success") -> None:
-        return None
 
 
 @dataclass(frozen=True)
@@ -216,6 +214,10 @@ class RunHandle:
             self.pages.announce()
 
     def lightning_logger(self, prefix: str = "") -> Any:
+        """Lightning's logger onto this run, for a training stage: Lightning is imported then,
+        not with tracking, which every run's process imports before its first stage."""
+        from flows.tracking.lightning_logger import RunLogger
+
         logger = RunLogger(tracking_uri=self.tracking_uri, run_id=self.run_id, prefix=prefix)
         # Lightning builds a bare MlflowClient; swap in ours so training-time logging follows
         # the same retry policy and fails with the same clear error.

@@ -12,8 +12,8 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from pydantic import model_validator
 
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
-from lightning_modules.models.encoder import EncoderConfig
-from lightning_modules.optim import OptimizerSettings, Schedule
+from lightning_modules.models.config import EncoderConfig
+from lightning_modules.optim_settings import OptimizerSettings, Schedule
 
 PRECISIONS = ("32-true", "bf16-mixed")
 # `model.*` keys that shape no weight: a run that continues given weights sets its own.

@@ -9,35 +9,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
-from lightning_modules.models.heads import IGNORE_INDEX
-
-
-@dataclass(frozen=True)
-class MaskingRule:
-    """The `objective.*` settings: how many tokens to select and what to do with them."""
-
-    mask_rate: float = 0.15
-    replace_with_mask: float = 0.8
-    replace_with_random: float = 0.1
-
-    def __post_init__(self) -> None:
-        for key in ("mask_rate", "replace_with_mask", "replace_with_random"):
-            value = getattr(self, key)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"objective.{key}={value!r} must be between 0 and 1")
-        if self.mask_rate == 0.0:
-            raise ValueError(
-                "objective.mask_rate=0 selects no tokens, so there is nothing to learn"
-            )
-        if self.replace_with_mask + self.replace_with_random > 1.0 + 1e-9:
-            raise ValueError(
-                "objective.replace_with_mask + objective.replace_with_random must not exceed 1 "
-                f"(got {self.replace_with_mask} + {self.replace_with_random})"
-            )
+from lightning_modules.data.masking_rules import MaskingRule
+from lightning_modules.models.config import IGNORE_INDEX
 
 
 class MaskingCollator:

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch.utils.data import Sampler
 
-from lightning_modules.models.heads import IGNORE_INDEX
+from lightning_modules.models.config import IGNORE_INDEX
 
 LOSS_WEIGHT = "loss_weight"
 

@@ -12,8 +12,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from lightning_modules.data.collator import MaskingCollator
 from lightning_modules.data.distributed import RankSlice, StridedPartition
+from lightning_modules.data.packed_dataset import PackedSequenceDataset
 from lightning_modules.data.resume import EpochShuffleSampler, TrainingStreamState
-from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex, verify_shards
+from lightning_modules.data.shard_format import ShardIndex, verify_shards
 from lightning_modules.data.static_masking import StaticCopies, StaticMaskCollator
 from lightning_modules.models.attention_masks import document_ids_from_separators
 

@@ -2,7 +2,8 @@
 
 Shards are read by memmap, so training never tokenizes and never holds a corpus in memory.
 Every shard carries a sha256 in the index; readers verify it before training so a flipped byte
-fails loudly instead of silently training on garbage.
+fails loudly instead of silently training on garbage. Written without torch (the shards stage
+needs none); training reads the shards through mlm_datamodule.py's `PackedSequenceDataset`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch.utils.data import Dataset
 
 INDEX_FILE = "shards.json"
 SPLITS = ("train", "validation")
@@ -165,26 +164,3 @@ class ShardWriter:
         (self.directory / name).write_bytes(data)
         tokens = block.size if self.pad_id is None else int(np.count_nonzero(block != self.pad_id))
         self.written.append(ShardInfo(name, len(block), hashlib.sha256(data).hexdigest(), tokens))
-
-
-class PackedSequenceDataset(Dataset[torch.Tensor]):
-    """Random access to the fixed-length sequences of one split, memory-mapped shard by shard."""
-
-    def __init__(self, directory: Path, index: ShardIndex, split: str) -> None:
-        infos = index.splits.get(split, [])
-        self.seq_len = index.seq_len
-        self.arrays = [
-            np.memmap(directory / info.file, dtype=index.dtype, mode="r").reshape(-1, index.seq_len)
-            for info in infos
-        ]
-        self.offsets = np.cumsum([0] + [len(array) for array in self.arrays])
-
-    def __len__(self) -> int:
-        return int(self.offsets[-1])
-
-    def __getitem__(self, position: int) -> torch.Tensor:
-        if not 0 <= position < len(self):
-            raise IndexError(position)
-        shard = int(np.searchsorted(self.offsets, position, side="right")) - 1
-        row = self.arrays[shard][position - self.offsets[shard]]
-        return torch.from_numpy(row.astype(np.int64))

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from lightning_modules.data.collator import MaskingCollator, MaskingRule
+from lightning_modules.data.collator import MaskingCollator
+from lightning_modules.data.masking_rules import MaskingRule, SpanLengths
 from lightning_modules.data.word_boundaries import WordBoundaries
 
 
@@ -100,27 +101,11 @@ class WholeWordMaskingCollator(MaskingCollator):
         return taken_starts.gather(1, words.start), word_ids
 
 
-@dataclass(frozen=True)
-class SpanLengths:
-    """SpanBERT's span lengths in words: Geometric(p) truncated to 1..max_words, renormalised.
-
-    With p=0.2 and 10 words the mean is 3.8 words, the figure the SpanBERT paper reports.
-    """
-
-    p: float = 0.2
-    max_words: int = 10
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.p <= 1.0:
-            raise ValueError(f"objective.span_p={self.p!r} must be in (0, 1]")
-        if self.max_words < 1:
-            raise ValueError(f"objective.span_max_words={self.max_words} must be at least 1")
-
-    def probabilities(self) -> torch.Tensor:
-        """P(length = k) for k = 1..max_words, as float64."""
-        lengths = torch.arange(self.max_words, dtype=torch.float64)
-        weights = self.p * (1.0 - self.p) ** lengths
-        return weights / weights.sum()
+def span_length_probabilities(lengths: SpanLengths) -> torch.Tensor:
+    """P(length = k) for k = 1..max_words, as float64."""
+    steps = torch.arange(lengths.max_words, dtype=torch.float64)
+    weights = lengths.p * (1.0 - lengths.p) ** steps
+    return weights / weights.sum()
 
 
 class SpanMaskingCollator(MaskingCollator):
@@ -146,7 +131,7 @@ class SpanMaskingCollator(MaskingCollator):
         super().__init__(rule, vocab_size, mask_token_id, special_token_ids, seed)
         self.boundaries = boundaries
         self.lengths = lengths or SpanLengths()
-        self._cumulative = self.lengths.probabilities().cumsum(dim=0)
+        self._cumulative = span_length_probabilities(self.lengths).cumsum(dim=0)
         self._cumulative[-1] = 1.0  # so that every draw in [0, 1) lands on a length
 
     def select(

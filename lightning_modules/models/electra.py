@@ -7,75 +7,20 @@ is what makes ELECTRA more sample-efficient than MLM. The discriminator is what 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lightning_modules.models.encoder import BertEncoder, EncoderConfig, init_bert_weights
-from lightning_modules.models.heads import IGNORE_INDEX, BertForMaskedLM
-
-
-@dataclass(frozen=True)
-class ElectraConfig:
-    """The `objective.*` keys of replaced-token detection; the discriminator's shape is `model.*`.
-
-    The paper's best generators are 1/4 to 1/2 of the discriminator's width: a stronger
-    generator makes the task too hard for the discriminator to learn from early on.
-    """
-
-    generator_size_fraction: float = 0.25
-    generator_hidden_size: int | None = None  # overrides the fraction when set
-    discriminator_weight: float = 50.0
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.generator_size_fraction <= 1.0:
-            raise ValueError(
-                f"objective.generator_size_fraction={self.generator_size_fraction!r} "
-                "must be in (0, 1]"
-            )
-        hidden = self.generator_hidden_size
-        if hidden is not None and (not isinstance(hidden, int) or hidden < 1):
-            raise ValueError(
-                f"objective.generator_hidden_size={hidden!r} must be a positive integer, "
-                "or null to use objective.generator_size_fraction"
-            )
-        if not self.discriminator_weight > 0.0:
-            raise ValueError(
-                f"objective.discriminator_weight={self.discriminator_weight!r} must be positive"
-            )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def generator_config(discriminator: EncoderConfig, electra: ElectraConfig) -> EncoderConfig:
-    """The discriminator's shape, narrowed: same depth, head size and embedding width.
-
-    Keeping the head size fixes the head count (the paper's generators: 256 wide with 4 heads
-    beside a 768-wide base); the feed-forward width shrinks in proportion.
-    """
-    head_size = discriminator.hidden_size // discriminator.num_heads
-    hidden = electra.generator_hidden_size
-    if hidden is None:
-        heads = max(1, round(electra.generator_size_fraction * discriminator.num_heads))
-        hidden = heads * head_size
-    elif hidden % head_size:
-        raise ValueError(
-            f"objective.generator_hidden_size={hidden} must be a multiple of the discriminator's "
-            f"head size {head_size} (model.hidden_size / model.num_heads)"
-        )
-    return replace(
-        discriminator,
-        hidden_size=hidden,
-        num_heads=hidden // head_size,
-        intermediate_size=max(
-            1, discriminator.intermediate_size * hidden // discriminator.hidden_size
-        ),
-        embedding_size=discriminator.embedding_width,
-    )
+from lightning_modules.models.config import (
+    IGNORE_INDEX,
+    ElectraConfig,
+    EncoderConfig,
+    generator_config,
+)
+from lightning_modules.models.encoder import BertEncoder, init_bert_weights
+from lightning_modules.models.heads import BertForMaskedLM
 
 
 @dataclass

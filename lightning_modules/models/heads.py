@@ -8,16 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lightning_modules.models.config import IGNORE_INDEX, POOLINGS, EncoderConfig
 from lightning_modules.models.dropout import Dropout
-from lightning_modules.models.encoder import (
-    BertEncoder,
-    Embeddings,
-    EncoderConfig,
-    init_bert_weights,
-)
+from lightning_modules.models.encoder import BertEncoder, Embeddings, init_bert_weights
 from lightning_modules.models.vocab_loss import vocab_cross_entropy
-
-IGNORE_INDEX = -100
 
 
 @dataclass
@@ -94,9 +88,6 @@ class BertForMaskedLM(nn.Module):
             # Keeps the graph connected so DDP and the optimiser see every parameter.
             return MaskedLMOutput(logits.sum() * 0.0, logits, targets)
         return MaskedLMOutput(vocab_cross_entropy(logits, targets), logits, targets)
-
-
-POOLINGS = ("cls", "mean")
 
 
 class EncoderClassifier(nn.Module):

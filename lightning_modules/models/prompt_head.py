@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+from lightning_modules.models.config import EncoderConfig
+from lightning_modules.models.encoder import BertEncoder
 from lightning_modules.models.heads import BertForMaskedLM
 
 

@@ -14,10 +14,9 @@ from dataclasses import replace
 import torch
 from torch import nn
 
+from lightning_modules.models.config import RELATION_HEADS, EncoderConfig
 from lightning_modules.models.dropout import Dropout
-from lightning_modules.models.encoder import BertEncoder, EncoderConfig, init_bert_weights
-
-RELATION_HEADS = ("entity_start", "cls")
+from lightning_modules.models.encoder import BertEncoder, init_bert_weights
 
 
 class BertForRelationClassification(nn.Module):

@@ -16,13 +16,17 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from lightning_modules.models.electra import ElectraConfig, ElectraForPreTraining
-from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+from lightning_modules.models.config import (
+    CONFIG_FILE,
+    ELECTRA_CONFIG_FILE,
+    WEIGHTS_FILE,
+    ElectraConfig,
+    EncoderConfig,
+    load_encoder_config,
+)
+from lightning_modules.models.electra import ElectraForPreTraining
+from lightning_modules.models.encoder import BertEncoder
 from lightning_modules.models.heads import BertForMaskedLM
-
-WEIGHTS_FILE = "model.safetensors"
-CONFIG_FILE = "model_config.json"
-ELECTRA_CONFIG_FILE = "electra_config.json"
 
 
 def aliased_names(model: nn.Module) -> set[str]:
@@ -74,10 +78,6 @@ def save_electra(model: ElectraForPreTraining, directory: Path) -> None:
     save_weights(model, directory / WEIGHTS_FILE)
     (directory / CONFIG_FILE).write_text(json.dumps(model.config.to_dict(), indent=2))
     (directory / ELECTRA_CONFIG_FILE).write_text(json.dumps(model.electra.to_dict(), indent=2))
-
-
-def load_encoder_config(directory: Path) -> EncoderConfig:
-    return EncoderConfig(**json.loads((directory / CONFIG_FILE).read_text()))
 
 
 def load_masked_lm(directory: Path) -> BertForMaskedLM:

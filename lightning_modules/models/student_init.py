@@ -8,8 +8,12 @@ a 2-layer student of a 4-layer teacher takes layers 1 and 3 (0-based), every oth
 
 from __future__ import annotations
 
-from lightning_modules.models.encoder import EncoderConfig
-from lightning_modules.models.heads import BertForMaskedLM
+from typing import TYPE_CHECKING
+
+from lightning_modules.models.config import EncoderConfig
+
+if TYPE_CHECKING:  # the layer map is checked while a config is validated, before torch loads
+    from lightning_modules.models.heads import BertForMaskedLM
 
 # What must be equal for a teacher block's tensors to fit a student block.
 COPY_SHAPE_KEYS = (

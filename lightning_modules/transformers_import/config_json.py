@@ -15,7 +15,7 @@ from typing import Any
 from lightning_modules.export_modernbert import modernbert_layer_fields
 from lightning_modules.export_roformer import ROPE_THETA
 from lightning_modules.hf_configs import ACTIVATIONS_READ, hf_values
-from lightning_modules.models.encoder import GLOBAL, EncoderConfig
+from lightning_modules.models.config import GLOBAL, EncoderConfig
 from lightning_modules.transformers_import.errors import CheckpointError
 from lightning_modules.transformers_import.families import FAMILIES, Family
 

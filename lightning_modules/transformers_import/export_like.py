@@ -12,8 +12,8 @@ from typing import Any
 
 from lightning_modules.export import discriminator_tensors
 from lightning_modules.hf_layouts import Tensors, head_tensors
+from lightning_modules.models.config import EncoderConfig
 from lightning_modules.models.electra import ElectraForPreTraining
-from lightning_modules.models.encoder import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.transformers_import.config_json import encoder_settings, hf_settings
 from lightning_modules.transformers_import.errors import CheckpointError

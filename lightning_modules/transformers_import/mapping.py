@@ -27,7 +27,8 @@ from lightning_modules.hf_layouts import (
     encoder_layout,
     to_theirs,
 )
-from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+from lightning_modules.models.config import EncoderConfig
+from lightning_modules.models.encoder import BertEncoder
 from lightning_modules.transformers_import.config_json import position_offset
 from lightning_modules.transformers_import.errors import CheckpointError
 from lightning_modules.transformers_import.families import Family

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 from lightning_modules.transformers_import.config_json import encoder_settings
 from lightning_modules.transformers_import.errors import CheckpointError
 from lightning_modules.transformers_import.families import Family, family_of

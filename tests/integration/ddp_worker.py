@@ -16,7 +16,8 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from flows.core.artifacts import ArtifactStore
 from flows.stages.objectives import ObjectiveSettings
-from flows.stages.pretrain import PretrainSettings, pretrain
+from flows.stages.pretrain import pretrain
+from flows.stages.training_types import PretrainSettings
 from tests.integration import pretrain_worker
 
 # No dropout: each rank draws dropout for its own rows, so only then are the runs comparable.

@@ -10,10 +10,11 @@ from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.corpora import Corpus, CorpusSettings, open_corpus
 from flows.stages.checkpoint import import_checkpoint
 from flows.stages.objectives import ObjectiveSettings
-from flows.stages.pretrain import PretrainSettings, pretrain
+from flows.stages.pretrain import pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer
+from flows.stages.training_types import PretrainSettings
 from flows.training.settings import TrainerSettings
 from lightning_modules.transformers_import import peek_checkpoint
 from tests.checkpoint_tokenizers import write_tokenizer

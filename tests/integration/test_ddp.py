@@ -22,7 +22,8 @@ from safetensors.torch import load_file
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.corpora import CorpusSettings, open_corpus
-from flows.stages.objectives import ObjectiveSettings, make_collator
+from flows.stages.collators import make_collator
+from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
@@ -31,8 +32,7 @@ from flows.training.launch import run_on_local_ranks
 from flows.training.settings import TrainerSettings
 from flows.training.trainer import make_trainer
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
-from lightning_modules.models.heads import IGNORE_INDEX
-from lightning_modules.models.serialization import WEIGHTS_FILE
+from lightning_modules.models.config import IGNORE_INDEX, WEIGHTS_FILE
 from tests.fakes import write_corpus
 from tests.integration.ddp_worker import DDP, KILLED, TRAINER, only_key, settings
 

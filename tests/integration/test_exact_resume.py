@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from lightning_modules.models.serialization import WEIGHTS_FILE
+from lightning_modules.models.config import WEIGHTS_FILE
 from tests.fakes import write_corpus
 from tests.integration import pretrain_worker
 

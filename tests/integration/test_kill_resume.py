@@ -31,7 +31,7 @@ from flows.corpora import open_corpus
 from flows.plan import PipelinePlan
 from flows.stages.tokenizer import train_tokenizer
 from lightning_modules.data.shard_format import ShardIndex, verify_shards
-from lightning_modules.models.serialization import WEIGHTS_FILE
+from lightning_modules.models.config import WEIGHTS_FILE
 from tests.integration.servers import prefect_server
 
 pytestmark = pytest.mark.slow

@@ -31,16 +31,18 @@ from flows.stages.distill_plan import DistillSettings, external_teacher
 from flows.stages.finetune import finetune
 from flows.stages.lift_curve import lift_curve
 from flows.stages.objectives import ObjectiveSettings
-from flows.stages.pretrain import PretrainSettings, pretrain
+from flows.stages.pretrain import pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+from flows.stages.training_types import PretrainSettings
 from flows.tracking.runs import Tracker
 from flows.training.settings import TrainerSettings
 from lightning_modules.data.shard_format import CorruptShardError
 from lightning_modules.export import export_huggingface
-from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+from lightning_modules.models.config import EncoderConfig, load_encoder_config
+from lightning_modules.models.encoder import BertEncoder
 from lightning_modules.models.heads import BertForMaskedLM
-from lightning_modules.models.serialization import load_encoder_config, load_encoder_weights
+from lightning_modules.models.serialization import load_encoder_weights
 from tests.fakes import GREEK_LETTERS, greek_text, write_results
 
 TEXT = "a paragraph with comfortably more than five words in it, numbered {}"

@@ -11,11 +11,13 @@ from flows.core.artifacts import ArtifactStore
 from flows.core.config import compose_config
 from flows.corpora import open_corpus
 from flows.plan import PipelinePlan
+from flows.stages.checkpoint_source import HUGGINGFACE_DIR
 from flows.stages.finetune import finetune
 from flows.stages.objectives import ObjectiveSettings
-from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
+from flows.stages.pretrain import pretrain
 from flows.stages.shards.stage import build_shards
 from flows.stages.tokenizer import train_tokenizer
+from flows.stages.training_types import PretrainSettings
 from tests.fakes import SHORT_RUN, WordShards, word_finetune
 from tests.fakes import TINY_TRAINER as TRAINER
 from tests.integration.pretrain_worker import MODERN_MODEL

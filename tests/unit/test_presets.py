@@ -11,7 +11,7 @@ from flows.plan import PipelinePlan
 from flows.stages.pretrain import pretrain
 from flows.stages.shards.stage import build_shards
 from flows.stages.tokenizer import train_tokenizer
-from lightning_modules.models.serialization import load_encoder_config
+from lightning_modules.models.config import load_encoder_config
 from tests.fakes import SHORT_RUN
 
 

@@ -13,9 +13,10 @@ import torch
 from flows.core.artifacts import ArtifactStore, file_sha256
 from flows.corpora import CorpusSettings, open_corpus
 from flows.stages.objectives import ObjectiveSettings
-from flows.stages.pretrain import LAST_CHECKPOINT, PretrainSettings, pretrain
+from flows.stages.pretrain import LAST_CHECKPOINT, pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+from flows.stages.training_types import PretrainSettings
 from flows.training.settings import TrainerSettings
 from tests.fakes import GREEK_LETTERS, REPO, greek_text
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from lightning_modules.metrics import entity_spans
+from lightning_modules.label_metrics import entity_spans
 
 
 def example_statistics(

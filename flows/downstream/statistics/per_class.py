@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from lightning_modules.metrics import entity_spans, relation_counts, relation_type
+from lightning_modules.label_metrics import entity_spans, relation_counts, relation_type
 
 Report = dict[str, dict[str, float | int | None]]
 

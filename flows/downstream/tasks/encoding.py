@@ -1,35 +1,24 @@
-"""Examples to token ids, and the scores of predictions against a split's gold labels.
+"""Examples to token ids.
 
 Tagging follows BERT's NER recipe: a word's tag goes on its first sub-token, the other
-sub-tokens get -100 (ignored by the loss). Scores are computed per word on the *whole* sentence,
-so words cut off by `max_length` count as predicted `O`: truncation costs recall, visibly.
+sub-tokens get -100 (ignored by the loss). Plain lists, no torch: the up-front check of a run's
+task files encodes rows before any training library is imported; training pads the ids into
+tensors (flows/downstream/training/recipe.py) and scores predictions (scores.py).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import torch
 from tokenizers import Encoding, Tokenizer, models, pre_tokenizers, processors
 
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
-from lightning_modules.metrics import (
-    accuracy,
-    binary_f1,
-    entity_scores,
-    macro_f1,
-    matthews_corrcoef,
-    relation_scores,
-)
-from lightning_modules.models.heads import IGNORE_INDEX
-
-if TYPE_CHECKING:  # Lightning: not imported while a config is only being validated
-    from lightning_modules.classifier import Predictions
+from lightning_modules.models.config import IGNORE_INDEX
 
 Item = dict[str, Any]
 
 
-class EncodedSplit(torch.utils.data.Dataset[Item]):
+class EncodedSplit:
     """Token ids, segment ids and labels per example, plus the gold labels for scoring, and how
     many examples `max_length` cut short (reported: truncation costs what it cuts)."""
 
@@ -103,59 +92,3 @@ def stand_in_tokenizer(max_length: int) -> Tokenizer:
     )
     tokenizer.enable_truncation(max_length)
     return tokenizer
-
-
-def pad_batch(items: list[Item], pad_id: int) -> dict[str, torch.Tensor]:
-    width = max(len(item["input_ids"]) for item in items)
-    input_ids = torch.full((len(items), width), pad_id, dtype=torch.long)
-    token_type_ids = torch.zeros((len(items), width), dtype=torch.long)
-    tagged = isinstance(items[0]["labels"], list)
-    labels = (
-        torch.full((len(items), width), IGNORE_INDEX, dtype=torch.long)
-        if tagged
-        else torch.tensor([item["labels"] for item in items])
-    )
-    attention_mask = torch.zeros((len(items), width), dtype=torch.bool)
-    for row, item in enumerate(items):
-        length = len(item["input_ids"])
-        input_ids[row, :length] = torch.tensor(item["input_ids"])
-        token_type_ids[row, :length] = torch.tensor(item["token_type_ids"])
-        attention_mask[row, :length] = True
-        if tagged:
-            labels[row, :length] = torch.tensor(item["labels"])
-    return {
-        "input_ids": input_ids,
-        "attention_mask": attention_mask,
-        "token_type_ids": token_type_ids,
-        "labels": labels,
-    }
-
-
-def score(
-    kind: str,
-    gold: list[Any],
-    predictions: Predictions,
-    labels: list[str],
-    negative: str | None = None,
-) -> dict[str, float]:
-    """Every metric of the task's kind; the recipe picks the configured one for selection. A
-    relation task's F1s leave out its `negative` label ("no relation")."""
-    if kind == "token_classification":
-        predicted_tags = [
-            [labels[tag] for tag in predicted] + ["O"] * (len(truth) - len(predicted))
-            for truth, predicted in zip(gold, predictions, strict=True)
-        ]
-        gold_tags = [[labels[tag] for tag in truth] for truth in gold]
-        return entity_scores(gold_tags, predicted_tags)
-    predicted, truth = torch.tensor(predictions), torch.tensor(gold)
-    if kind == "relation":
-        names = [labels[label] for label in gold], [labels[label] for label in predictions]
-        return {"accuracy": accuracy(predicted, truth), **relation_scores(*names, negative)}
-    scores = {
-        "accuracy": accuracy(predicted, truth),
-        "macro_f1": macro_f1(predicted, truth, len(labels)),
-        "mcc": matthews_corrcoef(predicted, truth, len(labels)),
-    }
-    if len(labels) == 2:
-        scores["f1"] = binary_f1(predicted, truth, positive=1)
-    return scores

@@ -18,7 +18,7 @@ from tokenizers import AddedToken, Tokenizer
 from flows.downstream.tasks.encoding import EncodedSplit
 from flows.downstream.tasks.markers import Markers
 from flows.downstream.tasks.readers import TextExample
-from lightning_modules.metrics import relation_type
+from lightning_modules.label_metrics import relation_type
 
 
 @dataclass(frozen=True)

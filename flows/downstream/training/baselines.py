@@ -19,10 +19,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from flows.downstream.tasks.encoding import score
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
+from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import TaskSpec
-from lightning_modules.metrics import entity_spans
+from lightning_modules.label_metrics import entity_spans
 
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 

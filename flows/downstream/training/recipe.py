@@ -22,19 +22,20 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.loggers import Logger
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
 from flows.downstream.settings import Recipe
-from flows.downstream.tasks.encoding import EncodedSplit, pad_batch, score
+from flows.downstream.tasks.encoding import EncodedSplit, Item
 from flows.downstream.tasks.load import train_sample
 from flows.downstream.tasks.prompting import PromptIds
 from flows.downstream.tasks.relation import MarkerIds
+from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import ARMS, BASE_ARM, STUDENT_ARM, TaskSpec
 from flows.training.settings import TrainerSettings
 from flows.training.trainer import make_trainer
 from lightning_modules.callbacks import ProgressLog
 from lightning_modules.classifier import BestEpoch, FinetuneModule, predict
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import IGNORE_INDEX, EncoderConfig
 from lightning_modules.models.heads import (
     BertForSequenceClassification,
     BertForTokenClassification,
@@ -46,9 +47,48 @@ from lightning_modules.models.relation_head import (
     extend_word_embeddings,
 )
 from lightning_modules.models.serialization import load_encoder_weights, load_masked_lm_weights
-from lightning_modules.optim import OptimizerSettings
+from lightning_modules.optim_settings import OptimizerSettings
 
 LoggerFactory = Callable[[str, str], Sequence[Logger]]  # (task, run label) -> loggers
+
+
+class SplitDataset(Dataset[Item]):
+    """An encoded split as the DataLoader reads it (encoding.py keeps splits free of torch)."""
+
+    def __init__(self, split: EncodedSplit) -> None:
+        self.split = split
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, position: int) -> Item:
+        return self.split[position]
+
+
+def pad_batch(items: list[Item], pad_id: int) -> dict[str, torch.Tensor]:
+    width = max(len(item["input_ids"]) for item in items)
+    input_ids = torch.full((len(items), width), pad_id, dtype=torch.long)
+    token_type_ids = torch.zeros((len(items), width), dtype=torch.long)
+    tagged = isinstance(items[0]["labels"], list)
+    labels = (
+        torch.full((len(items), width), IGNORE_INDEX, dtype=torch.long)
+        if tagged
+        else torch.tensor([item["labels"] for item in items])
+    )
+    attention_mask = torch.zeros((len(items), width), dtype=torch.bool)
+    for row, item in enumerate(items):
+        length = len(item["input_ids"])
+        input_ids[row, :length] = torch.tensor(item["input_ids"])
+        token_type_ids[row, :length] = torch.tensor(item["token_type_ids"])
+        attention_mask[row, :length] = True
+        if tagged:
+            labels[row, :length] = torch.tensor(item["labels"])
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "token_type_ids": token_type_ids,
+        "labels": labels,
+    }
 
 
 @dataclass(frozen=True)
@@ -148,7 +188,7 @@ class TaskRun:
 
     def loader(self, split: str, seed: int, shuffle: bool = False) -> DataLoader:
         return DataLoader(
-            self.split(split, seed),
+            SplitDataset(self.split(split, seed)),
             batch_size=self.settings.batch_size,
             shuffle=shuffle,
             collate_fn=lambda items: pad_batch(items, self.pad_id),

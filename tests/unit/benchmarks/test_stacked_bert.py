@@ -8,7 +8,7 @@ import torch
 from torch.func import stack_module_state
 
 from benchmarks.stacked_bert import stacked_logits, supported
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 from lightning_modules.models.heads import BertForSequenceClassification
 
 SHAPE = {

@@ -9,18 +9,20 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from lightning_modules.data.collator import MaskingCollator, MaskingRule
+from lightning_modules.data.collator import MaskingCollator
+from lightning_modules.data.masking_rules import MaskingRule
 from lightning_modules.electra import ReplacedTokenDetectionModule
 from lightning_modules.export import export_huggingface
 from lightning_modules.mlm import ThroughputSettings
-from lightning_modules.models.electra import (
+from lightning_modules.models.config import (
+    IGNORE_INDEX,
     ElectraConfig,
-    ElectraForPreTraining,
+    EncoderConfig,
     generator_config,
-    restore_original_ids,
 )
-from lightning_modules.models.encoder import BertEncoder, EncoderConfig
-from lightning_modules.models.heads import IGNORE_INDEX, BertForMaskedLM
+from lightning_modules.models.electra import ElectraForPreTraining, restore_original_ids
+from lightning_modules.models.encoder import BertEncoder
+from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import (
     count_parameters,
     load_electra,
@@ -29,7 +31,8 @@ from lightning_modules.models.serialization import (
     save_electra,
     save_masked_lm,
 )
-from lightning_modules.optim import OptimizerSettings, build_optimizer
+from lightning_modules.optim import build_optimizer
+from lightning_modules.optim_settings import OptimizerSettings
 from tests.fakes import SPECIALS, logits_match, tiny_tokenizer
 
 VOCAB, SEQ, PAD, MASK_ID = 200, 32, 0, 4

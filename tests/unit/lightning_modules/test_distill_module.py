@@ -7,15 +7,15 @@ import pytest
 import torch
 
 from lightning_modules.distill import DistillationModule, DistillLosses
-from lightning_modules.models.encoder import EncoderConfig
-from lightning_modules.models.heads import IGNORE_INDEX, BertForMaskedLM
+from lightning_modules.models.config import IGNORE_INDEX, EncoderConfig
+from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.student_init import (
     copy_mismatches,
     init_from_teacher,
     uniform_layer_map,
 )
 from lightning_modules.models.taps import tapped
-from lightning_modules.optim import OptimizerSettings
+from lightning_modules.optim_settings import OptimizerSettings
 
 VOCAB = 50
 

@@ -9,7 +9,7 @@ import torch
 from tokenizers import Tokenizer
 
 from lightning_modules.export import can_export, export_huggingface
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 from tests.fakes import SPECIALS, logits_match, perturbed, tiny_tokenizer
 

@@ -11,7 +11,7 @@ import torch
 from tokenizers import Tokenizer
 
 from lightning_modules.export import can_export, export_huggingface
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 from tests.fakes import MODERNBERT_OPTIONS, SPECIALS, perturbed, tiny_tokenizer
 
 MODERN: dict[str, Any] = {

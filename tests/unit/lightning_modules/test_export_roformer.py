@@ -10,12 +10,14 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
+from flows.stages.checkpoint_source import HUGGINGFACE_DIR
 from flows.stages.objectives import ObjectiveSettings
-from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
+from flows.stages.pretrain import pretrain
+from flows.stages.training_types import PretrainSettings
 from flows.training.settings import TrainerSettings
 from lightning_modules.export import can_export, export_huggingface
 from lightning_modules.export_roformer import interleaved_order
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 from lightning_modules.models.rotary import RotaryEmbedding, apply_rotary
 from lightning_modules.models.serialization import load_masked_lm
 from tests.fakes import SPECIALS, WordShards, logits_match, perturbed, tiny_tokenizer

@@ -20,7 +20,8 @@ from flows.corpora import CorpusSettings, open_corpus
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TOKENIZER_FILE, TokenizerSettings, train_tokenizer
 from lightning_modules.data.shard_format import INDEX_FILE, CorruptShardError, ShardIndex
-from lightning_modules.models.serialization import WEIGHTS_FILE, read_weights, save_weights
+from lightning_modules.models.config import WEIGHTS_FILE
+from lightning_modules.models.serialization import read_weights, save_weights
 
 TEXT = "the river runs past the old mill and the town square every single morning"
 

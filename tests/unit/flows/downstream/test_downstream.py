@@ -14,7 +14,7 @@ from flows.core.config import compose_config
 from flows.core.settings import ConfigError, settings_from
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.statistics.report import paired_figures, paired_interval
-from flows.downstream.tasks.encoding import encode, pad_batch, score
+from flows.downstream.tasks.encoding import encode
 from flows.downstream.tasks.load import Sampling, load_task
 from flows.downstream.tasks.readers import (
     LabelIndex,
@@ -23,13 +23,11 @@ from flows.downstream.tasks.readers import (
     read_conll,
     read_glue,
 )
+from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import TaskSpec, default_data_dir
-from lightning_modules.metrics import (
-    binary_f1,
-    entity_scores,
-    entity_spans,
-    matthews_corrcoef,
-)
+from flows.downstream.training.recipe import pad_batch
+from lightning_modules.label_metrics import entity_scores, entity_spans
+from lightning_modules.metrics import binary_f1, matthews_corrcoef
 
 DATA = default_data_dir()
 needs_data = pytest.mark.skipif(not (DATA / "glue").is_dir(), reason=f"no shared data at {DATA}")

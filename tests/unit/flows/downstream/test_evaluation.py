@@ -17,14 +17,14 @@ from flows.downstream.statistics.bootstrap import (
     example_statistics,
     metric_from_totals,
 )
-from flows.downstream.tasks.encoding import score
 from flows.downstream.tasks.load import train_sample
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
+from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import TaskSpec
 from flows.downstream.training import recipe
 from flows.downstream.training.baselines import C_GRID, evaluate_baselines, seen_entities
 from flows.downstream.training.recipe import RunResult, TaskRun
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 
 NER_LABELS = ["O", "B-Disease", "I-Disease", "B-Chemical", "I-Chemical"]
 

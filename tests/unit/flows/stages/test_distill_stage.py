@@ -11,12 +11,14 @@ import pytest
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.core.settings import ConfigError
 from flows.corpora import CorpusSettings, open_corpus
-from flows.stages.distill import DistillOutputs, DistillStageSettings, distill
+from flows.stages.checkpoint_source import HUGGINGFACE_DIR
+from flows.stages.distill import distill
 from flows.stages.distill_plan import DistillSettings
 from flows.stages.objectives import ObjectiveSettings
-from flows.stages.pretrain import HUGGINGFACE_DIR, PretrainSettings, pretrain
+from flows.stages.pretrain import pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+from flows.stages.training_types import DistillOutputs, DistillStageSettings, PretrainSettings
 from flows.training.settings import TrainerSettings
 from tests.fakes import GREEK_LETTERS, greek_text
 

@@ -15,10 +15,11 @@ from flows.core.artifacts import ArtifactStore, stage_key
 from flows.core.config import compose_config
 from flows.downstream.settings import FinetuneSettings
 from flows.stages.control_arm import CONTROL_STAGE, control_record
-from flows.stages.finetune import FinetuneOutputs, finetune, stage_settings, task_settings
+from flows.stages.finetune import finetune, stage_settings, task_settings
 from flows.stages.objectives import ObjectiveSettings
-from flows.stages.pretrain import PretrainSettings, pretrain
-from lightning_modules.models.serialization import load_encoder_config
+from flows.stages.pretrain import pretrain
+from flows.stages.training_types import FinetuneOutputs, PretrainSettings
+from lightning_modules.models.config import load_encoder_config
 from tests.fakes import TASK_WORDS, TINY_ENCODER, WordShards, word_finetune
 from tests.fakes import TINY_TRAINER as TRAINER
 

@@ -11,7 +11,7 @@ import torch
 from flows.core.artifacts import ArtifactRef
 from flows.core.settings import ConfigError
 from flows.stages.pretrain import check_same_tokenizer, init_source, load_initial_weights
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import save_masked_lm
 

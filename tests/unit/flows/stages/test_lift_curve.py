@@ -12,8 +12,9 @@ from flows.downstream.statistics.lift_points import read_points
 from flows.stages.finetune import finetune, stage_settings
 from flows.stages.lift_curve import lift_curve
 from flows.stages.objectives import ObjectiveSettings
-from flows.stages.pretrain import KEPT_DIR, PretrainSettings, pretrain
-from lightning_modules.models.serialization import WEIGHTS_FILE
+from flows.stages.pretrain import KEPT_DIR, pretrain
+from flows.stages.training_types import PretrainSettings
+from lightning_modules.models.config import WEIGHTS_FILE
 from tests.fakes import TINY_ENCODER, WordShards, word_finetune
 from tests.fakes import TINY_TRAINER as TRAINER
 

@@ -8,9 +8,9 @@ import pytest
 
 from flows.core.artifacts import ArtifactRef
 from flows.corpora.stats import CorpusStats
-from flows.stages.pretrain import PretrainOutputs
 from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import TokenizerOutputs
+from flows.stages.training_types import PretrainOutputs
 
 # The flat `outputs` of a shards manifest as the stage wrote it before it was typed.
 SHARDS_MANIFEST = {

@@ -10,7 +10,8 @@ from flows.core.artifacts import ArtifactStore
 from flows.corpora import CorpusSettings, open_corpus
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
-from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex
+from lightning_modules.data.packed_dataset import PackedSequenceDataset
+from lightning_modules.data.shard_format import ShardIndex
 from tests.fakes import GREEK_LETTERS
 
 

@@ -13,16 +13,17 @@ from flows.orchestration import rank_entry
 from flows.training.launch import build_on_ranks, run_on_local_ranks
 from flows.training.settings import TrainerSettings
 from flows.training.trainer import lightning_strategy
-from lightning_modules.data.collator import MaskingCollator, MaskingRule
+from lightning_modules.data.collator import MaskingCollator
 from lightning_modules.data.distributed import (
     LOSS_WEIGHT,
     RankSlice,
     StridedPartition,
     rank_rows,
 )
+from lightning_modules.data.masking_rules import MaskingRule
 from lightning_modules.data.resume import EpochShuffleSampler
 from lightning_modules.divergence import TrainingDiverged
-from lightning_modules.models.heads import IGNORE_INDEX
+from lightning_modules.models.config import IGNORE_INDEX
 
 SMALL = {"max_steps": 10, "warmup_steps": 1, "batch_size": 8}
 

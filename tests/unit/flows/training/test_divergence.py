@@ -17,7 +17,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from flows.core.artifacts import ArtifactStore
 from flows.stages.objectives import ObjectiveSettings
-from flows.stages.pretrain import LAST_CHECKPOINT, PretrainSettings, pretrain
+from flows.stages.pretrain import LAST_CHECKPOINT, pretrain
+from flows.stages.training_types import PretrainSettings
 from flows.training.divergence import likely_cause
 from flows.training.settings import TrainerSettings
 from lightning_modules.divergence import DivergenceGuard, TrainingDiverged

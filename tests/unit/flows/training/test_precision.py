@@ -14,9 +14,9 @@ from torch.utils.data import DataLoader
 from flows.training.settings import TrainerSettings
 from flows.training.trainer import make_trainer
 from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
-from lightning_modules.optim import OptimizerSettings
+from lightning_modules.optim_settings import OptimizerSettings
 
 CLIP = 0.05  # far below the gradient norm of an untrained model, so every step is clipped
 

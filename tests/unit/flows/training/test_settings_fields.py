@@ -16,8 +16,8 @@ from pydantic import ValidationError
 
 from flows.core.settings import ConfigError, Settings
 from flows.training.settings import OPTIMIZER_KEYS, ModelSettings, TrainerSettings
-from lightning_modules.models.encoder import EncoderConfig
-from lightning_modules.optim import OptimizerSettings
+from lightning_modules.models.config import EncoderConfig
+from lightning_modules.optim_settings import OptimizerSettings
 
 # What the tokenizer supplies: arguments of `ModelSettings.encoder`, never `model.*` keys.
 FROM_THE_TOKENIZER = {"vocab_size", "pad_token_id"}

@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 
-from lightning_modules.data.collator import MaskingCollator, MaskingRule
-from lightning_modules.models.heads import IGNORE_INDEX
+from lightning_modules.data.collator import MaskingCollator
+from lightning_modules.data.masking_rules import MaskingRule
+from lightning_modules.models.config import IGNORE_INDEX
 
 VOCAB = 500
 SPECIALS = [0, 1, 2, 3, 4]

@@ -7,10 +7,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lightning_modules.data.collator import MaskingCollator, MaskingRule
+from lightning_modules.data.collator import MaskingCollator
+from lightning_modules.data.masking_rules import MaskingRule
 from lightning_modules.data.span_masking import SpanMaskingCollator, WholeWordMaskingCollator
 from lightning_modules.data.word_boundaries import PrefixWordBoundaries
-from lightning_modules.models.heads import IGNORE_INDEX
+from lightning_modules.models.config import IGNORE_INDEX
 
 SPECIAL = [0, 1, 2, 3, 4]
 VOCAB = 60

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import torch
 
-from lightning_modules.data.collator import MaskingCollator, MaskingRule
+from lightning_modules.data.collator import MaskingCollator
+from lightning_modules.data.masking_rules import MaskingRule
 from lightning_modules.data.resume import EpochShuffleSampler
 
 

@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lightning_modules.data.packed_dataset import PackedSequenceDataset
 from lightning_modules.data.shard_format import (
     CorruptShardError,
-    PackedSequenceDataset,
     ShardIndex,
     ShardWriter,
     token_dtype,

@@ -17,11 +17,12 @@ from tokenizers import Tokenizer, pre_tokenizers
 
 from flows.corpora.stdlib_docs import module_docstrings, stdlib_root
 from flows.stages.tokenizer_models import TokenizerRecipe, build_tokenizer
-from lightning_modules.data.collator import MaskingCollator, MaskingRule
+from lightning_modules.data.collator import MaskingCollator
+from lightning_modules.data.masking_rules import MaskingRule, SpanLengths
 from lightning_modules.data.span_masking import (
-    SpanLengths,
     SpanMaskingCollator,
     WholeWordMaskingCollator,
+    span_length_probabilities,
 )
 from lightning_modules.data.word_boundaries import (
     PrefixWordBoundaries,
@@ -29,7 +30,7 @@ from lightning_modules.data.word_boundaries import (
     byte_level_alphabet,
     word_boundaries,
 )
-from lightning_modules.models.heads import IGNORE_INDEX
+from lightning_modules.models.config import IGNORE_INDEX
 
 VOCAB = 500
 PAD, UNK, CLS, SEP, MASK = range(5)
@@ -260,7 +261,7 @@ def test_span_lengths_follow_spanberts_truncated_geometric() -> None:
     """Each row's first span is drawn before anything is masked: where its start leaves room for
     10 words in a long row, its length in words is exactly the drawn length, so the lengths of
     those spans are a sample of the distribution (chi-square and a 3-sigma bound on the mean)."""
-    probabilities = SpanLengths().probabilities()
+    probabilities = span_length_probabilities(SpanLengths())
     lengths_k = torch.arange(1, 11, dtype=torch.float64)
     mean = float((probabilities * lengths_k).sum())
     assert mean == pytest.approx(3.797, abs=1e-3)  # SpanBERT's reported 3.8

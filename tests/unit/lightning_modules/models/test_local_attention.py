@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+from lightning_modules.models.config import EncoderConfig
+from lightning_modules.models.encoder import BertEncoder
 from lightning_modules.models.local_attention import local_attention, local_window, neighbourhoods
 from lightning_modules.models.taps import tapped
 

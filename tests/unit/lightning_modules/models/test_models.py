@@ -4,13 +4,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lightning_modules.models.encoder import BertEncoder, EncoderConfig
-from lightning_modules.models.heads import (
-    IGNORE_INDEX,
-    BertForMaskedLM,
-    BertForSequenceClassification,
-)
-from lightning_modules.optim import OptimizerSettings, build_optimizer
+from lightning_modules.models.config import IGNORE_INDEX, EncoderConfig
+from lightning_modules.models.encoder import BertEncoder
+from lightning_modules.models.heads import BertForMaskedLM, BertForSequenceClassification
+from lightning_modules.optim import build_optimizer
+from lightning_modules.optim_settings import OptimizerSettings
 
 TINY = {
     "vocab_size": 97,

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from lightning_modules.models.attention_masks import document_ids_from_separators
-from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+from lightning_modules.models.config import EncoderConfig
+from lightning_modules.models.encoder import BertEncoder
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.rotary import RotaryEmbedding, apply_rotary
 from tests.fakes import MODERNBERT_OPTIONS

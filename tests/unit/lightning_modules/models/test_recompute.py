@@ -8,7 +8,8 @@ import weakref
 import torch
 from torch import nn
 
-from lightning_modules.models.encoder import EncoderConfig, EncoderLayer
+from lightning_modules.models.config import EncoderConfig
+from lightning_modules.models.encoder import EncoderLayer
 from lightning_modules.models.recompute import norms_recomputed
 from tests.fakes import MODERNBERT_OPTIONS, gradient_pairs
 

@@ -17,7 +17,8 @@ import torch
 from safetensors.torch import load_file
 
 from lightning_modules.export import write_weights
-from lightning_modules.models.electra import ElectraConfig, ElectraForPreTraining
+from lightning_modules.models.config import ElectraConfig
+from lightning_modules.models.electra import ElectraForPreTraining
 from lightning_modules.transformers_import import (
     ImportedCheckpoint,
     export_like,

@@ -13,7 +13,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from lightning_modules.models.electra import ElectraConfig, ElectraForPreTraining
+from lightning_modules.models.config import ElectraConfig
+from lightning_modules.models.electra import ElectraForPreTraining
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.transformers_import import (
     SUPPORTED_MODEL_TYPES,

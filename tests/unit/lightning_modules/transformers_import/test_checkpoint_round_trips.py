@@ -14,7 +14,7 @@ import torch
 from tokenizers import Tokenizer
 
 from lightning_modules.export import export_huggingface, write_weights
-from lightning_modules.models.encoder import EncoderConfig
+from lightning_modules.models.config import EncoderConfig
 from lightning_modules.transformers_import import export_like, read_checkpoint
 from tests.checkpoints import tiny_checkpoint
 from tests.fakes import MODERNBERT_OPTIONS, REPO, SPECIALS, perturbed, tiny_tokenizer

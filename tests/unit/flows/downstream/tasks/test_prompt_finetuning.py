@@ -17,15 +17,12 @@ from flows.core.settings import ConfigError
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.tasks.prompting import PromptSettings, encode_prompted, label_word_ids
 from flows.downstream.tasks.readers import TextExample
-from flows.stages.finetune import FinetuneOutputs, finetune, stage_settings
+from flows.stages.finetune import finetune, stage_settings
 from flows.stages.tokenizer import load_tokenizer
+from flows.stages.training_types import FinetuneOutputs
+from lightning_modules.models.config import ELECTRA_CONFIG_FILE, load_encoder_config
 from lightning_modules.models.prompt_head import PromptClassifier
-from lightning_modules.models.serialization import (
-    ELECTRA_CONFIG_FILE,
-    load_encoder_config,
-    load_masked_lm,
-    load_masked_lm_weights,
-)
+from lightning_modules.models.serialization import load_masked_lm, load_masked_lm_weights
 from tests.fakes import TINY_TRAINER as TRAINER
 from tests.fakes import WordShards, word_finetune
 

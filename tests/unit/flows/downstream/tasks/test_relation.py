@@ -13,14 +13,16 @@ import torch
 
 from flows.downstream.statistics.bootstrap import example_statistics, metric_from_totals
 from flows.downstream.statistics.per_class import per_class
-from flows.downstream.tasks.encoding import score, stand_in_tokenizer
+from flows.downstream.tasks.encoding import stand_in_tokenizer
 from flows.downstream.tasks.load import Sampling, load_task
 from flows.downstream.tasks.markers import insert_markers, keep_marked
 from flows.downstream.tasks.readers import LabelIndex, TextExample, read_semeval2010
 from flows.downstream.tasks.relation import add_marker_tokens, encode_relations, type_matrix, window
+from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import TaskInputError, TaskSpec, default_data_dir
-from lightning_modules.metrics import relation_scores, relation_type
-from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+from lightning_modules.label_metrics import relation_scores, relation_type
+from lightning_modules.models.config import EncoderConfig
+from lightning_modules.models.encoder import BertEncoder
 from lightning_modules.models.relation_head import (
     BertForRelationClassification,
     extend_word_embeddings,

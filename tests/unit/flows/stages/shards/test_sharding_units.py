@@ -15,7 +15,8 @@ from flows.corpora.formats import CorpusInputError
 from flows.stages.shards.stage import SeenKeys, ShardSettings, build_shards
 from flows.stages.shards.units import UnitJob, UnitResult, encode_unit
 from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
-from lightning_modules.data.shard_format import PackedSequenceDataset, ShardIndex
+from lightning_modules.data.packed_dataset import PackedSequenceDataset
+from lightning_modules.data.shard_format import ShardIndex
 from tests.fakes import GREEK_LETTERS
 
 WORDS = [*GREEK_LETTERS[:14], "pi"]
@@ -205,9 +206,11 @@ def test_document_packed_batches_mask_padding_out_of_attention(
 ) -> None:
     import torch
 
-    from lightning_modules.data.collator import MaskingCollator, MaskingRule
+    from lightning_modules.data.collator import MaskingCollator
+    from lightning_modules.data.masking_rules import MaskingRule
     from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
-    from lightning_modules.models.encoder import BertEncoder, EncoderConfig
+    from lightning_modules.models.config import EncoderConfig
+    from lightning_modules.models.encoder import BertEncoder
 
     ref = build_shards(
         ShardSettings(seq_len=32, packing="document"),

@@ -1,0 +1,146 @@
+"""What the stages that run on torch (checkpoint import, pretrain, distill, finetune) take and
+give, as plain data: their settings and their typed outputs (flows/core/outputs.py).
+
+Apart from the stages themselves, which import torch, Lightning and transformers, so that what
+reads them before or between stages (the plan, the pipeline's log lines, the summary) does not:
+a served run is a fresh process whose first stage, the tokenizer, should not wait seconds for
+those imports (docs/results/2026-12-03-served-start.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar, Self
+
+from flows.core.outputs import StageOutputs
+from flows.downstream.statistics.task_figures import TaskFigures
+from flows.stages.distill_plan import DistillSettings
+from flows.stages.objectives import ObjectiveSettings
+from flows.training.settings import TrainerSettings
+
+
+@dataclass(frozen=True)
+class PretrainSettings:
+    """What the pretrain stage trains with: `model.*`, `objective.*`, `trainer.*`, the seed, and
+    where it starts."""
+
+    model: dict[str, Any]
+    objective: ObjectiveSettings
+    trainer: TrainerSettings
+    seed: int
+    # `pretrain.init_from`: continue from these weights (a pretrain artifact directory; the
+    # pipeline resolves models:/name@alias URIs to one) instead of a random init.
+    init_from: str | None = None
+    # Fractions of the budget (besides the end) whose weights are kept for the lift-vs-compute
+    # curve; the pipeline passes `finetune.checkpoints`.
+    keep_fractions: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class DistillStageSettings:
+    """`distill.*` with what it shares with pretraining: the masking, the trainer, the seed."""
+
+    distill: DistillSettings
+    objective: ObjectiveSettings
+    trainer: TrainerSettings  # the run's; `distill.max_steps` / `learning_rate` applied here
+    seed: int
+
+    @property
+    def student_trainer(self) -> TrainerSettings:
+        return self.distill.trainer(self.trainer)
+
+
+@dataclass(frozen=True)
+class TrainingRunOutputs(StageOutputs):
+    """The figures every training stage records first (pretrain's and distill's manifests)."""
+
+    initial_val_loss: float
+    steps: int
+    train_tokens: int
+    fit_seconds: float
+    parameters: int
+
+
+@dataclass(frozen=True)
+class PretrainOutputs(TrainingRunOutputs):
+    """The training run's figures; `validation` holds the objective's final `val_*` metrics.
+
+    The manifest keeps the validation metrics flat (`val_loss`, `val_accuracy`, ...): which ones
+    exist depends on the objective (MLM reports accuracy and perplexity, ELECTRA the
+    discriminator's accuracy against the all-original baseline).
+    """
+
+    STAGE = "pretrain"
+    resumed: bool
+    huggingface_export: bool
+    validation: dict[str, float]
+    # Steps and tokens at each kept fraction of the budget ("1" is the end): the curve's x axis.
+    kept_checkpoints: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def val_loss(self) -> float:
+        return self.validation["val_loss"]
+
+    def to_manifest(self) -> dict[str, Any]:
+        outputs = {item.name: getattr(self, item.name) for item in fields(self)}
+        return {**outputs.pop("validation"), **outputs}
+
+    @classmethod
+    def from_manifest(cls, outputs: Mapping[str, Any]) -> PretrainOutputs:
+        validation = {name: value for name, value in outputs.items() if name.startswith("val_")}
+        return super().from_manifest({**outputs, "validation": validation})
+
+
+@dataclass(frozen=True)
+class DistillOutputs(TrainingRunOutputs):
+    STAGE = "distill"
+    teacher_parameters: int
+    student_init: str
+    layer_map: list[int]
+    huggingface_export: bool
+    val_loss: float
+    val_accuracy: float
+    val_perplexity: float
+    val_teacher_agreement: float
+    val_teacher_loss: float
+
+
+@dataclass(frozen=True)
+class CheckpointOutputs(StageOutputs):
+    """What was imported: the family, the class, the size, and whether an MLM head came too."""
+
+    STAGE = "checkpoint"
+    model_type: str
+    architecture: str
+    name: str
+    parameters: int
+    has_mlm_head: bool
+    import_seconds: float
+
+
+@dataclass(frozen=True)
+class FinetuneOutputs(StageOutputs):
+    """The tasks and their figures. The manifest keeps them flat (`<task>.<key>`, as MLflow logs
+    them); `figures` reads each task's through attributes."""
+
+    STAGE: ClassVar[str] = "finetune"
+    tasks: list[str]
+    confidence: float
+    figures: dict[str, TaskFigures] = field(default_factory=dict)
+
+    @classmethod
+    def from_manifest(cls, outputs: Mapping[str, Any]) -> Self:
+        read = super().from_manifest(outputs)
+        return replace(read, figures={task: TaskFigures.read(outputs, task) for task in read.tasks})
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {
+            "tasks": list(self.tasks),
+            "confidence": self.confidence,
+            **{
+                f"{task}.{key}": value
+                for task, figures in self.figures.items()
+                for key, value in figures.metrics.items()
+            },
+        }

@@ -6,7 +6,8 @@ curve stages import torch, Lightning and transformers: seconds of imports that t
 shards stages, which a run starts with, do not need (docs/results/2026-12-03-served-start.md).
 The pipeline calls them as `training_stages.pretrain(...)`: each attribute is looked up in its
 module on first use (PEP 562), and mypy reads the real signatures through the imports below.
-tests/unit/test_served_imports.py holds the line: importing the flow loads none of them.
+tests/unit/flows/deploy/test_served_imports.py holds the line: importing the flow loads none of
+them.
 """
 
 from __future__ import annotations

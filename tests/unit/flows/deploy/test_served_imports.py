@@ -15,11 +15,11 @@ import os
 import subprocess
 import sys
 from importlib import import_module
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.fakes import REPO
+
 TRAINING_LIBRARIES = (
     "torch",
     "pytorch_lightning",

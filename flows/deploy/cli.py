@@ -37,7 +37,7 @@ ENTRYPOINTS = {
 TAGS = ["cloze"]
 # How long `serve` and `register` wait for the server's health check before saying it is down.
 HEALTH_TIMEOUT_SECONDS = 5
-RUNNER_POLL_SECONDS = 2
+RUNNER_POLL_SECONDS = 1
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -272,7 +272,8 @@ def main(argv: list[str]) -> int:
         )
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", ",".join(PROJECT_LOGGERS))
     # How often `serve` asks the server for runs to start: Prefect's 10 s default is on average
-    # 5 s of a served run's start before anything runs (docs/results/2026-12-03-served-start.md).
+    # 5 s of a served run's start before anything runs; every second costs the server one light
+    # query per serve process (docs/results/2026-12-03-served-start.md).
     os.environ.setdefault("PREFECT_RUNNER_POLL_FREQUENCY", str(RUNNER_POLL_SECONDS))
     try:
         check_server(os.environ["PREFECT_API_URL"])  # first: seconds, before composing configs

@@ -147,14 +147,19 @@ def serving_deployments(
     names: list[str],
     timeout: float = 180,
     config: str = "default",
+    module: str | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """`python -m flows.deploy --config CONFIG serve` against `api`, ready once every deployment
-    in `names` (`flow/deployment`) is registered; stopped, with its flow-run subprocesses, at the
-    end."""
+    """`python -m flows.deploy --config CONFIG serve` (or `python -m MODULE`, another serving
+    process) against `api`, ready once every deployment in `names` (`flow/deployment`) is
+    registered; stopped, with its flow-run subprocesses, at the end."""
     from prefect.client.orchestration import SyncPrefectClient
     from prefect.exceptions import ObjectNotFound
 
-    command = [sys.executable, "-m", "flows.deploy", "--config", config, "serve"]
+    command = [
+        sys.executable,
+        "-m",
+        *([module] if module else ["flows.deploy", "--config", config, "serve"]),
+    ]
     with log.open("w") as output:
         process = subprocess.Popen(
             command,

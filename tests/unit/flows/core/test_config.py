@@ -138,3 +138,23 @@ def test_the_checkpoint_options_enter_the_model_key_only_when_set() -> None:
     assert model_in_key({**bert, "tie_word_embeddings": False})["tie_word_embeddings"] is False
     with pytest.raises(ConfigError, match=r"model.activation='relu' must be one of"):
         model_in_key({**bert, "activation": "relu"})
+
+
+def test_the_same_overrides_compose_once_and_each_caller_gets_its_own_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A served run composes its overrides to name itself, then again to run: Hydra works once."""
+    from flows.core.config import composed_once
+
+    overrides = ["experiment=distilbert", "trainer.max_steps=7"]
+    first = compose_config(overrides)
+    hits = composed_once.cache_info().hits
+    first["trainer"]["max_steps"] = 0
+    second = compose_config(overrides)
+    assert composed_once.cache_info().hits == hits + 1
+    assert second["trainer"]["max_steps"] == 7
+
+    monkeypatch.setenv("CLOZE_DATA_DIR", "/elsewhere")  # what `oc.env` reads: composed again
+    moved = compose_config(overrides)
+    assert composed_once.cache_info().hits == hits + 1
+    assert moved["corpus"]["paths"][0].startswith("/elsewhere/")

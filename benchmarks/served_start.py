@@ -46,11 +46,10 @@ class ServedFlow:
     parameters: dict[str, Any] = field(default_factory=dict)
 
     def marks(self) -> dict[str, str]:
-        return {
-            "picked up": "Downloading flow code",
-            "flow began": "Beginning flow run",
-            "first stage": self.first_line,
-        }
+        """The log lines to time; a flow served from its own module (`Flow.serve`, the peer)
+        downloads no code, so it logs no "picked up"."""
+        picked_up = {"picked up": "Downloading flow code"} if self.module is None else {}
+        return {**picked_up, "flow began": "Beginning flow run", "first stage": self.first_line}
 
 
 def served_flows(root: Path, mlflow_uri: str) -> list[ServedFlow]:
@@ -127,8 +126,7 @@ def served_starts(api: str, served: ServedFlow, runs: int, root: Path) -> list[d
 
 
 def report(served: ServedFlow, results: list[dict[str, float]]) -> dict[str, float]:
-    """Prints each run's figures; returns each mark's median over the runs that logged it (a
-    flow served from its own module, as the peer is, downloads no code: no "picked up")."""
+    """Prints each run's figures; returns each mark's median over the runs that logged it."""
     for index, marks in enumerate(results, start=1):
         figures = ", ".join(
             f"{name} {seconds:.1f} s" for name, seconds in marks.items() if name != "created"

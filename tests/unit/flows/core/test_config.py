@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from flows.core.config import BASE, CONF_DIR, compose_config, expand_sweeps
+from flows.core.config import BASE, CONF_DIR, compose_config, composed_once, expand_sweeps
 from flows.core.settings import ConfigError
 from flows.plan import PipelinePlan
 from flows.training.settings import ModelSettings, model_in_key
@@ -144,8 +144,6 @@ def test_the_same_overrides_compose_once_and_each_caller_gets_its_own_copy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A served run composes its overrides to name itself, then again to run: Hydra works once."""
-    from flows.core.config import composed_once
-
     overrides = ["experiment=distilbert", "trainer.max_steps=7"]
     first = compose_config(overrides)
     hits = composed_once.cache_info().hits

@@ -15,6 +15,7 @@ imports alone (`python -X importtime`), by top-level package.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
@@ -107,6 +108,7 @@ def served_starts(api: str, served: ServedFlow, runs: int, root: Path) -> list[d
     from tests.integration.servers import serving_deployments
 
     env = {key: value for key, value in os.environ.items() if key != "PREFECT_HOME"}
+    forget_deployment(api, served.deployment)
     results = []
     slug = re.sub(r"\W+", "-", served.name)
     log = root / f"serve-{slug}.log"
@@ -123,6 +125,16 @@ def served_starts(api: str, served: ServedFlow, runs: int, root: Path) -> list[d
             start = marks["created"]
             results.append({name: (when - start).total_seconds() for name, when in marks.items()})
     return results
+
+
+def forget_deployment(api: str, name: str) -> None:
+    """Deletes `name` if an earlier serve process registered it: else the next one counts as
+    ready before it registers and polls, and its first run waits for it."""
+    from prefect.client.orchestration import SyncPrefectClient
+    from prefect.exceptions import ObjectNotFound
+
+    with SyncPrefectClient(api) as client, contextlib.suppress(ObjectNotFound):
+        client.delete_deployment(client.read_deployment_by_name(name).id)
 
 
 def report(served: ServedFlow, results: list[dict[str, float]]) -> dict[str, float]:

@@ -241,7 +241,12 @@ def model_in_key(model: Mapping[str, Any]) -> dict[str, Any]:
         for name in OPT_IN_MODEL_FIELDS
         if getattr(settings, name) == ModelSettings.model_fields[name].default
     }
-    return settings.model_dump(exclude={"name", *unset})
+    keyed = settings.model_dump(exclude={"name", *unset})
+    # `Number` keeps `0` as given; a float option keys as a float, as this docstring promises
+    return {
+        name: float(value) if ModelSettings.model_fields[name].annotation is float else value
+        for name, value in keyed.items()
+    }
 
 
 def encoder_config(model: Mapping[str, Any], vocab_size: int, pad_token_id: int) -> EncoderConfig:

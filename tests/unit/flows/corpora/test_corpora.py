@@ -14,6 +14,7 @@ from flows.corpora import CorpusSettings, open_corpus
 from flows.corpora.cleaning import clean_and_count_words, clean_text
 from flows.corpora.formats import CorpusInputError
 from flows.corpora.pydoc_topics_task import LABELS, load_pydoc_topics, module_splits
+from flows.corpora.stdlib_docs import stdlib_docstrings
 
 PARAGRAPHS = [
     "The quick brown fox jumps over the lazy dog today.",
@@ -178,6 +179,17 @@ def test_pydoc_topics_has_every_label_on_every_side_and_no_module_on_two_sides()
         assert {example.label for example in examples} == set(range(len(LABELS))), split
     assert len(data.splits["train"]) > len(data.splits["test"]) > len(data.splits["validation"])
     assert set(module_splits().values()) == {"train", "validation", "test"}
+    # each example's text back to the module it was read from (the loader keeps the first)
+    module_of: dict[str, str] = {}
+    for docstring in stdlib_docstrings():
+        module_of.setdefault(docstring.text, docstring.module)
+    sides = {
+        split: {module_of[example.text] for example in examples}
+        for split, examples in data.splits.items()
+    }
+    assert not sides["train"] & sides["validation"]
+    assert not sides["train"] & sides["test"]
+    assert not sides["validation"] & sides["test"]
 
 
 def test_pydoc_corpus_leaves_out_the_downstream_test_text() -> None:

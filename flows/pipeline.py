@@ -46,6 +46,7 @@ from flows.tracking.runs import (
     Tracker,
     final_status,
 )
+from flows.training.precision_choice import PrecisionChoice
 from lightning_modules.data.shard_format import CorruptShardError
 
 log = logging.getLogger(__name__)
@@ -428,6 +429,7 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     for note in notes:
         print(note)
     plan = PipelinePlan.from_run_config(run)
+    log_precision(plan.precision)
     if until == "distill" and plan.distill is None:
         raise ConfigError(
             "until=distill: this config has no distill stage; add the override distill=default "
@@ -462,6 +464,8 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
         },
     )
     log_config(parent, config)
+    if plan.precision is not None:
+        parent.log_params(precision_params(plan.precision))
     ctx = StageContext(plan, store, tracker, parent)
     try:
         wanted = STAGES[: STAGES.index(until) + 1]
@@ -505,6 +509,24 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     if until == STAGES[-1]:
         print(render_summary(summary))
     return summary
+
+
+def log_precision(choice: PrecisionChoice | None) -> None:
+    """The precision every stage trains in, and why, as the run's first line; an explicit bf16 on
+    hardware that emulates it adds one warning with the measured slowdown."""
+    if choice is None:
+        return
+    log.info(choice.line)
+    if choice.warning:
+        log.warning(choice.warning)
+
+
+def precision_params(choice: PrecisionChoice) -> dict[str, str]:
+    """Beside `trainer.precision` as configured (`auto`): what it resolved to, and why."""
+    return {
+        "trainer.precision_resolved": choice.precision,
+        "trainer.precision_reason": choice.reason,
+    }
 
 
 def log_config(run: RunHandle, config: dict[str, Any]) -> None:

@@ -56,10 +56,12 @@ def choose_precision(
         warning = None
         if requested == "bf16-mixed" and not native:
             measured = rates()
+            slowdown = measured.bf16_slowdown
+            speed = f"{slowdown:.0f}x slower than" if slowdown >= 1 else "not slower than"
             warning = (
                 f"trainer.precision=bf16-mixed on a {device} that computes bf16 in software "
-                f"({hardware.name}): a bf16 matmul measured {measured.bf16_slowdown:.0f}x slower "
-                f"than fp32 here ({measured.bf16:.1f} against {measured.fp32:.1f} GFLOP/s); "
+                f"({hardware.name}): a bf16 matmul measured {speed} fp32 here "
+                f"({measured.bf16:.1f} against {measured.fp32:.1f} GFLOP/s); "
                 f"trainer.precision=auto would train in {fallback}"
             )
         return PrecisionChoice(requested, f"as set (trainer.precision={requested})", warning)

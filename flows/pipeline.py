@@ -429,7 +429,8 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     for note in notes:
         print(note)
     plan = PipelinePlan.from_run_config(run)
-    log_precision(plan.precision)
+    if plan.precision is not None:  # what every stage trains in, and why
+        plan.precision.report(log)
     if until == "distill" and plan.distill is None:
         raise ConfigError(
             "until=distill: this config has no distill stage; add the override distill=default "
@@ -509,16 +510,6 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     if until == STAGES[-1]:
         print(render_summary(summary))
     return summary
-
-
-def log_precision(choice: PrecisionChoice | None) -> None:
-    """The precision every stage trains in, and why, as the run's first line; an explicit bf16 on
-    hardware that emulates it adds one warning with the measured slowdown."""
-    if choice is None:
-        return
-    log.info(choice.line)
-    if choice.warning:
-        log.warning(choice.warning)
 
 
 def precision_params(choice: PrecisionChoice) -> dict[str, str]:

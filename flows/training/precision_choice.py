@@ -14,6 +14,7 @@ keys of runs on native-bf16 machines (bf16-mixed, the default before `auto`) did
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,6 +36,13 @@ class PrecisionChoice:
         """The run's first log line about it: `precision 32-true: this CPU computes bf16 in
         software (AVX2)`."""
         return f"precision {self.precision}: {self.reason}"
+
+    def report(self, log: logging.Logger) -> None:
+        """The run's line about it, first; an explicit bf16 on hardware that emulates it adds
+        one warning with the measured slowdown."""
+        log.info(self.line)
+        if self.warning:
+            log.warning(self.warning)
 
 
 def choose_precision(

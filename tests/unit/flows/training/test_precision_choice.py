@@ -15,7 +15,6 @@ import pytest
 from flows.core.artifacts import ArtifactStore
 from flows.core.config import compose_config
 from flows.core.settings import ConfigError
-from flows.pipeline import log_precision
 from flows.plan import PipelinePlan
 from flows.training.hardware import Hardware, MatmulRates, cpu_hardware, probed_rates
 from flows.training.precision_choice import choose_precision
@@ -134,8 +133,8 @@ def test_the_plan_trains_every_stage_in_the_resolved_precision(tmp_path: Path) -
 
 def test_the_run_says_its_precision_first_and_warns_once(caplog: pytest.LogCaptureFixture) -> None:
     choice = choose_precision("bf16-mixed", EMULATED_BF16_CPU, lambda: EMULATED_RATES)
-    with caplog.at_level(logging.INFO, logger="flows.pipeline"):
-        log_precision(choice)
+    with caplog.at_level(logging.INFO, logger="cloze.test"):
+        choice.report(logging.getLogger("cloze.test"))
     lines = [(record.levelname, record.getMessage()) for record in caplog.records]
     assert lines == [
         ("INFO", "precision bf16-mixed: as set (trainer.precision=bf16-mixed)"),

@@ -4,8 +4,9 @@ Issue 36 asks for the runs of one arm (seeds x learning rates) trained as one en
 stacked, so K small matmuls become one large one, and sets a 2x target for the finetune stage. An
 ensemble saves only what does not grow with the members: per-op overhead (Python, dispatch,
 autograd bookkeeping), Lightning's loop, and whatever a larger matmul gains in throughput. This
-measures those on the demo's task (`finetune=pydoc_topics`, the demo's tokenizer, bf16-mixed as in
-`trainer=cpu`), with a random encoder of the model's shape (timing does not depend on the weights):
+measures those on the demo's task (`finetune=pydoc_topics`, the demo's tokenizer, in the precision
+`trainer.precision: auto` picks on this CPU: bf16-mixed where bf16 is native, else fp32), with a
+random encoder of the model's shape (timing does not depend on the weights):
 
 1. one run through `flows.downstream.training.recipe.train_once`, as the stage runs it (cProfile
    on CPU time): the training steps against per-epoch validation, the test pass and the rest; and
@@ -53,6 +54,7 @@ from benchmarks.ensemble_steps import (
     train_batches,
     without_classifier_dropout,
 )
+from benchmarks.precision_rows import auto_precision
 from benchmarks.step_timer import matmul_peaks
 from flows.downstream.training.recipe import TaskRun
 
@@ -253,7 +255,7 @@ def step_bound(kinds: dict[str, float], full: float, floor: float, gain: float, 
 
 
 def report_model(
-    work_dir: Path, model: str, epochs: int, matmul_gain: float, warm_up: bool
+    work_dir: Path, model: str, epochs: int, matmul_gain: float, warm_up: bool, bf16: bool
 ) -> float:
     """Prints the model's figures; returns its ceiling (the higher of measured and bound)."""
     prepared = demo_task(work_dir, model)
@@ -269,12 +271,13 @@ def report_model(
         f"the rest (Trainer, model build, loaders, loops) {split['rest']:.1%}; once per task "
         f"(encoding, baselines) {prepared.once_cpu_s:.1f} CPU-s"
     )
-    kinds, top = step_ops(run, True)
-    full, floor = per_op_floor(run, True)
+    kinds, top = step_ops(run, bf16)
+    full, floor = per_op_floor(run, bf16)
+    label = "bf16" if bf16 else "fp32"
     total = sum(kinds.values())  # the profiler times ops by the wall clock: shares, not ms
     print(
-        f"- bf16 step {full:.1f} CPU-ms; at batch 1 x 8 {floor:.1f} ms = {floor / full:.0%} of a "
-        "step; ops' self time: "
+        f"- {label} step {full:.1f} CPU-ms; at batch 1 x 8 {floor:.1f} ms = "
+        f"{floor / full:.0%} of a step; ops' self time: "
         + ", ".join(f"{kind} {ms / total:.1%}" for kind, ms in kinds.items())
         + "\n  top ops: "
         + ", ".join(f"{name} {ms / total:.1%}" for name, ms in top)
@@ -282,10 +285,10 @@ def report_model(
     quiet = without_classifier_dropout(run)
     best = 0.0
     for way, members in (("vmap", 4), ("stacked", 4), ("stacked", 8)):
-        apart, together = ensemble_train(quiet, True, members, way)
+        apart, together = ensemble_train(quiet, bf16, members, way)
         print(
-            f"- training step, {members} members, bf16: {members} sequential {apart:.1f} CPU-ms, "
-            f"{way} ensemble {together:.1f}: {apart / together:.2f}x"
+            f"- training step, {members} members, {label}: {members} sequential "
+            f"{apart:.1f} CPU-ms, {way} ensemble {together:.1f}: {apart / together:.2f}x"
         )
         if way == "vmap":
             continue
@@ -321,16 +324,21 @@ def main() -> None:
         f"matmul peak (1 thread, 2048^3): fp32 {peaks['fp32_cpu']:.0f} GFLOP/s per CPU-s "
         f"({peaks['fp32']:.0f} wall), bf16 {peaks['bf16_cpu']:.0f} ({peaks['bf16']:.0f} wall)"
     )
+    choice = auto_precision("cpu")
+    print(choice.line)
+    bf16 = choice.precision == "bf16-mixed"
+    dtype_trained = torch.bfloat16 if bf16 else torch.float32
+    dtypes = (torch.bfloat16, torch.float32) if bf16 else (torch.float32,)
     gains = {}
     for hidden in (128, 256):
-        for dtype in (torch.float32, torch.bfloat16):
+        for dtype in dtypes:
             single, stacked_rate = matmul_rates(hidden, dtype)
             gains[hidden, dtype] = stacked_rate / single
             print(
                 f"matmul 2048 x {hidden} x {3 * hidden} {str(dtype)[6:]}: {single:.0f} GFLOP/s, "
                 f"8 stacked {stacked_rate:.0f} GFLOP/s"
             )
-    for dtype in (torch.bfloat16, torch.float32):
+    for dtype in dtypes:
         for masked in (True, False):
             fused, written = attention_ms(dtype, masked)
             print(
@@ -340,8 +348,8 @@ def main() -> None:
     ceilings = {}
     for index, model in enumerate(args.models.split(",")):
         hidden = HIDDEN[model]
-        gain = max(1.0, gains[hidden, torch.bfloat16])
-        ceilings[model] = report_model(args.work_dir, model, args.epochs, gain, index == 0)
+        gain = max(1.0, gains[hidden, dtype_trained])
+        ceilings[model] = report_model(args.work_dir, model, args.epochs, gain, index == 0, bf16)
     print(
         "\nceiling of the finetune stage from ensembles, the higher of measured and bound: "
         + ", ".join(f"{model} {value:.2f}x" for model, value in ceilings.items())

@@ -104,11 +104,14 @@ def synchronize(device: torch.device | str) -> None:
 
 
 def matmul_peaks(size: int = 2048, repeats: int = 5, device: str = "cpu") -> dict[str, float]:
-    """fp32 and bf16 matmul GFLOP/s, per wall second and per CPU second: the MFU denominators."""
+    """fp32 and bf16 (and on CUDA fp16) matmul GFLOP/s, per wall second and per CPU second: the
+    MFU denominators."""
     peaks = {}
+    dtypes = [("fp32", torch.float32), ("bf16", torch.bfloat16)]
     if device == "cuda":
         size, repeats = 8192, 20  # enough work to fill a data-centre GPU
-    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        dtypes.append(("fp16", torch.float16))  # what 16-mixed runs on a GPU without bf16
+    for name, dtype in dtypes:
         a = torch.randn(size, size, dtype=dtype, device=device)
         b = torch.randn(size, size, dtype=dtype, device=device)
         a @ b

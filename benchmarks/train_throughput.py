@@ -13,7 +13,9 @@ peak measured in the same run.
     python -m benchmarks.train_throughput --models bert-mini,bert-tiny,bert-small --steps 30
 
 `--device cuda` runs the same paths on a GPU (benchmarks/gpu_check.sh): same code, with bf16
-autocast on the device, SDPA's fused kernels, pinned batches and non-blocking copies.
+autocast on the device (fp16 with a gradient scaler on a GPU without native bf16), SDPA's fused
+kernels, pinned batches and non-blocking copies. bf16 rows are skipped, with the reason, where
+bf16 is not native (benchmarks/precision_rows.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import pytorch_lightning as pl
 import torch
 
 from benchmarks.common import data_file, in_child_process, markdown_table
+from benchmarks.precision_rows import skip_reason
 from benchmarks.step_timer import StepTimer, StepTimerCallback, matmul_peaks
 from lightning_modules.flops import mlm_training_flops_per_token
 from lightning_modules.models.config import EncoderConfig
@@ -148,27 +151,34 @@ def run_cloze(
 
 
 def bare_loop(module: Any, loader: Any, precision: str, timer: StepTimer) -> None:
-    """What the Trainer does per step, minus Lightning: autocast (the Trainer's own bf16
-    context, flows/training/precision.py), backward, clip, step."""
+    """What the Trainer does per step, minus Lightning: autocast (the Trainer's own mixed
+    precision context, flows/training/precision.py), backward, clip, step."""
     from contextlib import nullcontext
 
-    from flows.training.precision import BF16MixedPrecision
+    from flows.training.precision import ClippingMixedPrecision
 
     configured = module.configure_optimizers()
     optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
     module.train()
     device = next(module.parameters()).device
+    mixed = (
+        ClippingMixedPrecision(precision, device.type)  # type: ignore[arg-type]
+        if precision in ("bf16-mixed", "16-mixed")
+        else None
+    )
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "16-mixed")
     batches = iter(loader)
     for step in range(timer.total_steps):
         timer.before(step)
         batch = {name: t.to(device, non_blocking=True) for name, t in next(batches).items()}
-        bf16 = precision == "bf16-mixed"
-        with BF16MixedPrecision(device.type).forward_context() if bf16 else nullcontext():
+        with mixed.forward_context() if mixed else nullcontext():
             loss = module.model(batch["input_ids"], batch["labels"]).loss
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         scheduler.step()
         timer.after(step, loss)
 
@@ -233,19 +243,23 @@ def run_transformers(
         network.parameters(), lr=LEARNING_RATE, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.01
     )
     network.train()
+    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler(device, enabled=precision == "16-mixed")
     batches = iter(loader)
     for step in range(timer.total_steps):
         timer.before(step)
         batch = {name: t.to(device, non_blocking=True) for name, t in next(batches).items()}
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+        with torch.autocast(device, dtype=dtype or torch.float32, enabled=dtype is not None):
             if masked_only:
                 loss = masked_only_loss(network, batch["input_ids"], batch["labels"])
             else:
                 loss = network(input_ids=batch["input_ids"], labels=batch["labels"]).loss
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(network.parameters(), 1.0)
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         timer.after(step, loss)
     return timer.result(BATCH_SIZE * SEQ_LEN)
 
@@ -267,8 +281,12 @@ PATHS: dict[str, tuple[Callable[..., dict[str, Any]], str, dict[str, bool]]] = {
     "cloze bf16": (run_cloze, "bf16-mixed", {}),
     "cloze bf16 bare loop": (run_cloze, "bf16-mixed", {"lightning": False}),
     "cloze bf16 compiled": (run_cloze, "bf16-mixed", {"compile_encoder": True}),
+    # A GPU without native bf16 (V100, T4): fp16 with a gradient scaler, as `auto` trains there.
+    "transformers masked-only fp16": (run_transformers, "16-mixed", {"masked_only": True}),
+    "cloze fp16": (run_cloze, "16-mixed", {}),
+    "cloze fp16 bare loop": (run_cloze, "16-mixed", {"lightning": False}),
 }
-DEFAULT_PATHS = [name for name in PATHS if "compile" not in name]
+DEFAULT_PATHS = [name for name in PATHS if "compile" not in name and "fp16" not in name]
 
 
 def measure(model: str, names: list[str], peaks: dict[str, float], **common: Any) -> list[dict]:
@@ -278,7 +296,7 @@ def measure(model: str, names: list[str], peaks: dict[str, float], **common: Any
         runner, precision, options = PATHS[name]
         result = in_child_process(runner, model=model, precision=precision, **common, **options)
         print(f"\n{model} / {name}: top operators by self CPU time\n{result.pop('top_operators')}")
-        peak = "bf16" if precision == "bf16-mixed" else "fp32"
+        peak = {"bf16-mixed": "bf16", "16-mixed": "fp16"}.get(precision, "fp32")
         rows.append(
             {
                 "model": model,
@@ -313,6 +331,11 @@ def main() -> None:
     names = args.paths.split(",")
     if unknown := set(names) - set(PATHS):
         parser.error(f"unknown --paths {sorted(unknown)}; choose from {list(PATHS)}")
+    skipped = {name: skip_reason(PATHS[name][1], args.device) for name in names}
+    skipped = {name: reason for name, reason in skipped.items() if reason}
+    for name, reason in skipped.items():
+        print(f"skipped {name!r}: {reason}")
+    names = [name for name in names if name not in skipped]
     shard_dir, tokenizer_dir = prepare_shards(args.work_dir)
     torch.set_num_threads(args.threads)
     peaks = matmul_peaks(device=args.device)
@@ -340,7 +363,8 @@ def main() -> None:
     )
     print(markdown_table(rows, columns))
     if args.output:
-        args.output.write_text(json.dumps({"peaks_gflops": peaks, "rows": rows}, indent=2))
+        result = {"peaks_gflops": peaks, "rows": rows, "skipped": skipped}
+        args.output.write_text(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

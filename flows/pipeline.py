@@ -46,6 +46,7 @@ from flows.tracking.runs import (
     Tracker,
     final_status,
 )
+from flows.training.precision_choice import PrecisionChoice
 from lightning_modules.data.shard_format import CorruptShardError
 
 log = logging.getLogger(__name__)
@@ -428,6 +429,8 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     for note in notes:
         print(note)
     plan = PipelinePlan.from_run_config(run)
+    if plan.precision is not None:  # what every stage trains in, and why
+        plan.precision.report(log)
     if until == "distill" and plan.distill is None:
         raise ConfigError(
             "until=distill: this config has no distill stage; add the override distill=default "
@@ -462,6 +465,8 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
         },
     )
     log_config(parent, config)
+    if plan.precision is not None:
+        parent.log_params(precision_params(plan.precision))
     ctx = StageContext(plan, store, tracker, parent)
     try:
         wanted = STAGES[: STAGES.index(until) + 1]
@@ -505,6 +510,14 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     if until == STAGES[-1]:
         print(render_summary(summary))
     return summary
+
+
+def precision_params(choice: PrecisionChoice) -> dict[str, str]:
+    """Beside `trainer.precision` as configured (`auto`): what it resolved to, and why."""
+    return {
+        "trainer.precision_resolved": choice.precision,
+        "trainer.precision_reason": choice.reason,
+    }
 
 
 def log_config(run: RunHandle, config: dict[str, Any]) -> None:

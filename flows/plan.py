@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 
 from flows.base_checkpoint import checkpoint_folder
+from flows.core.artifacts import ArtifactStore
 from flows.core.paths import PathSettings, RunPaths, configure_services
 from flows.core.settings import ConfigError, Settings, bounds, settings_from
 from flows.corpora import Corpus, CorpusSettings, open_corpus
@@ -26,6 +27,8 @@ from flows.stages.shards.stage import ShardSettings
 from flows.stages.tokenizer import TokenizerSettings
 from flows.stages.training_types import DistillStageSettings, PretrainSettings
 from flows.tracking.settings import TrackingSettings
+from flows.training.hardware import Hardware
+from flows.training.precision_choice import PrecisionChoice, resolve_precision
 from flows.training.settings import TrainerSettings, encoder_config
 from lightning_modules.models.config import EncoderConfig
 
@@ -139,20 +142,29 @@ class PipelinePlan:
     # A `transformers` checkpoint to import and continue (the pipeline then points
     # `pretrain.init_from` at the imported artifact); its tokenizer replaces training one.
     checkpoint: Path | None = None
+    # `trainer.precision` as resolved for this machine, and why: every stage trains in it.
+    precision: PrecisionChoice | None = None
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> PipelinePlan:
-        return cls.from_run_config(load_run_config(config))
+    def from_config(cls, config: dict[str, Any], hardware: Hardware | None = None) -> PipelinePlan:
+        return cls.from_run_config(load_run_config(config), hardware)
 
     @classmethod
-    def from_run_config(cls, run: RunConfig) -> PipelinePlan:
+    def from_run_config(cls, run: RunConfig, hardware: Hardware | None = None) -> PipelinePlan:
+        """The stages' settings, `trainer.precision` resolved on this machine (`hardware`, a
+        test's stand-in, instead of the detected one; a timed probe is cached in the store)."""
         # `model` stays the section as given: its keys (not the library's defaults) are what
         # enters the pretrain artifact key.
         checkpoint = checkpoint_folder(run.pretrain.init_from)
+        store = ArtifactStore(RunPaths.from_settings(run.paths).artifacts)
+        precision = resolve_precision(
+            run.trainer.precision, run.trainer.accelerator, store, hardware
+        )
+        trainer = run.trainer.model_copy(update={"precision": precision.precision})
         pretrain = PretrainSettings(
             run.model,
             run.objective,
-            run.trainer,
+            trainer,
             run.seed,
             None if checkpoint else run.pretrain.init_from,
             keep_fractions=run.finetune.curve_fractions,
@@ -165,7 +177,7 @@ class PipelinePlan:
         distill = (
             None
             if run.distill is None
-            else DistillStageSettings(run.distill, run.objective, run.trainer, run.seed)
+            else DistillStageSettings(run.distill, run.objective, trainer, run.seed)
         )
         return cls(
             run.corpus,
@@ -176,6 +188,7 @@ class PipelinePlan:
             run.tracking,
             distill,
             checkpoint,
+            precision,
         )
 
     def open_corpus(self, corpus: CorpusSettings | None = None) -> Corpus:

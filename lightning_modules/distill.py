@@ -12,8 +12,9 @@ When the widths differ, the student's hidden states go through one learned linea
 the teacher's width (TinyBERT's W_h); it is trained with the student and dropped afterwards.
 
 The teacher runs without autograd and in eval mode (no dropout), under bf16 autocast when
-`teacher_bf16` is set: it only produces targets, so its precision costs little and its forward
-is a large share of the step.
+`teacher_bf16` is set (only in a bf16-mixed run: the stage clears it where the run trains in
+another precision): it only produces targets, so its precision costs little and its forward is a
+large share of the step.
 """
 
 from __future__ import annotations

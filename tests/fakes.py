@@ -25,6 +25,7 @@ from flows.core.config import compose_config
 from flows.core.settings import settings_from
 from flows.downstream.settings import FinetuneSettings
 from flows.plan import RunConfig, load_run_config
+from flows.training.hardware import Hardware
 
 if TYPE_CHECKING:
     import torch
@@ -86,6 +87,10 @@ def composed(*overrides: str) -> RunConfig:
 
 # A one-layer encoder and four optimizer steps: the downstream tests' pretraining budget. One
 # thread: a tiny model on a loaded 2-core machine runs many times faster than with two.
+# Stand-ins for the machine `trainer.precision: auto` resolves on (flows/training/hardware.py): a
+# test that pins a key or a precision names the hardware instead of depending on the one it runs on.
+NATIVE_BF16_CPU = Hardware("cpu", True, "AVX512 with avx512_bf16")
+EMULATED_BF16_CPU = Hardware("cpu", False, "AVX2")
 TINY_ENCODER = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
 TINY_TRAINER = composed(
     "trainer.max_steps=4",

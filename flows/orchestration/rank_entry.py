@@ -63,6 +63,8 @@ def main(argv: list[str]) -> int:
         config = compose_config([arg for arg in argv if arg != "--prepare-only"])
         run = load_run_config(config)
         plan = PipelinePlan.from_run_config(run)
+        if is_rank_zero() and plan.precision is not None:
+            plan.precision.report(log)
         processes = run.trainer.world_size
         if processes > 1 and not prepare_only and not launched_per_rank():
             raise ConfigError(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,7 @@ def distill(
     store: ArtifactStore,
     loggers: Sequence[Logger] = (),
 ) -> ArtifactRef:
+    settings = replace(settings, trainer=settings.trainer.resolved(store))  # never `auto` keyed
     given_as = settings.distill.teacher or str(teacher.path)
     check_teacher_tokenizer(teacher, tokenizer_ref.key, given_as)
     trained = load_tokenizer(tokenizer_ref)
@@ -150,7 +151,7 @@ def distill_on_rank(job: DistillJob, directory: Path) -> dict[str, Any]:
     module = DistillationModule(
         student,
         teacher,
-        settings.distill.losses(),
+        settings.distill.losses(trainer_settings.precision),
         job.plan.layer_map,
         trainer_settings.optimizer(total_steps),
     )

@@ -74,7 +74,7 @@ class DistillSettings(Settings):
     temperature: Annotated[Number, bounds(gt=0)] = 2.0
     """Softmax temperature of the KL term."""
     teacher_bf16: bool = True
-    """The teacher's forward under bf16 autocast (it only makes targets)."""
+    """The teacher's forward under bf16 autocast, in a bf16-mixed run (it only makes targets)."""
     max_steps: Annotated[int, bounds(ge=1)] | None = None
     """The student's steps; null: trainer.max_steps."""
     learning_rate: Annotated[Number, bounds(gt=0)] | None = None
@@ -96,7 +96,9 @@ class DistillSettings(Settings):
     def external_teacher(self) -> bool:
         return self.teacher is not None
 
-    def losses(self) -> DistillLosses:
+    def losses(self, precision: str) -> DistillLosses:
+        """The loss weights; the teacher in bf16 only in a bf16-mixed run (`precision`, resolved):
+        where bf16 is emulated, 32-true, it would be the slowest part of the step."""
         from lightning_modules.distill import DistillLosses
 
         return DistillLosses(
@@ -106,7 +108,7 @@ class DistillSettings(Settings):
             hidden_mse=self.hidden_mse_weight,
             attention_mse=self.attention_mse_weight,
             temperature=self.temperature,
-            teacher_bf16=self.teacher_bf16,
+            teacher_bf16=self.teacher_bf16 and precision == "bf16-mixed",
         )
 
     def trainer(self, trainer: TrainerSettings) -> TrainerSettings:

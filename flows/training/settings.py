@@ -11,11 +11,13 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import model_validator
 
+from flows.core.artifacts import ArtifactStore
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
 from lightning_modules.models.config import EncoderConfig
 from lightning_modules.optim_settings import OptimizerSettings, Schedule
 
-PRECISIONS = ("32-true", "bf16-mixed")
+PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed")
+Precision = Literal["auto", "32-true", "bf16-mixed", "16-mixed"]
 # `model.*` keys that shape no weight: a run that continues given weights sets its own.
 RUN_CHOICES = ("dropout", "attention_dropout", "document_attention", "initializer_range")
 STRATEGIES = ("auto", "ddp", "fsdp")
@@ -50,8 +52,8 @@ class TrainerSettings(Settings):
     """Gradient norm clipping; 0: none."""
     accumulate_grad_batches: Annotated[int, bounds(ge=1)] = 1
     """Batches whose gradients add up to one optimizer step."""
-    precision: Annotated[Literal["32-true", "bf16-mixed"], one_of(PRECISIONS)] = "bf16-mixed"
-    """32-true | bf16-mixed (a CPU without native bf16, no avx512_bf16 or AMX, may prefer 32)."""
+    precision: Annotated[Precision, one_of(PRECISIONS)] = "auto"
+    """auto (bf16 where native, else CPU 32-true, GPU 16-mixed) | 32-true | bf16-mixed | 16-mixed"""
     val_every_steps: Annotated[int, bounds(ge=1)] = 250
     """Steps between validations (MLM loss on a fixed, seeded mask)."""
     max_validation_sequences: Annotated[int, bounds(ge=1)] = 512
@@ -100,7 +102,24 @@ class TrainerSettings(Settings):
                 f"[0, trainer.max_steps={self.max_steps})"
             )
         self._check_scale_out()
+        if self.precision == "16-mixed" and self.accelerator == "cpu":
+            raise ConfigError(
+                "trainer.precision=16-mixed needs a CUDA GPU (fp16 autocast with a gradient "
+                "scaler), but trainer.accelerator=cpu: use trainer.precision=auto or 32-true"
+            )
         return self
+
+    def resolved(self, store: ArtifactStore | None = None) -> TrainerSettings:
+        """These settings with `precision: auto` replaced by what the hardware computes fastest
+        (flows/training/precision_choice.py); unchanged when a precision is set. The pipeline
+        resolves once per run and logs why; a stage or Trainer given `auto` resolves it too, so
+        no key or Trainer ever holds `auto`."""
+        if self.precision != "auto":
+            return self
+        from flows.training.precision_choice import resolve_precision
+
+        choice = resolve_precision(self.precision, self.accelerator, store)
+        return self.model_copy(update={"precision": choice.precision})
 
     def optimizer(self, total_steps: int) -> OptimizerSettings:
         """The AdamW recipe of these settings for a run of `total_steps` steps."""

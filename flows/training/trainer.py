@@ -13,7 +13,7 @@ from pytorch_lightning.loggers import Logger
 from pytorch_lightning.strategies import Strategy
 
 from flows.training.checkpoints import AtomicCheckpointIO
-from flows.training.precision import BF16MixedPrecision
+from flows.training.precision import ClippingMixedPrecision
 from flows.training.settings import TrainerSettings
 
 
@@ -44,10 +44,11 @@ def make_trainer(
         # Processes are started per rank with torchrun's environment (flows/training/launch.py);
         # named here so a SLURM allocation's variables cannot redefine the ranks.
         plugins.append(TorchElasticEnvironment())
+    settings = settings.resolved()  # `auto`: a caller outside the pipeline, which resolves it
     precision: str | None = settings.precision
-    if settings.precision == "bf16-mixed" and settings.strategy != "fsdp":
-        # Lets bf16 runs clip gradients with fused AdamW (precision.py says why).
-        plugins.append(BF16MixedPrecision(settings.accelerator))
+    if settings.precision in ("bf16-mixed", "16-mixed") and settings.strategy != "fsdp":
+        # Lets mixed-precision runs clip gradients with fused AdamW (precision.py says why).
+        plugins.append(ClippingMixedPrecision(settings.precision, settings.accelerator))  # type: ignore[arg-type]
         precision = None
     trainer = pl.Trainer(
         accelerator=settings.accelerator,

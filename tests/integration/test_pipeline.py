@@ -13,6 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from flows.core.config import compose_config
 from flows.tracking.links import stage_name
+from flows.training.precision_choice import resolve_precision
 from lightning_modules.models.serialization import load_masked_lm
 from tests.fakes import logits_match
 
@@ -73,6 +74,19 @@ def test_each_stage_is_a_child_run_with_its_metrics(root: Path, first: Any) -> N
     assert "pydoc_topics.lift_accuracy" in children["finetune"].data.metrics
     assert all(run.data.tags["cloze.cache_hit"] == "false" for run in children.values())
     assert all(run.info.status == "FINISHED" for run in children.values())
+
+
+def test_the_run_records_the_precision_it_resolved_on_this_machine_and_why(
+    root: Path, first: Any
+) -> None:
+    """`trainer.precision: auto` (the default, which experiment=smoke inherits) is kept as
+    configured; beside it, what it resolved to here and the reason (issue 41)."""
+    client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    params = client.get_run(first.result()["mlflow_run_id"]).data.params
+    resolved = resolve_precision("auto", "cpu")
+    assert params["trainer.precision"] == "auto"
+    assert params["trainer.precision_resolved"] == resolved.precision
+    assert params["trainer.precision_reason"] == resolved.reason
 
 
 def test_each_task_is_a_child_of_the_finetune_run_with_table_and_chart(

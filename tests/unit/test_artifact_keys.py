@@ -21,6 +21,9 @@ preset); finetune VERSION 5 adds `finetune.pooling` to each classification task'
 tasks ignore it). All pins but the tokenizer's and the shards' moved.
 The demo task's grid gained 1e-4 (the pretrained arm chose 3e-4, its lowest rate): a config
 change, not a code change, so only the default finetune pin moved; VERSION stays.
+`trainer.precision: auto` (issue 41) keys the precision it resolves to: on a CPU with native bf16
+that is bf16-mixed, the default before, so the pins (computed as on such a machine) did not move;
+on one that emulates bf16 it is 32-true, a key of its own.
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ from flows.plan import PipelinePlan
 from flows.stages import distill, finetune, pretrain, tokenizer
 from flows.stages.distill_plan import plan_student
 from flows.stages.shards import stage as shards
+from flows.training.hardware import Hardware
 from flows.training.settings import TrainerSettings, encoder_config, model_in_key
-from tests.fakes import write_word_tasks
+from tests.fakes import EMULATED_BF16_CPU, NATIVE_BF16_CPU, write_word_tasks
 
 CORPUS: dict[str, Any] = {"kind": "pinned-corpus"}
 TOKENIZER_CONTENT = "pinned-tokenizer-content"  # the built tokenizer's content key
@@ -63,8 +67,8 @@ PINNED = {
 PINNED_DISTILL = "3160c2942fc99692beea"
 
 
-def stage_keys(overrides: list[str]) -> dict[str, str]:
-    plan = PipelinePlan.from_config(compose_config(overrides))
+def stage_keys(overrides: list[str], hardware: Hardware = NATIVE_BF16_CPU) -> dict[str, str]:
+    plan = PipelinePlan.from_config(compose_config(overrides), hardware)
     record = tokenizer.tokenizer_record(plan.tokenizer, CORPUS)
     keys = {"tokenizer": stage_key(tokenizer.STAGE, tokenizer.VERSION, **record)}
     record = shards.shards_record(plan.shards, TOKENIZER_CONTENT, CORPUS)
@@ -89,7 +93,7 @@ def test_the_distill_key_of_the_shipped_smoke_experiment_does_not_move() -> None
     """experiment=distilbert_smoke, with a stand-in for the teacher's weights hash."""
     overrides = ["experiment=distilbert_smoke"]
     keys = stage_keys(overrides)
-    plan = PipelinePlan.from_config(compose_config(overrides))
+    plan = PipelinePlan.from_config(compose_config(overrides), NATIVE_BF16_CPU)
     assert plan.distill is not None
     settings, vocab = plan.distill, plan.tokenizer.vocab_size
     student = plan_student(
@@ -102,6 +106,16 @@ def test_the_distill_key_of_the_shipped_smoke_experiment_does_not_move() -> None
         settings, student, "weights:pinned", keys["shards"], TOKENIZER_CONTENT
     )
     assert stage_key(distill.STAGE, distill.VERSION, **record) == PINNED_DISTILL
+
+
+def test_a_machine_that_emulates_bf16_keys_its_fp32_weights_apart() -> None:
+    """A store shared by two kinds of machine never holds fp32 and bf16 weights under one key;
+    forcing 32-true on a native machine gives the weights, and key, of `auto` on an AVX2 one."""
+    native, emulated = stage_keys([]), stage_keys([], EMULATED_BF16_CPU)
+    assert emulated["shards"] == native["shards"]
+    assert emulated["pretrain"] != native["pretrain"]
+    assert emulated["finetune"] != native["finetune"]
+    assert stage_keys(["trainer.precision=32-true"]) == emulated
 
 
 def test_a_model_option_keys_the_same_spelled_out_at_its_default_or_left_out() -> None:
@@ -128,7 +142,7 @@ def test_pooling_keys_classification_tasks_only(tmp_path: Path) -> None:
         settings = FinetuneSettings(
             tasks=["pairs", "tags"], catalog=catalog, data_dir=str(tmp_path), pooling=pooling
         )
-        keyed = finetune.stage_settings(settings, 1, TrainerSettings())["specs"]
+        keyed = finetune.stage_settings(settings, 1, TrainerSettings(precision="32-true"))["specs"]
         return {task: spec["recipe"] for task, spec in keyed.items()}
 
     cls, mean = recipes("cls"), recipes("mean")

@@ -287,7 +287,15 @@ CONFIG_CASES = [
         r"objective\.replace_with_mask \+ objective\.replace_with_random must not exceed 1",
     ),
     (["objective.selection=ngram"], r"objective\.selection='ngram' must be one of"),
-    (["trainer.precision=16"], r"trainer\.precision=16 must be one of \('32-true', 'bf16-mixed'\)"),
+    (
+        ["trainer.precision=16"],
+        r"trainer\.precision=16 must be one of \('auto', '32-true', 'bf16-mixed', '16-mixed'\)",
+    ),
+    (
+        ["trainer.precision=16-mixed"],
+        r"trainer\.precision=16-mixed needs a CUDA GPU .* but trainer\.accelerator=cpu: use "
+        r"trainer\.precision=auto or 32-true",
+    ),
     (["corpus=files"], r"^corpus\.kind=files needs corpus\.paths \(files, globs or directories\)$"),
     (["corpus=huggingface"], r"^corpus\.kind=huggingface needs corpus\.name \(a hub name or a "),
     (["model=bert-huge"], r"^model=bert-huge is not in conf/model/; nearest: bert-base"),

@@ -107,3 +107,16 @@ def test_a_larger_student_is_distilled_when_explicitly_allowed(teacher: Any) -> 
     store, refs = teacher
     ref = run(store, refs, student={**TEACHER, "num_layers": 3}, allow_larger_student=True)
     assert DistillOutputs.of(ref).parameters > DistillOutputs.of(ref).teacher_parameters
+
+
+@pytest.mark.parametrize(
+    ("precision", "teacher_bf16"), [("bf16-mixed", True), ("32-true", False), ("16-mixed", False)]
+)
+def test_the_teacher_runs_in_bf16_only_in_a_run_that_trains_in_bf16(
+    precision: str, teacher_bf16: bool
+) -> None:
+    """Where `auto` resolved to 32-true, bf16 is emulated: a bf16 teacher would be the slowest
+    part of the step (issue 41); in 16-mixed the teacher runs under the run's fp16 autocast."""
+    settings = DistillSettings(student={**TEACHER, "num_layers": 1})
+    assert settings.teacher_bf16
+    assert settings.losses(precision).teacher_bf16 is teacher_bf16

@@ -1,5 +1,6 @@
-"""bf16-mixed training with fused AdamW still clips gradients (flows/training/precision.py),
-on the CPU and, `gpu`-marked, on a CUDA device through the same code."""
+"""Mixed-precision training with fused AdamW still clips gradients (flows/training/precision.py):
+bf16-mixed on the CPU and, `gpu`-marked, on a CUDA device through the same code; 16-mixed (a GPU
+without native bf16), whose gradients are unscaled before the clip, on both."""
 
 from __future__ import annotations
 
@@ -44,8 +45,8 @@ def batches(steps: int, vocab: int) -> list[dict[str, torch.Tensor]]:
     return rows
 
 
-def train_clipped(tmp_path: Path, accelerator: str) -> GradientNorms:
-    """A few bf16-mixed steps of a tiny MLM through the project's Trainer factory."""
+def train_clipped(tmp_path: Path, accelerator: str, precision: str = "bf16-mixed") -> GradientNorms:
+    """A few mixed-precision steps of a tiny MLM through the project's Trainer factory."""
     config = EncoderConfig(
         vocab_size=64, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64
     )
@@ -58,10 +59,9 @@ def train_clipped(tmp_path: Path, accelerator: str) -> GradientNorms:
     settings = TrainerSettings(
         max_steps=steps,
         warmup_steps=0,
-        precision="bf16-mixed",
         grad_clip=CLIP,
         accelerator=accelerator,
-    )
+    ).model_copy(update={"precision": precision})  # 16-mixed on a CPU: the settings refuse it
     norms = GradientNorms()
     trainer = make_trainer(settings, tmp_path, [], [norms], max_steps=steps)
     loader = DataLoader(batches(steps, config.vocab_size), batch_size=None)
@@ -75,10 +75,19 @@ def test_bf16_mixed_clips_gradients_with_fused_adamw(tmp_path: Path) -> None:
     assert max(norms.norms) <= CLIP * 1.01
 
 
+def test_fp16_mixed_unscales_before_it_clips_with_fused_adamw(tmp_path: Path) -> None:
+    """The GradScaler multiplies the loss by 65,536: a clip of the scaled gradients would leave
+    norms far above `CLIP`, and a second unscaling in the fused step would shrink them again."""
+    norms = train_clipped(tmp_path, "cpu", "16-mixed")
+    assert norms.fused == [True] * len(norms.norms) and norms.norms
+    assert CLIP * 0.5 <= max(norms.norms) <= CLIP * 1.01
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_the_same_bf16_step_runs_on_cuda(tmp_path: Path) -> None:
-    """The GPU path is the CPU path: bf16 autocast, SDPA, fused AdamW, clipping (gpu_check.sh)."""
-    norms = train_clipped(tmp_path, "gpu")
+@pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed"])
+def test_the_same_mixed_step_runs_on_cuda(tmp_path: Path, precision: str) -> None:
+    """The GPU path is the CPU path: autocast, SDPA, fused AdamW, clipping (gpu_check.sh)."""
+    norms = train_clipped(tmp_path, "gpu", precision)
     assert norms.fused == [True] * len(norms.norms) and norms.norms
     assert max(norms.norms) <= CLIP * 1.01

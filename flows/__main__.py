@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import traceback
@@ -18,34 +19,57 @@ from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
 from flows.downstream.settings import FinetuneSettings
 from flows.orchestration.interrupts import Interrupted, stop_on_signals, stopped_by_signal
-from flows.plan import RunConfig, load_run_config, start_services
+from flows.plan import STAGES, RunConfig, load_run_config, start_services
 from flows.refresh.promotion import RefreshSettings
 from flows.tracking.links import run_label
 from flows.tracking.prefect_logs import quiet_expected_errors
 from flows.tracking.retry import lost_prefect_api, service_outage_message
 from flows.tracking.temporary_server import bind_temporary_server_to_this_run
 
-USAGE = """usage: python -m flows [--cfg] [-m] [--verbose] [OVERRIDE ...]
+DESCRIPTION = """Runs the Cloze pretraining pipeline (tokenizer -> shards -> pretrain -> finetune).
+OVERRIDEs are Hydra overrides, e.g. model=bert-mini trainer.max_steps=500 experiment=smoke."""
 
-Runs the Cloze pretraining pipeline (tokenizer -> shards -> pretrain -> finetune).
-OVERRIDEs are Hydra overrides, e.g. model=bert-mini trainer.max_steps=500 experiment=smoke.
-  --cfg            print the composed config and exit
-  -m, --multirun   sweep comma-separated values (experiment=bert,electra): one pipeline per
-                   combination, then a comparison table
-  --verbose        print tracebacks of expected errors too (a bad config or input file); by
-                   default such an error prints only its one `error:` line
-"""
-FLAGS = ("--cfg", "-m", "--multirun", "--verbose")
+
+def parse_args(argv: list[str], prog: str = "python -m flows") -> argparse.Namespace:
+    """The run's flags; the rest are Hydra overrides (exit 2 on a bad flag, as on a bad key)."""
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    parser.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="a Hydra override")
+    parser.add_argument("--cfg", action="store_true", help="print the composed config and exit")
+    parser.add_argument(
+        "-m",
+        "--multirun",
+        action="store_true",
+        help="sweep comma-separated values (experiment=bert,electra): one pipeline per "
+        "combination, then a comparison table",
+    )
+    parser.add_argument(
+        "--until",
+        choices=STAGES,
+        default=STAGES[-1],
+        metavar="STAGE",
+        help=f"stop after this stage, one of {', '.join(STAGES)}; the stages before it are "
+        "computed or reused from the artifact store as in a whole run (default: finetune)",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print tracebacks of expected errors too (a bad config or input file); by default "
+        "such an error prints only its one `error:` line",
+    )
+    return parser.parse_intermixed_args(argv)
+
+
 # A user's error, fixed by the input and named by the message: no traceback unless --verbose.
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ConfigError, CorpusInputError)
 
 
-def validate(config: dict[str, Any]) -> RunConfig:
-    """The whole config, `refresh.*` and the task files included, before any service or stage
-    starts."""
+def validate(config: dict[str, Any], until: str = STAGES[-1]) -> RunConfig:
+    """The whole config, `refresh.*` and the task files of a run that fine-tunes included,
+    before any service or stage starts."""
     run = load_run_config(adopt_init(config)[0])  # the pipeline adopts again, and says so
     settings_from(RefreshSettings, run.refresh, "refresh")
-    run.finetune.check_task_files(run.seed)  # task files read now: a bad one costs seconds
+    if until == "finetune":
+        run.finetune.check_task_files(run.seed)  # task files read now: a bad one costs seconds
     return run
 
 
@@ -88,40 +112,33 @@ def fail_expected(error: BaseException, verbose: bool, code: int = USAGE_ERROR) 
     return fail(error, code)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], prog: str = "python -m flows") -> int:
     redact_console()  # before any handler keeps a reference to the streams
-    if {"-h", "--help"} & set(argv):
-        print(USAGE)
-        return 0
-    multirun = bool({"-m", "--multirun"} & set(argv))
-    verbose = "--verbose" in argv
-    overrides = [arg for arg in argv if arg not in FLAGS]
+    args = parse_args(argv, prog)
     try:
-        runs = expand_sweeps(overrides) if multirun else [overrides]
+        runs = expand_sweeps(args.overrides) if args.multirun else [args.overrides]
         configs = [compose_config(run) for run in runs]
-        if "--cfg" in argv:
+        if args.cfg:
             print("\n---\n".join(to_yaml(config) + task_recipes(config) for config in configs))
             return 0
-        validated = [validate(config) for config in configs]  # every combination, up front
+        validated = [validate(config, args.until) for config in configs]  # all, up front
     except EXPECTED_ERRORS as error:
-        return fail_expected(error, verbose)
+        return fail_expected(error, args.verbose)
     try:
         paths = start_services(validated[0])
     except ConfigError as error:  # the run root cannot be written
         return fail(error)
     bind_temporary_server_to_this_run()
     setup_logging()
-    return run_all(runs, configs, paths.root, verbose, multirun)
+    return run_all(runs, configs, paths.root, args)
 
 
 def run_all(
-    runs: list[list[str]],
-    configs: list[dict[str, Any]],
-    root: Path,
-    verbose: bool,
-    multirun: bool,
+    runs: list[list[str]], configs: list[dict[str, Any]], root: Path, args: argparse.Namespace
 ) -> int:
-    """Runs the pipeline once per config (several with --multirun); the exit code."""
+    """Runs the pipeline once per config (several with --multirun) through `--until`; the exit
+    code."""
+    verbose = args.verbose
     from flows.pipeline import pretraining_pipeline  # after start_services: Prefect reads env
     from lightning_modules.divergence import TrainingDiverged  # Lightning: after validation
 
@@ -134,7 +151,7 @@ def run_all(
     for run_overrides, config in zip(runs, configs, strict=True):
         try:
             name = run_label(run_overrides, adopt_init(config)[0])  # a checkpoint's name
-            summaries.append(pretraining_pipeline(config, name=name))
+            summaries.append(pretraining_pipeline(config, args.until, name=name))
         except (Interrupted, SystemExit):
             # Lightning turns Ctrl-C (a KeyboardInterrupt) into `exit(1)` after its own cleanup.
             code = stopped_by_signal()
@@ -150,7 +167,7 @@ def run_all(
             if code is None:
                 raise
             return code
-    if multirun:
+    if args.multirun and args.until == STAGES[-1]:  # the table compares what finetuning bought
         from flows.summary import render_comparison
 
         print(render_comparison(runs, summaries))

@@ -13,7 +13,8 @@ from flows.base_checkpoint import adopt_init
 from flows.core.cli import SERVICE_ERROR, USAGE_ERROR, fail
 from flows.core.config import compose_config, expand_sweeps, to_yaml
 from flows.core.disk import disk_full_message
-from flows.core.logs import setup_logging
+from flows.core.logs import run_log_file, setup_logging
+from flows.core.paths import RunPaths
 from flows.core.redaction import redact_console, redact_log_handlers
 from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
@@ -84,17 +85,19 @@ def task_recipes(config: dict[str, Any]) -> str:
     return "\n".join(["# The recipe of each task in finetune.tasks:", *lines])
 
 
-def environment_failure(error: Exception, root: Path) -> int | None:
-    """A full disk or a lost server: prints what to do and gives the exit code; None for
-    anything else (a bug keeps its traceback)."""
-    full = disk_full_message(error, root)
-    if full is not None:
-        return fail(full, SERVICE_ERROR)
-    outage = service_outage_message(error)
-    if outage is None:
+def environment_message(error: BaseException, root: Path) -> str | None:
+    """What to do about a full disk or a lost server; None for anything else."""
+    return disk_full_message(error, root) or service_outage_message(error)
+
+
+def environment_failure(error: Exception, root: Path, log_file: Path) -> int | None:
+    """A full disk or a lost server: prints what to do, and where the traceback went, and gives
+    the exit code; None for anything else (a bug keeps its traceback)."""
+    message = environment_message(error, root)
+    if message is None:
         return None
-    code = fail(outage, SERVICE_ERROR)
-    if lost_prefect_api(error):
+    code = fail(f"{message} (the traceback: {log_file})", SERVICE_ERROR)
+    if disk_full_message(error, root) is None and lost_prefect_api(error):
         # At exit Prefect drains its queued log lines to the API, retrying the dead server for
         # minutes (measured: the run hung > 5 min after its error line). Nothing of ours is left
         # to flush, and no temporary server needs stopping: PREFECT_API_URL named an external
@@ -143,15 +146,21 @@ def run_all(
     from lightning_modules.divergence import TrainingDiverged  # Lightning: after validation
 
     if not verbose:
-        # A diverged run cannot go on as configured (exit 3): one line too, naming the setting.
-        quiet_expected_errors((*EXPECTED_ERRORS, TrainingDiverged))
+        # A diverged run cannot go on as configured (exit 3): one line too; so does an outage,
+        # whose traceback goes to the run's log file only.
+        quiet_expected_errors(
+            (*EXPECTED_ERRORS, TrainingDiverged),
+            lambda error: environment_message(error, root) is not None,
+        )
     redact_log_handlers()  # Prefect's own handlers, made when it was imported
     summaries = []
     stop_on_signals()
     for run_overrides, config in zip(runs, configs, strict=True):
+        name = run_label(run_overrides, adopt_init(config)[0])  # a checkpoint's name
+        log_file = RunPaths(root).logs / f"{name}.log"
         try:
-            name = run_label(run_overrides, adopt_init(config)[0])  # a checkpoint's name
-            summaries.append(pretraining_pipeline(config, args.until, name=name))
+            with run_log_file(log_file):
+                summaries.append(pretraining_pipeline(config, args.until, name=name))
         except (Interrupted, SystemExit):
             # Lightning turns Ctrl-C (a KeyboardInterrupt) into `exit(1)` after its own cleanup.
             code = stopped_by_signal()
@@ -163,7 +172,7 @@ def run_all(
         except TrainingDiverged as error:
             return fail_expected(error, verbose, SERVICE_ERROR)
         except Exception as error:
-            code = environment_failure(error, root)
+            code = environment_failure(error, root, log_file)
             if code is None:
                 raise
             return code

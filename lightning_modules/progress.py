@@ -9,6 +9,7 @@ epoch has no known length, while a stage's plan is its optimizer steps.
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -21,7 +22,9 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 log = logging.getLogger("cloze.training")
-TIMED_STEPS = 10  # the plan's duration is measured over this many first steps (or fewer)
+# The plan's duration is measured over this many first steps; a shorter run (a fine-tuning run of
+# a few steps) is over by then, and its step lines carry the ETA.
+TIMED_STEPS = 10
 
 
 def duration(seconds: float) -> str:
@@ -46,6 +49,22 @@ def batch_tokens(batch: Any) -> int | torch.Tensor:
 def terminal_bars() -> bool:
     """Bars only for a person watching: a log file or an orchestrator gets lines."""
     return sys.stdout.isatty()
+
+
+def new_bar(total: int, label: str, unit: str, initial: int = 0) -> tqdm:
+    """A bar on stdout sized to the terminal; a terminal that reports no size (a pseudo-terminal
+    without a window size, as `script` makes) gets $COLUMNS x $LINES or 80 x 24: tqdm would
+    take it for zero rows and draw nothing."""
+    size = shutil.get_terminal_size()
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc=label,
+        unit=unit,
+        file=sys.stdout,
+        ncols=size.columns,
+        nrows=size.lines,
+    )
 
 
 class StepClock:
@@ -111,9 +130,7 @@ class ProgressLog(pl.Callback):
         log.info("%s plan: %d steps%s%s", self.label, total - step, tokens, resumed)
         if self.bar_wanted:
             self.resources.enter_context(logging_redirect_tqdm())  # lines print above the bar
-            self.bar = self.resources.enter_context(
-                tqdm(total=total, initial=step, desc=self.label, unit="step", file=sys.stdout)
-            )
+            self.bar = self.resources.enter_context(new_bar(total, self.label, "step", step))
 
     def plan_tokens(self, steps: int) -> str:
         assert self.tokens_per_step is not None
@@ -133,20 +150,20 @@ class ProgressLog(pl.Callback):
             return
         self.last_step = step
         done = step - self.clock.first_step
-        if done == min(TIMED_STEPS, self.clock.total_steps - self.clock.first_step):
-            self.log_timed_plan(step, done)
+        if done == TIMED_STEPS and step < self.clock.total_steps:
+            self.log_timed_plan(step)
         if self.bar is not None:
             self.bar.update(step - self.bar.n)
             self.bar.set_postfix(tokens_per_second=f"{self.clock.tokens_per_second():,.0f}")
         if done == 1 or step % self.every_steps == 0 or step == self.clock.total_steps:
             self.log_step(trainer, step)
 
-    def log_timed_plan(self, step: int, done: int) -> None:
+    def log_timed_plan(self, step: int) -> None:
         total = self.clock.elapsed() + self.clock.eta(step)
         log.info(
-            "%s: the first %d step(s) took %s: expect about %s for the stage's %d steps",
+            "%s: the first %d steps took %s: expect about %s for all %d",
             self.label,
-            done,
+            TIMED_STEPS,
             duration(self.clock.elapsed()),
             duration(total),
             self.clock.total_steps - self.clock.first_step,
@@ -191,7 +208,7 @@ class RunsProgress:
         self.label, self.total, self.done = label, total, 0
         self.started = time.perf_counter()
         wanted = terminal_bars() if bar is None else bar
-        self.bar = tqdm(total=total, desc=label, unit="run", file=sys.stdout) if wanted else None
+        self.bar = new_bar(total, label, "run") if wanted else None
 
     def finished(self, run: str) -> None:
         self.done += 1

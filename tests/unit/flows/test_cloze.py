@@ -68,3 +68,13 @@ def test_a_refused_config_costs_no_torch_lightning_mlflow_or_prefect_import() ->
     )
     assert "error: trainer.learning_rate=-1 must be greater than 0" in result.stderr
     assert result.stdout.splitlines()[-1] == "2 []", result.stdout + result.stderr
+
+
+def test_a_refresh_without_its_domain_is_refused_naming_the_key(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["refresh", "experiment=smoke"]) == 2
+    assert capsys.readouterr().err == (
+        "error: domain-refresh needs refresh.domain (e.g. refresh.domain=legal) and "
+        "corpus=files with corpus.paths pointing at the growing corpus directory\n"
+    )

@@ -59,8 +59,8 @@ def test_every_step_line_carries_elapsed_eta_and_tokens_per_second_from_the_firs
     assert steps[-1][2] == "0s"  # nothing left at the end
     # Two micro-batches of 4 x 8 real tokens per step.
     assert all(float(match[3]) > 0 for match in steps)
-    timed = [line for line in messages if "the first 10 step(s) took" in line]
-    assert len(timed) == 1 and "expect about" in timed[0] and "for the stage's 12 steps" in timed[0]
+    [timed] = [line for line in messages if line.startswith("toy: the first 10 steps took ")]
+    assert re.fullmatch(r"toy: the first 10 steps took \d+s: expect about \d+s for all 12", timed)
 
 
 def test_at_a_terminal_a_bar_shows_steps_eta_and_tokens_per_second(
@@ -82,6 +82,14 @@ def test_a_grid_of_runs_reports_each_finished_run_with_its_eta(
     lines = [record.getMessage() for record in caplog.records]
     assert lines[0].startswith("finetune/toy/pretrained grid run 1/3 done (seed 0) elapsed=")
     assert lines[-1].endswith("eta=0s")
+
+
+def test_at_a_terminal_a_grid_shows_a_bar_over_its_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    progress = RunsProgress("finetune/toy/pretrained grid", total=2, bar=True)
+    progress.finished("seed 0")
+    progress.finished("seed 1")
+    progress.close()
+    assert "finetune/toy/pretrained grid: 100%" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

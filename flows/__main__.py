@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import traceback
@@ -12,40 +13,64 @@ from flows.base_checkpoint import adopt_init
 from flows.core.cli import SERVICE_ERROR, USAGE_ERROR, fail
 from flows.core.config import compose_config, expand_sweeps, to_yaml
 from flows.core.disk import disk_full_message
-from flows.core.logs import setup_logging
+from flows.core.logs import run_log_file, setup_logging
+from flows.core.paths import RunPaths
 from flows.core.redaction import redact_console, redact_log_handlers
 from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
 from flows.downstream.settings import FinetuneSettings
 from flows.orchestration.interrupts import Interrupted, stop_on_signals, stopped_by_signal
-from flows.plan import RunConfig, load_run_config, start_services
+from flows.plan import STAGES, RunConfig, load_run_config, start_services
 from flows.refresh.promotion import RefreshSettings
 from flows.tracking.links import run_label
 from flows.tracking.prefect_logs import quiet_expected_errors
 from flows.tracking.retry import lost_prefect_api, service_outage_message
 from flows.tracking.temporary_server import bind_temporary_server_to_this_run
 
-USAGE = """usage: python -m flows [--cfg] [-m] [--verbose] [OVERRIDE ...]
+DESCRIPTION = """Runs the Cloze pretraining pipeline (tokenizer -> shards -> pretrain -> finetune).
+OVERRIDEs are Hydra overrides, e.g. model=bert-mini trainer.max_steps=500 experiment=smoke."""
 
-Runs the Cloze pretraining pipeline (tokenizer -> shards -> pretrain -> finetune).
-OVERRIDEs are Hydra overrides, e.g. model=bert-mini trainer.max_steps=500 experiment=smoke.
-  --cfg            print the composed config and exit
-  -m, --multirun   sweep comma-separated values (experiment=bert,electra): one pipeline per
-                   combination, then a comparison table
-  --verbose        print tracebacks of expected errors too (a bad config or input file); by
-                   default such an error prints only its one `error:` line
-"""
-FLAGS = ("--cfg", "-m", "--multirun", "--verbose")
+
+def parse_args(argv: list[str], prog: str = "python -m flows") -> argparse.Namespace:
+    """The run's flags; the rest are Hydra overrides (exit 2 on a bad flag, as on a bad key)."""
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    parser.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="a Hydra override")
+    parser.add_argument("--cfg", action="store_true", help="print the composed config and exit")
+    parser.add_argument(
+        "-m",
+        "--multirun",
+        action="store_true",
+        help="sweep comma-separated values (experiment=bert,electra): one pipeline per "
+        "combination, then a comparison table",
+    )
+    parser.add_argument(
+        "--until",
+        choices=STAGES,
+        default=STAGES[-1],
+        metavar="STAGE",
+        help=f"stop after this stage, one of {', '.join(STAGES)}; the stages before it are "
+        "computed or reused from the artifact store as in a whole run (default: finetune)",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print tracebacks of expected errors too (a bad config or input file); by default "
+        "such an error prints only its one `error:` line",
+    )
+    return parser.parse_intermixed_args(argv)
+
+
 # A user's error, fixed by the input and named by the message: no traceback unless --verbose.
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ConfigError, CorpusInputError)
 
 
-def validate(config: dict[str, Any]) -> RunConfig:
-    """The whole config, `refresh.*` and the task files included, before any service or stage
-    starts."""
+def validate(config: dict[str, Any], until: str = STAGES[-1]) -> RunConfig:
+    """The whole config, `refresh.*` and the task files of a run that fine-tunes included,
+    before any service or stage starts."""
     run = load_run_config(adopt_init(config)[0])  # the pipeline adopts again, and says so
     settings_from(RefreshSettings, run.refresh, "refresh")
-    run.finetune.check_task_files(run.seed)  # task files read now: a bad one costs seconds
+    if until == "finetune":
+        run.finetune.check_task_files(run.seed)  # task files read now: a bad one costs seconds
     return run
 
 
@@ -60,17 +85,19 @@ def task_recipes(config: dict[str, Any]) -> str:
     return "\n".join(["# The recipe of each task in finetune.tasks:", *lines])
 
 
-def environment_failure(error: Exception, root: Path) -> int | None:
-    """A full disk or a lost server: prints what to do and gives the exit code; None for
-    anything else (a bug keeps its traceback)."""
-    full = disk_full_message(error, root)
-    if full is not None:
-        return fail(full, SERVICE_ERROR)
-    outage = service_outage_message(error)
-    if outage is None:
+def environment_message(error: BaseException, root: Path) -> str | None:
+    """What to do about a full disk or a lost server; None for anything else."""
+    return disk_full_message(error, root) or service_outage_message(error)
+
+
+def environment_failure(error: Exception, root: Path, log_file: Path) -> int | None:
+    """A full disk or a lost server: prints what to do, and where the traceback went, and gives
+    the exit code; None for anything else (a bug keeps its traceback)."""
+    message = environment_message(error, root)
+    if message is None:
         return None
-    code = fail(outage, SERVICE_ERROR)
-    if lost_prefect_api(error):
+    code = fail(f"{message} (the traceback: {log_file})", SERVICE_ERROR)
+    if disk_full_message(error, root) is None and lost_prefect_api(error):
         # At exit Prefect drains its queued log lines to the API, retrying the dead server for
         # minutes (measured: the run hung > 5 min after its error line). Nothing of ours is left
         # to flush, and no temporary server needs stopping: PREFECT_API_URL named an external
@@ -88,53 +115,52 @@ def fail_expected(error: BaseException, verbose: bool, code: int = USAGE_ERROR) 
     return fail(error, code)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], prog: str = "python -m flows") -> int:
     redact_console()  # before any handler keeps a reference to the streams
-    if {"-h", "--help"} & set(argv):
-        print(USAGE)
-        return 0
-    multirun = bool({"-m", "--multirun"} & set(argv))
-    verbose = "--verbose" in argv
-    overrides = [arg for arg in argv if arg not in FLAGS]
+    args = parse_args(argv, prog)
     try:
-        runs = expand_sweeps(overrides) if multirun else [overrides]
+        runs = expand_sweeps(args.overrides) if args.multirun else [args.overrides]
         configs = [compose_config(run) for run in runs]
-        if "--cfg" in argv:
+        if args.cfg:
             print("\n---\n".join(to_yaml(config) + task_recipes(config) for config in configs))
             return 0
-        validated = [validate(config) for config in configs]  # every combination, up front
+        validated = [validate(config, args.until) for config in configs]  # all, up front
     except EXPECTED_ERRORS as error:
-        return fail_expected(error, verbose)
+        return fail_expected(error, args.verbose)
     try:
         paths = start_services(validated[0])
     except ConfigError as error:  # the run root cannot be written
         return fail(error)
     bind_temporary_server_to_this_run()
     setup_logging()
-    return run_all(runs, configs, paths.root, verbose, multirun)
+    return run_all(runs, configs, paths.root, args)
 
 
 def run_all(
-    runs: list[list[str]],
-    configs: list[dict[str, Any]],
-    root: Path,
-    verbose: bool,
-    multirun: bool,
+    runs: list[list[str]], configs: list[dict[str, Any]], root: Path, args: argparse.Namespace
 ) -> int:
-    """Runs the pipeline once per config (several with --multirun); the exit code."""
+    """Runs the pipeline once per config (several with --multirun) through `--until`; the exit
+    code."""
+    verbose = args.verbose
     from flows.pipeline import pretraining_pipeline  # after start_services: Prefect reads env
     from lightning_modules.divergence import TrainingDiverged  # Lightning: after validation
 
     if not verbose:
-        # A diverged run cannot go on as configured (exit 3): one line too, naming the setting.
-        quiet_expected_errors((*EXPECTED_ERRORS, TrainingDiverged))
+        # A diverged run cannot go on as configured (exit 3): one line too; so does an outage,
+        # whose traceback goes to the run's log file only.
+        quiet_expected_errors(
+            (*EXPECTED_ERRORS, TrainingDiverged),
+            lambda error: environment_message(error, root) is not None,
+        )
     redact_log_handlers()  # Prefect's own handlers, made when it was imported
     summaries = []
     stop_on_signals()
     for run_overrides, config in zip(runs, configs, strict=True):
+        name = run_label(run_overrides, adopt_init(config)[0])  # a checkpoint's name
+        log_file = RunPaths(root).logs / f"{name}.log"
         try:
-            name = run_label(run_overrides, adopt_init(config)[0])  # a checkpoint's name
-            summaries.append(pretraining_pipeline(config, name=name))
+            with run_log_file(log_file):
+                summaries.append(pretraining_pipeline(config, args.until, name=name))
         except (Interrupted, SystemExit):
             # Lightning turns Ctrl-C (a KeyboardInterrupt) into `exit(1)` after its own cleanup.
             code = stopped_by_signal()
@@ -146,11 +172,11 @@ def run_all(
         except TrainingDiverged as error:
             return fail_expected(error, verbose, SERVICE_ERROR)
         except Exception as error:
-            code = environment_failure(error, root)
+            code = environment_failure(error, root, log_file)
             if code is None:
                 raise
             return code
-    if multirun:
+    if args.multirun and args.until == STAGES[-1]:  # the table compares what finetuning bought
         from flows.summary import render_comparison
 
         print(render_comparison(runs, summaries))

@@ -18,6 +18,7 @@ by the artifact store like any other.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from dataclasses import dataclass
@@ -171,27 +172,41 @@ def base_check(general: dict[str, Any], domain: dict[str, Any], experiment: Adap
     )
 
 
-def chosen(argv: list[str]) -> tuple[Adaptation, list[str]]:
-    """`--experiment NAME` (default pubmed) and the overrides after it."""
-    if argv[:1] != ["--experiment"]:
-        return ADAPTATIONS["pubmed"], argv
-    if len(argv) < 2 or argv[1] not in ADAPTATIONS:
-        raise ConfigError(
-            f"--experiment needs one of {', '.join(ADAPTATIONS)} (got "
-            f"{argv[1] if len(argv) > 1 else 'nothing'!r}); e.g. python -m flows.domain_lift "
-            "--experiment sst2"
-        )
-    return ADAPTATIONS[argv[1]], argv[2:]
+def parse_args(argv: list[str], prog: str = "python -m flows.domain_lift") -> argparse.Namespace:
+    """`--experiment NAME` (default pubmed), `--via-transformers`, and the overrides."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="General pretraining, then pretraining continued on the task's own domain, "
+        "each scored against random init, and the lift of the second over the first.",
+        epilog="Overrides apply to both steps, e.g. trainer.threads=2 finetune.train_examples=500.",
+    )
+    parser.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="a Hydra override")
+    parser.add_argument(
+        "--experiment",
+        choices=ADAPTATIONS,
+        default="pubmed",
+        help="pubmed: Wikipedia then PubMed, scored on NCBI-disease; sst2: Wikipedia then "
+        "SST-2's train text, scored on SST-2 (default: pubmed)",
+    )
+    parser.add_argument(
+        VIA_TRANSFORMERS,
+        dest="via_transformers",
+        action="store_true",
+        help="continue step 1's transformers export (imported, scored as the base arm) instead "
+        "of its artifact",
+    )
+    return parser.parse_intermixed_args(argv)
 
 
-def main(argv: list[str]) -> int:
-    """Overrides apply to both steps (e.g. trainer.threads=2 finetune.train_examples=500)."""
+def main(argv: list[str], prog: str = "python -m flows.domain_lift") -> int:
+    """Both steps, then the table; the exit code."""
+    args = parse_args(argv, prog)  # a bad flag: argparse's usage line and exit 2
     redact_console()  # before any handler keeps a reference to the streams
     setup_logging()
-    via_transformers = VIA_TRANSFORMERS in argv
+    via_transformers = args.via_transformers
+    experiment, overrides = ADAPTATIONS[args.experiment], args.overrides
     stop_on_signals()  # Ctrl-C or SIGTERM: runs marked KILLED, servers stopped, one line
     try:
-        experiment, overrides = chosen([arg for arg in argv if arg != VIA_TRANSFORMERS])
         # One temporary Prefect server for both steps, bound to this process as in __main__.
         start_services(
             load_run_config(compose_config([f"experiment={experiment.general}", *overrides]))

@@ -27,7 +27,7 @@ from flows.corpora import Corpus
 from flows.corpora.formats import CorpusInputError
 from flows.orchestration.publish import TaskRuns, publish, publish_curve, publish_label_curve
 from flows.orchestration.shard_runners import prefect_unit_mapper
-from flows.plan import PipelinePlan, load_run_config
+from flows.plan import STAGES, PipelinePlan, load_run_config
 from flows.stages import training_stages
 from flows.stages.checkpoint_source import HUGGINGFACE_DIR, is_registry_uri
 from flows.stages.distill_plan import external_teacher
@@ -50,9 +50,6 @@ from flows.training.precision_choice import PrecisionChoice
 from lightning_modules.data.shard_format import CorruptShardError
 
 log = logging.getLogger(__name__)
-# distill runs only when configured (distill=default); with distill.teacher set, pretrain is
-# skipped and the given teacher stands in for it.
-STAGES = ("tokenizer", "shards", "pretrain", "distill", "finetune")
 # Training stages share this tag: a Prefect tag concurrency limit on it (set by
 # `python -m flows.deploy`) keeps two runs from training on one machine's accelerators at once.
 TRAINING_TAG = "cloze-training"
@@ -507,8 +504,7 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
         }
     )
     parent.finish()
-    if until == STAGES[-1]:
-        print(render_summary(summary))
+    print(render_summary(summary))  # through `until`: a run that stops early says so too
     return summary
 
 

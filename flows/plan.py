@@ -32,6 +32,10 @@ from flows.training.precision_choice import PrecisionChoice, resolve_precision
 from flows.training.settings import TrainerSettings, encoder_config
 from lightning_modules.models.config import EncoderConfig
 
+# The pipeline's stages in order (`until` stops after one). distill runs only when configured
+# (distill=default); with distill.teacher set, pretrain is skipped and the teacher stands in.
+STAGES = ("tokenizer", "shards", "pretrain", "distill", "finetune")
+
 
 class InitSettings(Settings):
     """`pretrain.*`: continue from given weights: a pretrain artifact directory, a `transformers`

@@ -167,8 +167,8 @@ def label_curve_result(curve: dict[str, Any] | None) -> list[str]:
 
 
 def render_summary(summary: dict[str, Any]) -> str:
+    """The stages the run went through (`--until` stops early), then where MLflow holds them."""
     stages = summary["stages"]
-    fine = FinetuneOutputs.from_manifest(stages["finetune"])
 
     def origin(stage: str) -> str:
         if stages[stage]["cache_hit"]:
@@ -185,17 +185,7 @@ def render_summary(summary: dict[str, Any]) -> str:
             if name in stages
         ),
         *distill_result(stages),
-        f"  finetune   [{origin('finetune')}] {len(fine.tasks)} task(s), pretrained vs random "
-        "init, each arm at its own validation-chosen learning rate:",
-        *(
-            f"    {text}"
-            for line in fine.figures.values()
-            for text in [
-                *downstream_result(line, fine.confidence),
-                *student_result(stages["finetune"], line.task, fine.confidence),
-                *base_result(stages["finetune"], line.task, fine.confidence),
-            ]
-        ),
+        *(finetune_result(stages, origin("finetune")) if "finetune" in stages else []),
         *curve_result(stages.get("lift_curve")),
         *label_curve_result(stages.get("label_curve")),
         f"MLflow: experiment '{summary['experiment']}', run {summary['mlflow_run_id']} "
@@ -207,6 +197,24 @@ def render_summary(summary: dict[str, Any]) -> str:
     if "mlflow_run_url" in summary:
         lines.append(f"  run page: {summary['mlflow_run_url']}")
     return "\n".join(lines)
+
+
+def finetune_result(stages: dict[str, Any], origin: str) -> list[str]:
+    """The finetune stage's lines: each task's arms, lift and baselines."""
+    fine = FinetuneOutputs.from_manifest(stages["finetune"])
+    return [
+        f"  finetune   [{origin}] {len(fine.tasks)} task(s), pretrained vs random "
+        "init, each arm at its own validation-chosen learning rate:",
+        *(
+            f"    {text}"
+            for line in fine.figures.values()
+            for text in [
+                *downstream_result(line, fine.confidence),
+                *student_result(stages["finetune"], line.task, fine.confidence),
+                *base_result(stages["finetune"], line.task, fine.confidence),
+            ]
+        ),
+    ]
 
 
 def render_comparison(runs: list[list[str]], summaries: list[dict[str, Any]]) -> str:

@@ -22,15 +22,15 @@ import torch
 
 
 class TrainingDiverged(RuntimeError):
-    """A training run's loss or gradient norm stopped being finite; the message names the step
-    and what to change."""
+    """A training run's loss or gradient norm stopped being finite; the message names the step,
+    the value, and what to change if it repeats."""
 
 
 class DivergenceGuard(pl.Callback):
     """Raises TrainingDiverged once a gradient norm or loss was not finite.
 
     `stage` names the run in the message; `advice` (given by the caller, which knows the
-    settings) says which setting is most likely at fault and what is kept.
+    settings) says what is kept and what to change if it happens again.
     """
 
     def __init__(
@@ -41,6 +41,10 @@ class DivergenceGuard(pl.Callback):
         self.immediate = immediate
         self.check_every_steps = check_every_steps
         self.first: torch.Tensor | None = None  # [step, kind, value] of the first, or step -1
+        self.resumed_at = 0  # the step this fit started from (0: from the start)
+
+    def on_train_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        self.resumed_at = trainer.global_step
 
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, module: pl.LightningModule, optimizer: torch.optim.Optimizer
@@ -88,7 +92,8 @@ class DivergenceGuard(pl.Callback):
             return
         quantity = ("gradient norm", "training loss")[int(kind)]
         total = f" of {trainer.max_steps}" if trainer.max_steps > 0 else ""
+        resumed = f", resumed at step {self.resumed_at}" if self.resumed_at else ""
         raise TrainingDiverged(
-            f"{self.stage} diverged at step {int(step)}{total}: the {quantity} is {value}. "
-            f"{self.advice}"
+            f"{self.stage} diverged at step {int(step)}{total}{resumed}: the {quantity} is "
+            f"{value}. {self.advice}"
         )

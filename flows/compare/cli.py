@@ -348,9 +348,9 @@ def compare(settings: CompareSettings) -> Comparison:
     return comparison
 
 
-def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+def parse_args(argv: Sequence[str], prog: str = "python -m flows.compare") -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m flows.compare",
+        prog=prog,
         description="Compare Cloze pipeline runs recorded in MLflow: the params that differ, "
         "the final metrics, loss curves and lift charts (PNG), and the MLflow UI compare link.",
     )
@@ -417,8 +417,8 @@ def settings_from_args(args: argparse.Namespace) -> CompareSettings:
     )
 
 
-def main(argv: Sequence[str]) -> int:
-    args = parse_args(argv)
+def main(argv: Sequence[str], prog: str = "python -m flows.compare") -> int:
+    args = parse_args(argv, prog)
     try:
         print(compare(settings_from_args(args)).text)
     except (ConfigError, RunSelectionError) as error:

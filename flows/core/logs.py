@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from flows.core.redaction import redact_log_handlers
 
@@ -34,6 +37,23 @@ def show_progress(level: int = logging.INFO) -> None:
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
+
+
+@contextmanager
+def run_log_file(path: Path) -> Iterator[Path]:
+    """Every line the console gets, and the tracebacks it is spared (an outage's, a user's
+    error's), into `path` while the block runs: the place an `error:` line points to."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    redact_log_handlers()  # no secret in the file either
+    try:
+        yield path
+    finally:
+        root.removeHandler(handler)
+        handler.close()
 
 
 class SaidOnce(logging.Filter):

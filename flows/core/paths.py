@@ -44,6 +44,11 @@ class RunPaths:
         return self.root / "mlartifacts"
 
     @property
+    def logs(self) -> Path:
+        """One file per CLI run (`<run name>.log`): every line, tracebacks included."""
+        return self.root / "logs"
+
+    @property
     def prefect_home(self) -> Path:
         return self.root / "prefect"
 

@@ -40,8 +40,10 @@ HEALTH_TIMEOUT_SECONDS = 5
 RUNNER_POLL_SECONDS = 1
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m flows.deploy", description=__doc__)
+def parse_args(argv: list[str], prog: str = "python -m flows.deploy") -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument(
         "--config", default="default", help="conf/deploy/CONFIG.yaml, or a path to a YAML file"
     )
@@ -263,8 +265,8 @@ def set_training_limit(settings: DeploySettings) -> None:
     print(f"at most {settings.training_concurrency} '{TRAINING_TAG}' task(s) at a time")
 
 
-def main(argv: list[str]) -> int:
-    args = parse_args(argv)
+def main(argv: list[str], prog: str = "python -m flows.deploy") -> int:
+    args = parse_args(argv, prog)
     if not os.environ.get("PREFECT_API_URL"):
         return fail(
             "set PREFECT_API_URL to a Prefect server (e.g. `prefect server start`, then "

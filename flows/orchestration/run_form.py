@@ -24,7 +24,7 @@ from flows.core.config import BASE, CONF_DIR, compose_config
 
 P = ParamSpec("P")
 R = TypeVar("R")
-STAGE_NAMES = ("tokenizer", "shards", "pretrain", "distill", "finetune")  # flows.pipeline.STAGES
+STAGE_NAMES = ("tokenizer", "shards", "pretrain", "distill", "finetune")  # flows.plan.STAGES
 NO_EXPERIMENT = "none"
 
 

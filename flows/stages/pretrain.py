@@ -40,7 +40,6 @@ from flows.training.divergence import divergence_guard
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
 from flows.training.settings import TrainerSettings, model_in_key
 from flows.training.trainer import make_trainer
-from lightning_modules.callbacks import ProgressLog
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
 from lightning_modules.data.shard_format import ShardIndex
 from lightning_modules.electra import ReplacedTokenDetectionModule
@@ -55,6 +54,7 @@ from lightning_modules.models.serialization import (
     save_electra,
     save_masked_lm,
 )
+from lightning_modules.progress import ProgressLog
 
 # TrainingStreamState makes mid-epoch resume exact; Lightning cannot see that and warns anyway.
 warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that ended before")
@@ -259,7 +259,10 @@ def resumable_trainer(
     guard = divergence_guard(settings, stage, work_dir)  # before any checkpoint of a NaN step
     callbacks: list[pl.Callback] = [data.stream_state, checkpoints, guard, *extra]
     if is_rank_zero():  # one progress line per step, not one per rank
-        callbacks.append(ProgressLog(settings.log_every_steps, stage))
+        tokens_per_step = (
+            settings.batch_size * settings.accumulate_grad_batches * data.index.seq_len
+        )
+        callbacks.append(ProgressLog(settings.log_every_steps, stage, tokens_per_step))
     return make_trainer(
         settings,
         work_dir,

@@ -27,6 +27,7 @@ CUSTOM_MODEL_DEVELOPMENT = "custom_model_development"
 LOCAL_PREFECT_UI = "http://127.0.0.1:4200"
 LOCAL_MLFLOW_UI = "http://127.0.0.1:5000"
 TIMESTAMP_FORMAT = "%Y%m%d-%H%M%S"
+GLOB_CHARACTERS = set("*?[")
 
 
 def experiment_override(overrides: list[str] | tuple[str, ...]) -> str | None:
@@ -36,12 +37,24 @@ def experiment_override(overrides: list[str] | tuple[str, ...]) -> str | None:
 
 
 def corpus_label(corpus: dict[str, Any]) -> str:
-    """A short name for the corpus: its first file or folder, its dataset name, or its kind."""
+    """What a person calls the corpus: its first path's (`path_label`), its Hub dataset's name
+    without the owner (`wikimedia/wikipedia` -> `wikipedia`), or its kind (`pydoc`)."""
     if corpus.get("kind") == "files" and corpus.get("paths"):
-        return Path(str(corpus["paths"][0]).rstrip("/*")).name or "files"
+        return path_label(str(corpus["paths"][0])) or "files"
     if corpus.get("kind") == "huggingface" and corpus.get("name"):
         return str(corpus["name"]).rstrip("/").rsplit("/", 1)[-1]
     return str(corpus.get("kind", "corpus"))
+
+
+def path_label(path: str) -> str:
+    """A glob's folder (`/data/pubmed/*.PubTator.txt` -> `pubmed`), a file's stem without its
+    suffixes (`/data/abstracts.jsonl.gz` -> `abstracts`), a folder's name (`/data/wiki/AA`)."""
+    parts = Path(path.rstrip("/")).parts
+    wild = next((i for i, part in enumerate(parts) if GLOB_CHARACTERS & set(part)), None)
+    if wild is not None:
+        return parts[wild - 1].strip("/") if wild > 0 else ""
+    name = parts[-1] if parts else ""
+    return name.split(".", 1)[0] or name  # a dotfile keeps its name
 
 
 def run_label(

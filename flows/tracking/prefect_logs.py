@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from flows.core.logs import PROJECT_LOGGERS, show_progress
 from flows.core.redaction import redact_console, redact_log_handlers
@@ -59,9 +60,13 @@ class QuietExpectedErrors(logging.Filter):
     types, a wrapped one is not expected either). Installed on the console handlers only, so
     the Prefect API (and its UI) still receives every line."""
 
-    def __init__(self, expected: tuple[type[BaseException], ...]) -> None:
+    def __init__(
+        self,
+        expected: tuple[type[BaseException], ...],
+        also: Callable[[BaseException], bool] = lambda error: False,
+    ) -> None:
         super().__init__()
-        self.expected = expected
+        self.expected, self.also = expected, also
         self.messages: set[str] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -69,7 +74,7 @@ class QuietExpectedErrors(logging.Filter):
             return True
         error = record.exc_info[1] if record.exc_info else None
         if error is not None:
-            if not isinstance(error, self.expected):
+            if not isinstance(error, self.expected) and not self.also(error):
                 return True
             self.messages.add(str(error))
             return False
@@ -77,13 +82,17 @@ class QuietExpectedErrors(logging.Filter):
         return not any(message and message in text for message in self.messages)
 
 
-def quiet_expected_errors(expected: tuple[type[BaseException], ...]) -> QuietExpectedErrors:
+def quiet_expected_errors(
+    expected: tuple[type[BaseException], ...],
+    also: Callable[[BaseException], bool] = lambda error: False,
+) -> QuietExpectedErrors:
     """Installs `QuietExpectedErrors` on the root logger's console handlers (Prefect's among
-    them); call after Prefect has set up its logging."""
+    them); call after Prefect has set up its logging. `also` quiets errors known by more than
+    their type (a service outage, wrapped). A run's log file keeps every traceback."""
     from prefect.logging.handlers import APILogHandler
 
-    quiet = QuietExpectedErrors(expected)
+    quiet = QuietExpectedErrors(expected, also)
     for handler in logging.getLogger().handlers:
-        if not isinstance(handler, APILogHandler):
+        if not isinstance(handler, APILogHandler | logging.FileHandler):
             handler.addFilter(quiet)
     return quiet

@@ -10,7 +10,10 @@ Each checkpoint carries its sha256 in `<name>.sha256`, written once the checkpoi
 checkpoint can load and still be wrong (tensors overwritten with NaN bytes of the same size), so
 loading is not the test: on resume, a checkpoint without its checksum, or whose bytes differ
 from it, or that does not load, is set aside (`<name>.corrupt-<time>`, named in a warning) and the
-previous one is used, or the stage starts over when none passes.
+previous one is used, or the stage starts over when none passes. A checkpoint whose bytes match
+and whose values are NaN or infinite (saved by a run that diverged, or damaged before its
+checksum was taken) would resume into the same divergence on every rerun: it is set aside too
+(`<name>.diverged-<time>`), kept for inspection.
 """
 
 from __future__ import annotations
@@ -82,24 +85,35 @@ def resumable_checkpoint(path: Path) -> Path | None:
     """
     for partial in path.parent.glob(".*.partial"):
         partial.unlink(missing_ok=True)
-    for candidate in (path, path.with_name(path.name + PREVIOUS_SUFFIX)):
-        if candidate.is_file() and sound(candidate):
+    candidates = [path, path.with_name(path.name + PREVIOUS_SUFFIX)]
+    present = [candidate for candidate in candidates if candidate.is_file()]
+    for candidate in present:
+        step = sound(candidate)
+        if step is not None:
+            log.info("resuming from %s (step %d)", candidate, step)
             return candidate
+    if present:
+        log.warning("no checkpoint in %s passes: the stage starts from step 0", path.parent)
     return None
 
 
-def sound(path: Path) -> bool:
-    """Whether `path` matches its checksum and loads; a damaged one is moved aside with a
-    warning."""
+def sound(path: Path) -> int | None:
+    """The step of `path` if it matches its checksum, loads and holds finite values only;
+    else None, and a damaged one is moved aside with a warning (`.corrupt-<time>`; one whose
+    values went non-finite `.diverged-<time>`, kept for inspection, never resumed from)."""
+    kind, step = "corrupt", None
     try:
         problem = checksum_problem(path)
         if problem is None:
-            torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            step = int(checkpoint.get("global_step", 0))
+            problem = non_finite(checkpoint)
+            kind = "diverged" if problem else kind
     except Exception as error:
         problem = f"does not load ({type(error).__name__}: {str(error)[:200]})"
     if problem is None:
-        return True
-    aside = path.with_name(f"{path.name}.corrupt-{time.time_ns()}")
+        return step
+    aside = path.with_name(f"{path.name}.{kind}-{time.time_ns()}")
     os.rename(path, aside)
     if checksum_file(path).is_file():
         os.rename(checksum_file(path), checksum_file(aside))
@@ -110,7 +124,33 @@ def sound(path: Path) -> bool:
         problem,
         aside,
     )
-    return False
+    return None
+
+
+TRAINED_STATE = ("state_dict", "optimizer_states")  # where values must be finite; callbacks'
+# state may hold infinity by design (ModelCheckpoint's `kth_value` before any score).
+
+
+def non_finite(checkpoint: dict[str, Any]) -> str | None:
+    """Which weights (or optimizer state) of a checkpoint hold NaN or infinity, if any: a
+    checkpoint that diverged resumes into the same divergence on every rerun."""
+    pending: list[tuple[str, Any]] = [(key, checkpoint.get(key)) for key in TRAINED_STATE]
+    bad: list[str] = []
+    while pending:
+        name, value = pending.pop()
+        if isinstance(value, dict):
+            pending += [(f"{name}.{key}".lstrip("."), item) for key, item in value.items()]
+        elif isinstance(value, list | tuple):
+            pending += [(f"{name}.{index}", item) for index, item in enumerate(value)]
+        elif (
+            isinstance(value, torch.Tensor)
+            and value.is_floating_point()
+            and not bool(torch.isfinite(value).all())
+        ):
+            bad.append(name)
+    if not bad:
+        return None
+    return f"holds non-finite values ({len(bad)} tensor(s), e.g. {sorted(bad)[0]})"
 
 
 def checksum_problem(path: Path) -> str | None:

@@ -764,7 +764,9 @@ TASK_CASES += [
         },
         {**JSONL, "test": "u.jsonl"},
         r"u\.jsonl:3: label 'meh' never occurs in the train split \(finetune\.catalog\.t\.labels="
-        r"auto takes the label set from train: \['neg', 'pos'\]\)",
+        r"auto takes the label set from train: \['neg', 'pos'\]\); if the task has it \(a rare "
+        r"label a train sample can miss\), list the labels: 'finetune\.catalog\.t\.labels="
+        r"\[meh, neg, pos\]' \(in a task file: labels: \[meh, neg, pos\]\); else fix the row",
     ),
     TaskCase(
         "CSV file read as GLUE TSV",

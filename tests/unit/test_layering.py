@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, ...]] = [
         "flows.conf_defaults",
         "flows.__main__",
     ),
+    ("flows.cloze",),  # the console script: each entry point above, imported when chosen
 ]
 # What knows nothing of orchestration or tracking, however indirectly: the models and data, the
 # sources, training, the downstream evaluation and the stages.

@@ -64,10 +64,12 @@ class LabelIndex:
         if label in self.ids:
             return self.ids[label]
         if self.auto:
+            listed = ", ".join(sorted([*self.names, label]))
             raise TaskInputError(
                 f"{at}: {what} {label!r} never occurs in the train split ({self.key}.labels=auto "
-                f"takes the label set from train: {self.names}); a model cannot learn it: fix "
-                "the row, or add train examples of it"
+                f"takes the label set from train: {self.names}); if the task has it (a rare "
+                f"label a train sample can miss), list the labels: '{self.key}.labels=[{listed}]' "
+                f"(in a task file: labels: [{listed}]); else fix the row"
             )
         raise TaskInputError(
             f"{at}: {what} {label!r} is not in {self.key}.labels {self.names}; add it to the "

@@ -33,7 +33,6 @@ from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import ARMS, BASE_ARM, STUDENT_ARM, TaskSpec
 from flows.training.settings import TrainerSettings
 from flows.training.trainer import make_trainer
-from lightning_modules.callbacks import ProgressLog
 from lightning_modules.classifier import BestEpoch, FinetuneModule, predict
 from lightning_modules.models.config import IGNORE_INDEX, EncoderConfig
 from lightning_modules.models.heads import (
@@ -48,6 +47,7 @@ from lightning_modules.models.relation_head import (
 )
 from lightning_modules.models.serialization import load_encoder_weights, load_masked_lm_weights
 from lightning_modules.optim_settings import OptimizerSettings
+from lightning_modules.progress import ProgressLog, runs_progress
 
 LoggerFactory = Callable[[str, str], Sequence[Logger]]  # (task, run label) -> loggers
 
@@ -298,15 +298,23 @@ def evaluate_arm(run: TaskRun, arm: str, seeds: list[int]) -> ArmResult:
     first of equals wins), then the other seeds at the chosen rate."""
     rates = run.settings.learning_rates
     tuning = seeds[: run.settings.grid_seeds]
-    grid = [(rate, [train_once(run, arm, rate, seed) for seed in tuning]) for rate in rates]
-    scores = [fmean(result.validation_score for result in runs) for _, runs in grid]
-    best = scores.index(max(scores))
-    chosen, runs = grid[best]
-    result = ArmResult(
-        chosen,
-        {f"{rate:g}": score for (rate, _), score in zip(grid, scores, strict=True)},
-        list(runs),
-        grid_edge(chosen, rates),
-    )
-    result.runs += [train_once(run, arm, chosen, seed) for seed in seeds[len(tuning) :]]
+    total = len(rates) * len(tuning) + len(seeds) - len(tuning)
+    with runs_progress(f"finetune/{run.spec.name}/{arm} grid", total) as progress:
+
+        def timed(rate: float, seed: int) -> RunResult:
+            result = train_once(run, arm, rate, seed)
+            progress.finished(f"lr {rate:g}, seed {seed}")
+            return result
+
+        grid = [(rate, [timed(rate, seed) for seed in tuning]) for rate in rates]
+        scores = [fmean(result.validation_score for result in runs) for _, runs in grid]
+        best = scores.index(max(scores))
+        chosen, runs = grid[best]
+        result = ArmResult(
+            chosen,
+            {f"{rate:g}": score for (rate, _), score in zip(grid, scores, strict=True)},
+            list(runs),
+            grid_edge(chosen, rates),
+        )
+        result.runs += [timed(chosen, seed) for seed in seeds[len(tuning) :]]
     return result

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flows.domain_lift import ADAPTATIONS, chosen, render
+from flows.domain_lift import ADAPTATIONS, parse_args, render
 
 
 def summary(
@@ -81,8 +81,14 @@ def test_task_adaptive_pretraining_reads_its_own_task_and_names_its_text(tmp_pat
 
 
 def test_the_experiment_is_pubmed_unless_named() -> None:
-    assert chosen(["trainer.threads=2"]) == (ADAPTATIONS["pubmed"], ["trainer.threads=2"])
-    assert chosen(["--experiment", "sst2", "finetune.seeds=3"]) == (
-        ADAPTATIONS["sst2"],
+    args = parse_args(["trainer.threads=2"])
+    assert (ADAPTATIONS[args.experiment], args.overrides) == (
+        ADAPTATIONS["pubmed"],
+        ["trainer.threads=2"],
+    )
+    args = parse_args(["--experiment", "sst2", "finetune.seeds=3", "--via-transformers"])
+    assert (args.experiment, args.overrides, args.via_transformers) == (
+        "sst2",
         ["finetune.seeds=3"],
+        True,
     )

@@ -16,6 +16,7 @@ from flows.tracking.links import (
     FLOW_RUN_ID_TAG,
     FLOW_RUN_URL_TAG,
     RunIdentity,
+    corpus_label,
     experiment_override,
     mlflow_experiment_url,
     mlflow_run_url,
@@ -50,6 +51,22 @@ def test_a_refresh_names_its_domain_and_a_files_corpus_its_folder(tmp_path: Path
     assert run_label(overrides, compose_config(overrides), NOON).startswith("bert-tiny-legal-")
     refresh = [*overrides, "refresh.domain=law"]
     assert run_label(refresh, compose_config(refresh), NOON) == "bert-tiny-law-20261201-080447"
+
+
+@pytest.mark.parametrize(
+    ("corpus", "label"),
+    [
+        ({"kind": "files", "paths": ["/data/pubmed/*.PubTator.txt"]}, "pubmed"),
+        ({"kind": "files", "paths": ["/data/wiki/**/wiki_*"]}, "wiki"),
+        ({"kind": "files", "paths": ["/data/abstracts.jsonl.gz"]}, "abstracts"),
+        ({"kind": "files", "paths": ["/data/wiki/AA/"]}, "AA"),
+        ({"kind": "files", "paths": ["*.txt"]}, "files"),
+        ({"kind": "huggingface", "name": "wikimedia/wikipedia"}, "wikipedia"),
+        ({"kind": "pydoc"}, "pydoc"),
+    ],
+)
+def test_a_corpus_is_named_as_a_person_calls_it(corpus: dict[str, object], label: str) -> None:
+    assert corpus_label(corpus) == label
 
 
 def test_the_last_experiment_override_wins() -> None:

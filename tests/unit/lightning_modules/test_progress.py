@@ -1,0 +1,99 @@
+"""A training stage says how far it has come and how long it has left, from its first step."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader
+
+from lightning_modules.progress import ProgressLog, RunsProgress, duration
+
+STEP_LINE = re.compile(
+    r"toy step (\d+)/12 elapsed=\S+ eta=(\S+) tokens_per_second=([\d.e+]+) loss=[\d.]+"
+)
+
+
+class Toy(pl.LightningModule):
+    """A one-parameter model over batches shaped like the pipeline's (`input_ids`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(()))
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = (self.weight * batch["input_ids"].float().mean()) ** 2
+        self.log("train/loss", loss)
+        return loss
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def fit(progress: ProgressLog, accumulate: int = 1) -> None:
+    batches = [{"input_ids": torch.ones(4, 8, dtype=torch.long)} for _ in range(12 * accumulate)]
+    trainer = pl.Trainer(
+        max_steps=12,
+        accumulate_grad_batches=accumulate,
+        callbacks=[progress],
+        logger=False,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(Toy(), DataLoader(batches, batch_size=None))
+
+
+def test_every_step_line_carries_elapsed_eta_and_tokens_per_second_from_the_first(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.INFO, logger="cloze.training"):
+        fit(ProgressLog(every_steps=5, label="toy", tokens_per_step=64, bar=False), accumulate=2)
+    messages = [r.getMessage() for r in caplog.records if r.name == "cloze.training"]
+    assert messages[0] == "toy plan: 12 steps x 64 tokens = 0.000768 M"
+    steps = [match for line in messages if (match := STEP_LINE.fullmatch(line))]
+    assert [int(match[1]) for match in steps] == [1, 5, 10, 12]  # the first, every 5th, the last
+    assert steps[-1][2] == "0s"  # nothing left at the end
+    # Two micro-batches of 4 x 8 real tokens per step.
+    assert all(float(match[3]) > 0 for match in steps)
+    [timed] = [line for line in messages if line.startswith("toy: the first 10 steps took ")]
+    assert re.fullmatch(r"toy: the first 10 steps took \d+s: expect about \d+s for all 12", timed)
+
+
+def test_at_a_terminal_a_bar_shows_steps_eta_and_tokens_per_second(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    fit(ProgressLog(every_steps=5, label="toy", bar=True))
+    bar = capsys.readouterr().out
+    assert "toy: 100%" in bar and "12/12" in bar and "tokens_per_second=" in bar
+    assert re.search(r"\[\d\d:\d\d<\d\d:\d\d", bar)  # tqdm's elapsed<remaining
+
+
+def test_a_grid_of_runs_reports_each_finished_run_with_its_eta(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    progress = RunsProgress("finetune/toy/pretrained grid", total=3, bar=False)
+    with caplog.at_level(logging.INFO, logger="cloze.training"):
+        for seed in range(3):
+            progress.finished(f"seed {seed}")
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines[0].startswith("finetune/toy/pretrained grid run 1/3 done (seed 0) elapsed=")
+    assert lines[-1].endswith("eta=0s")
+
+
+def test_at_a_terminal_a_grid_shows_a_bar_over_its_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    progress = RunsProgress("finetune/toy/pretrained grid", total=2, bar=True)
+    progress.finished("seed 0")
+    progress.finished("seed 1")
+    progress.close()
+    assert "finetune/toy/pretrained grid: 100%" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(0.4, "0s"), (59, "59s"), (185, "3m05s"), (4 * 3600 + 130, "4h02m")]
+)
+def test_durations_read_at_a_glance(seconds: float, text: str) -> None:
+    assert duration(seconds) == text

@@ -1,0 +1,109 @@
+"""Question answering's reading, splits, windows and decoding, on crafted examples."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.downstream.tasks.encoding import stand_in_tokenizer
+from flows.downstream.tasks.load import Sampling, load_task
+from flows.downstream.tasks.qa_decoding import Candidate, answers, candidates, fit_threshold
+from flows.downstream.tasks.qa_encoding import CLS_SPAN, encode_questions, span_text
+from flows.downstream.tasks.spec import TaskSpec, default_data_dir
+from flows.downstream.tasks.squad import QAExample, read_squad
+from tests.fakes import squad_articles
+
+CONTEXT = " ".join(f"w{index}" for index in range(40))  # 40 words, one token each
+
+
+def example(answer: str | None, question: str = "which word ?") -> QAExample:
+    if answer is None:
+        return QAExample("q", question, CONTEXT, (), ())
+    return QAExample("q", question, CONTEXT, (answer,), (CONTEXT.index(answer),))
+
+
+def spec(**fields: str) -> TaskSpec:
+    return TaskSpec(name="qa", format="squad", kind="question_answering", **fields)
+
+
+def test_a_long_context_becomes_overlapping_windows_of_the_context_alone() -> None:
+    encoded = encode_questions(stand_in_tokenizer(16), [example("w30 w31")], 16, 4, True)
+    # [CLS], 3 question tokens, [SEP], context, [SEP]: 11 context tokens a window, 4 of them
+    # shared with the window before, so 7 new ones a window: 11 + 5 * 7 >= 40 in 6 windows
+    windows = encoded.items
+    assert len(windows) == 6 and encoded.window_example == [0] * 6
+    for window, offsets in zip(windows, encoded.offsets, strict=True):
+        assert len(window["input_ids"]) <= 16
+        assert window["token_type_ids"][:5] == [0] * 5  # the question is never cut
+        starts = [o for o in offsets if o is not None]
+        assert CONTEXT[starts[0][0] : starts[-1][1]].startswith("w")
+    spans = [window["labels"] for window in windows]
+    holding = [w for w, span in enumerate(spans) if span != CLS_SPAN]
+    assert holding  # the answer lies whole in some window, mapped through the offsets
+    for w in holding:
+        first, last = spans[w]
+        assert span_text(CONTEXT, encoded.offsets[w], first, last) == "w30 w31"
+    assert all(spans[w] == CLS_SPAN for w in range(6) if w not in holding)
+
+
+def test_an_unanswerable_question_is_the_cls_span_in_every_window() -> None:
+    encoded = encode_questions(stand_in_tokenizer(16), [example(None)], 16, 4, True)
+    assert {window["labels"] for window in encoded.items} == {CLS_SPAN}
+
+
+def test_a_long_question_is_cut_to_half_the_length_and_counted() -> None:
+    long = example("w1", question=" ".join(["why"] * 30))
+    encoded = encode_questions(stand_in_tokenizer(32), [long], 32, 4, True)
+    assert encoded.truncated == 1
+    assert all(window["token_type_ids"].count(0) <= 16 + 2 for window in encoded.items)
+
+
+def test_decoding_takes_the_best_span_over_windows_and_the_lowest_null_score() -> None:
+    encoded = encode_questions(stand_in_tokenizer(16), [example("w30")], 16, 4, True)
+    logits = []
+    for window, item in enumerate(encoded.items):
+        start, end = [0.0] * len(item["input_ids"]), [0.0] * len(item["input_ids"])
+        if item["labels"] != CLS_SPAN:
+            first, last = item["labels"]
+            start[first], end[last] = 5.0, 4.0
+        start[0] = end[0] = 1.0 + window  # the null score: lowest in the first window
+        logits.append((start, end))
+    (found,) = candidates(encoded, logits)
+    assert (found.text, found.score, found.null_score) == ("w30", 9.0, 2.0)
+
+
+def test_the_null_threshold_is_the_one_that_scores_best() -> None:
+    gold = [["a"], [], [], ["b"]]
+    found = [
+        Candidate("a", 5.0, 1.0),  # margin -4: answer
+        Candidate("x", 2.0, 4.0),  # margin +2: should abstain
+        Candidate("y", 3.0, 3.5),  # margin +0.5: should abstain
+        Candidate("b", 3.0, 2.0),  # margin -1: answer
+    ]
+    threshold = fit_threshold(gold, found, "f1")
+    assert -1.0 <= threshold < 0.5
+    assert answers(found, threshold) == ["a", "", "", "b"]
+    assert answers(found, None) == ["a", "x", "y", "b"]  # v1.1: always answer
+
+
+def test_a_single_file_is_split_by_article_never_by_question(tmp_path: Path) -> None:
+    (tmp_path / "q.json").write_text(json.dumps(squad_articles(15, 5, seed=4)))
+    data = load_task(spec(train="q.json"), tmp_path, Sampling(None, None, 0))
+    articles = {name: {e.group for e in split} for name, split in data.splits.items()}
+    assert articles["test"] == {"article12", "article13", "article14"}  # the last fifth
+    assert len(articles["validation"]) == 1  # a tenth of the 12 left, by article (10 or more)
+    assert not articles["train"] & articles["validation"]
+    assert not (articles["train"] | articles["validation"]) & articles["test"]
+
+
+@pytest.mark.skipif(
+    not (default_data_dir() / "squad_v2_dev_fragment").is_dir(), reason="shared data absent"
+)
+def test_the_shared_fragment_reads_as_its_provenance_counts() -> None:
+    path = default_data_dir() / "squad_v2_dev_fragment" / "dev-v2.0-fragment.json"
+    questions = read_squad(path, spec(train=str(path), test=str(path)))
+    assert len(questions) == 950
+    assert sum(1 for q in questions if q.answers) == 473
+    assert len({q.group for q in questions}) == 3

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,8 +25,10 @@ def example(answer: str | None, question: str = "which word ?") -> QAExample:
     return QAExample("q", question, CONTEXT, (answer,), (CONTEXT.index(answer),))
 
 
-def spec(**fields: str) -> TaskSpec:
-    return TaskSpec(name="qa", format="squad", kind="question_answering", **fields)
+def spec(**fields: Any) -> TaskSpec:
+    return TaskSpec(
+        **{"name": "qa", "format": "squad", "kind": "question_answering", "train": "x", **fields}
+    )
 
 
 def test_a_long_context_becomes_overlapping_windows_of_the_context_alone() -> None:
@@ -107,3 +110,53 @@ def test_the_shared_fragment_reads_as_its_provenance_counts() -> None:
     assert len(questions) == 950
     assert sum(1 for q in questions if q.answers) == 473
     assert len({q.group for q in questions}) == 3
+
+
+def test_a_labelled_sample_draws_questions_with_all_their_windows() -> None:
+    """`finetune.train_examples` and `label_counts` count questions, not windows."""
+    questions = [example("w30"), example(None), example("w2 w3")]
+    encoded = encode_questions(stand_in_tokenizer(16), questions, 16, 4, True)
+    sample = encoded.subset([2, 0])
+    assert [q.answers for q in sample.examples] == [("w2 w3",), ("w30",)]
+    assert sample.gold == [["w2 w3"], ["w30"]]
+    per_question = len(encoded.items) // 3  # each context is the same 40 words
+    assert len(sample.items) == 2 * per_question
+    assert sample.window_example == [0] * per_question + [1] * per_question
+
+
+def test_squad_schema_records_read_alike_from_jsonl_parquet_and_a_datasets_folder(
+    tmp_path: Path,
+) -> None:
+    import datasets
+
+    from flows.downstream.tasks.hub import read_hub
+    from flows.downstream.tasks.readers import LabelIndex
+    from flows.downstream.tasks.record_readers import read_jsonl, read_parquet
+
+    records = {
+        "id": ["a", "b"],
+        "title": ["t", "t"],
+        "query": ["who led?", "who sang?"],
+        "context": ["Rollo led the Normans.", "Rollo led the Normans."],
+        "answers": [{"text": ["Rollo"], "answer_start": [0]}, {"text": [], "answer_start": []}],
+    }
+    dataset = datasets.Dataset.from_dict(records)
+    dataset.to_json(tmp_path / "q.jsonl")
+    dataset.to_parquet(tmp_path / "q.parquet")
+    dataset.save_to_disk(tmp_path / "hub")
+    renamed = {"qa_columns": {"question": "query"}}
+    read = [
+        read_jsonl(tmp_path / "q.jsonl", s := spec(format="jsonl", **renamed), LabelIndex(s, [])),
+        read_parquet(tmp_path / "q.parquet", s, LabelIndex(s, [])),
+        read_hub(
+            "train",
+            h := spec(format="huggingface", hub_name=str(tmp_path / "hub"), **renamed),
+            LabelIndex(h, []),
+        ),
+    ]
+    for examples in read:
+        assert [(e.id, e.question, e.answers, e.starts) for e in examples] == [
+            ("a", "who led?", ("Rollo",), (0,)),
+            ("b", "who sang?", (), ()),
+        ]
+        assert {e.group for e in examples} == {"t"}

@@ -17,8 +17,13 @@ if TYPE_CHECKING:
     from flows.downstream.training.baselines import BaselineResult
 
 QA_COLUMNS = ("exact_match", "f1", "has_ans_f1", "no_ans_accuracy")
-ROWS = {"pretrained": "pretrained", "random_init": "random init", "base": "base checkpoint"}
-ROWS["student"] = "student"
+# The arms a run may have (flows/downstream/tasks/spec.py), as the table names them.
+ROWS = {
+    "pretrained": "pretrained",
+    "random_init": "random init",
+    "base": "base checkpoint",
+    "student": "student",
+}
 
 
 def qa_baseline_outputs(task: str, baselines: dict[str, BaselineResult]) -> dict[str, float]:
@@ -34,7 +39,7 @@ def qa_baseline_outputs(task: str, baselines: dict[str, BaselineResult]) -> dict
 
 def qa_rows(outputs: dict[str, Any], task: str) -> list[tuple[str, list[str]]]:
     """(row name, a `mean ± std` cell per column present) for each arm and baseline reported."""
-    columns = [c for c in QA_COLUMNS if f"{task}.pretrained_{c}_mean" in outputs]
+    columns = qa_columns_present(outputs, task)
     names = [(label, f"{task}.{arm}_") for arm, label in ROWS.items()]
     names += [
         (f"baseline: {name}", f"{task}.baseline_{name}_")

@@ -99,7 +99,9 @@ class TaskSpec(Settings):
     """`finetune.catalog.<name>`: one task's data and metric.
 
     `train`/`validation`/`test` are file paths (relative ones resolve against the data dir) or,
-    for `format: huggingface`, split names. A missing `validation` is carved, seeded, out of train;
+    for `format: huggingface`, split names. A missing `validation` is carved, seeded, out of train
+    (a question-answering task's by article or context, and its `test` too when missing:
+    flows/downstream/tasks/qa_splits.py);
     GLUE's test files are unlabelled, so its presets score on the dev file as `test`.
     `labels: auto` takes the label set from the train split, sorted
     (flows/downstream/tasks/load.py).

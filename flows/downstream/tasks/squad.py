@@ -19,8 +19,7 @@ from typing import Any
 from flows.downstream.tasks.spec import TaskInputError, TaskSpec
 
 # Record fields (jsonl, parquet, hub) of each role, unless `qa_columns` renames them.
-QA_COLUMNS = {"id": "id", "title": "title", "question": "question", "context": "context"}
-QA_COLUMNS["answers"] = "answers"
+QA_COLUMNS = {role: role for role in ("id", "title", "question", "context", "answers")}
 
 
 @dataclass(frozen=True)

@@ -160,3 +160,18 @@ def test_squad_schema_records_read_alike_from_jsonl_parquet_and_a_datasets_folde
             ("b", "who sang?", (), ()),
         ]
         assert {e.group for e in examples} == {"t"}
+
+
+def test_label_counts_count_questions_of_the_train_pool(tmp_path: Path) -> None:
+    from flows.core.settings import ConfigError
+    from flows.downstream.settings import FinetuneSettings
+
+    (tmp_path / "q.json").write_text(json.dumps(squad_articles(5, 10, seed=3)))
+    task = {"format": "squad", "kind": "question_answering", "train": "q.json"}
+    settings = FinetuneSettings(
+        tasks=["qa"], catalog={"qa": task}, data_dir=str(tmp_path), label_counts=[10, 100]
+    )
+    # 50 questions: the last article (10) is test, 4 contexts of the rest validation: 36 left
+    with pytest.raises(ConfigError, match=r"than task qa's train pool holds \(36 examples"):
+        settings.check_task_files(0)
+    settings.model_copy(update={"label_counts": [10, 36]}).check_task_files(0)

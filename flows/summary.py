@@ -11,6 +11,7 @@ from flows.downstream.statistics.base_report import base_result
 from flows.downstream.statistics.distill_report import share_text
 from flows.downstream.statistics.label_points import point_line, read_label_points
 from flows.downstream.statistics.lift_points import read_points
+from flows.downstream.statistics.qa_report import qa_summary_lines
 from flows.downstream.statistics.report import baselines_text, interval_text, warnings
 from flows.downstream.statistics.task_figures import TaskFigures
 from flows.stages.shards.stage import ShardOutputs
@@ -212,6 +213,7 @@ def finetune_result(stages: dict[str, Any], origin: str) -> list[str]:
                 *downstream_result(line, fine.confidence),
                 *student_result(stages["finetune"], line.task, fine.confidence),
                 *base_result(stages["finetune"], line.task, fine.confidence),
+                *qa_summary_lines(stages["finetune"], line.task),
             ]
         ),
     ]

@@ -64,6 +64,23 @@ def predict(model: nn.Module, loader: DataLoader) -> Predictions:
     return predictions
 
 
+@torch.no_grad()
+def predict_spans(model: nn.Module, loader: DataLoader) -> Predictions:
+    """Per window, in loader order: its start and end logits over its real tokens, for the
+    question-answering decoder (flows/downstream/tasks/qa_decoding.py)."""
+    was_training = model.training
+    model.eval()
+    windows: list[Any] = []
+    for batch in loader:
+        logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        for row, length in zip(
+            logits.float(), batch["attention_mask"].sum(1).tolist(), strict=True
+        ):
+            windows.append((row[0, :length].tolist(), row[1, :length].tolist()))
+    model.train(was_training)
+    return windows
+
+
 class BestEpoch(pl.Callback):
     """Scores the validation split after each epoch, keeps the best weights, stops on patience.
 
@@ -72,9 +89,14 @@ class BestEpoch(pl.Callback):
     """
 
     def __init__(
-        self, loader: DataLoader, score: Callable[[Predictions], float], patience: int
+        self,
+        loader: DataLoader,
+        score: Callable[[Predictions], float],
+        patience: int,
+        predictor: Callable[[nn.Module, DataLoader], Predictions] = predict,
     ) -> None:
         self.loader = loader
+        self.predictor = predictor
         self.score = score
         self.patience = patience
         self.best_score = float("-inf")
@@ -82,7 +104,7 @@ class BestEpoch(pl.Callback):
         self.best_state: dict[str, torch.Tensor] | None = None
 
     def on_train_epoch_end(self, trainer: pl.Trainer, module: FinetuneModule) -> None:  # type: ignore[override]
-        score = self.score(predict(module.model, self.loader))
+        score = self.score(self.predictor(module.model, self.loader))
         epoch = trainer.current_epoch + 1
         module.log("val/score", score)
         if score > self.best_score:

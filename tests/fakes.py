@@ -410,3 +410,34 @@ MODERNBERT_OPTIONS: dict[str, Any] = {  # ModernBERT's architecture on the encod
     "type_vocab_size": 0,
     "global_attention_every": 3,
 }
+
+
+def squad_articles(
+    articles: int, paragraphs: int, seed: int = 0, v2: bool = True
+) -> dict[str, Any]:
+    """A SQuAD-format document over TASK_WORDS: each paragraph's question asks for `fever`, the
+    answer where the context holds it; with `v2`, every other context has no `fever` and its
+    question is unanswerable (`is_impossible`)."""
+    rng = random.Random(seed)
+    data = []
+    for article in range(articles):
+        rows = []
+        for paragraph in range(paragraphs):
+            words = [rng.choice(TASK_WORDS[:8]) for _ in range(rng.randrange(8, 30))]
+            impossible = v2 and paragraph % 2 == 1
+            at = rng.randrange(len(words))
+            answers = []
+            if not impossible:
+                words[at] = "fever"
+                answers = [{"text": "fever", "answer_start": len(" ".join(words[: at + 1])) - 5}]
+            context = " ".join(words)
+            qa: dict[str, Any] = {
+                "id": f"q{article}-{paragraph}",
+                "question": "fever ?",
+                "answers": answers,
+            }
+            if v2:
+                qa["is_impossible"] = impossible
+            rows.append({"context": context, "qas": [qa]})
+        data.append({"title": f"article{article}", "paragraphs": rows})
+    return {"version": "v2.0" if v2 else "1.1", "data": data}

@@ -111,6 +111,8 @@ class Recipe(Settings):
         "entity_start"
     )
     """What a relation head reads: the entities' start markers, concatenated | [CLS]."""
+    doc_stride: Annotated[int, bounds(ge=1)] | None = None
+    """Question answering: context tokens two windows share; null: a quarter of max_length."""
     prompt: PromptSettings | None = None
     """Prompt-based fine-tuning (PET): the MLM head fills a template's {mask}; null: off."""
     train_examples: Annotated[int, bounds(ge=1)] | None = None
@@ -119,6 +121,11 @@ class Recipe(Settings):
     """At most; carved from train when a task has no validation file."""
     test_examples: Annotated[int, bounds(ge=1)] | None = None
     """At most; null: the whole test split."""
+
+    @property
+    def stride(self) -> int:
+        """`doc_stride`, or a quarter of `max_length` (run_qa.py's 128 of 384 is a third)."""
+        return self.doc_stride if self.doc_stride is not None else self.max_length // 4
 
     def sampling(self, seed: int) -> Sampling:
         return Sampling(self.validation_examples, self.test_examples, seed)
@@ -135,7 +142,7 @@ class Recipe(Settings):
 
 
 # Recipe fields the key holds only when set off their default (Recipe.key_record).
-OPT_IN_RECIPE_FIELDS = ("grid_seeds", "encoder_dropout", "prompt")
+OPT_IN_RECIPE_FIELDS = ("grid_seeds", "encoder_dropout", "prompt", "doc_stride")
 
 
 RECIPE_FIELDS = tuple(Recipe.model_fields)
@@ -218,6 +225,13 @@ class FinetuneSettings(Recipe):
                 raise ConfigError(
                     f"{key} is set, but task {spec.name} is {spec.kind}: a prompt gives a "
                     "sentence one label; set it only for classification tasks"
+                )
+            if recipe.doc_stride is not None and recipe.doc_stride >= recipe.max_length // 2 - 2:
+                key = recipe_key(spec.name, "doc_stride", spec.recipe)
+                raise ConfigError(
+                    f"{key}={recipe.doc_stride} must be below max_length // 2 - 2 "
+                    f"({recipe.max_length // 2 - 2}): a window holds the question (up to half "
+                    "of max_length) and must move on by at least one context token"
                 )
             if recipe.grid_seeds > recipe.seeds:
                 key = recipe_key(spec.name, "grid_seeds", spec.recipe)

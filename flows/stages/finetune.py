@@ -26,6 +26,7 @@ from flows.downstream.statistics.distill_report import (
     student_outputs,
 )
 from flows.downstream.statistics.per_class import mean_report, per_class, per_class_markdown
+from flows.downstream.statistics.qa_report import qa_baseline_outputs, qa_markdown
 from flows.downstream.statistics.report import (
     bar_chart,
     baseline_outputs,
@@ -36,6 +37,7 @@ from flows.downstream.statistics.speed import inference_tokens_per_second
 from flows.downstream.tasks.encoding import EncodedSplit, encode
 from flows.downstream.tasks.load import TaskData, load_task, source_fingerprint, train_sample
 from flows.downstream.tasks.prompting import PromptIds, encode_prompted, label_word_ids
+from flows.downstream.tasks.qa_encoding import encode_questions, window_outputs
 from flows.downstream.tasks.relation import (
     MarkerIds,
     add_marker_tokens,
@@ -45,6 +47,7 @@ from flows.downstream.tasks.relation import (
 from flows.downstream.tasks.spec import BASE_ARM, TaskSpec
 from flows.downstream.training.baselines import BaselineResult, evaluate_baselines
 from flows.downstream.training.caps import caps_outputs, caps_record
+from flows.downstream.training.qa_runs import unanswerable_mode
 from flows.downstream.training.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_arm
 from flows.stages.control_arm import CONTROL_ARM, base_record, cached_arm, control_record
 from flows.stages.finetune_progress import FinishedTasks
@@ -67,13 +70,16 @@ PREDICTIONS_FILE = "predictions.json"  # test predictions per task, arm and seed
 def unused_by(spec: TaskSpec, recipe: Recipe) -> set[str]:
     """Recipe fields a task's head ignores: tagging heads score every token, so no pooling; a
     prompt reads the MLM head, so neither pooling nor the classifier's dropout; only a relation
-    head reads `relation_head`, and it reads no pooling."""
+    head reads `relation_head`, and it reads no pooling; a span head reads neither, nor dropout,
+    and only it reads `doc_stride`."""
+    if spec.kind == "question_answering":
+        return {"pooling", "relation_head", "classifier_dropout"}
     if spec.kind == "relation":
-        return {"pooling"}
+        return {"pooling", "doc_stride"}
     if spec.kind == "token_classification":
-        return {"pooling", "relation_head"}
+        return {"pooling", "relation_head", "doc_stride"}
     head = {"pooling", "classifier_dropout"} if recipe.prompt is not None else set()
-    return {*head, "relation_head"}
+    return {*head, "relation_head", "doc_stride"}
 
 
 def task_settings(settings: FinetuneSettings, spec: TaskSpec, data_dir: Path) -> dict[str, Any]:
@@ -136,14 +142,18 @@ def prepare_task(
         spec, recipe, data, trained, encoder.type_vocab_size > 1, max_length
     )
     sizes: dict[str, Any] = {
-        f"{spec.name}.{name}_examples": len(split) for name, split in splits.items()
+        f"{spec.name}.{name}_examples": len(split.gold) for name, split in splits.items()
     }
     if recipe.train_examples is not None:
-        sizes[f"{spec.name}.train_examples"] = min(recipe.train_examples, len(splits["train"]))
+        sizes[f"{spec.name}.train_examples"] = min(recipe.train_examples, len(splits["train"].gold))
     data.caps = caps_record(
         spec.name, recipe, data.pools, splits, max_length, spec.recipe, data.marker_drops
     )
+    if data.carved:
+        data.caps["carved"] = data.carved
     sizes.update(caps_outputs(spec.name, data.caps, splits))
+    if spec.kind == "question_answering":
+        sizes.update(window_outputs(spec.name, splits))
     run = TaskRun(
         spec=spec,
         labels=data.labels,
@@ -160,6 +170,7 @@ def prepare_task(
         student_encoder=None if student_dir is None else load_encoder_config(student_dir),
         prompt=prompt,
         markers=markers,
+        unanswerable=unanswerable_mode(spec, data.splits["train"]),
     )
     return data, run, sizes
 
@@ -173,7 +184,16 @@ def encode_splits(
     max_length: int,
 ) -> tuple[dict[str, EncodedSplit], PromptIds | None, MarkerIds | None]:
     """Each split's token ids, as the task's head reads them: plain, as a prompt's cloze, or a
-    relation's text with its markers as tokens (the ids the head needs come back beside)."""
+    relation's text with its markers as tokens (the ids the head needs come back beside), or a
+    question's windows over its context."""
+    if spec.kind == "question_answering":
+        windows = {
+            name: encode_questions(
+                trained.tokenizer, examples, max_length, recipe.stride, token_types
+            )
+            for name, examples in data.splits.items()
+        }
+        return dict(windows), None, None
     if spec.kind == "relation":
         markers = add_marker_tokens(trained.tokenizer, spec.markers())
         encoded = {
@@ -265,6 +285,7 @@ def bootstrap_outputs(
         settings.confidence,
         seed,
         types,
+        spec.kind,
     )
     prefix = f"{spec.name}.{name}_{spec.metric}_bootstrap"
     return {f"{prefix}_low": low, f"{prefix}_high": high}
@@ -380,6 +401,8 @@ def finetune(
             outputs[f"{spec.name}.recipe_set_by_task"] = ",".join(sorted(spec.recipe))
             outputs.update(lift_figures(task_run, arms, settings, seed))
             outputs.update(baseline_outputs(spec.name, spec.metric, baselines))
+            if spec.kind == "question_answering":
+                outputs.update(qa_baseline_outputs(spec.name, baselines))
             if student_dir is not None:
                 outputs.update(student_outputs(spec.name, arms, settings.confidence))
             if base_ref is not None:
@@ -403,6 +426,8 @@ def finetune(
             summary += "\n\n" + per_class_markdown(
                 spec.name, runs[spec.name], list(predictions[spec.name])
             )
+        for spec in (spec for spec in settings.specs() if spec.kind == "question_answering"):
+            summary += "\n\n" + qa_markdown(outputs, spec.name)
         if student_dir is not None:
             outputs.update(measure_sizes(pretrain_ref.path, student_dir, settings))
             summary += "\n\n" + distillation_table(outputs, settings.tasks, settings.confidence)

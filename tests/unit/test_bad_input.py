@@ -418,6 +418,23 @@ CONFIG_CASES = [
         r"finetune\.label_counts=\[0, 100\]: 0 is not a number of labelled examples",
     ),
     (
+        ["finetune.doc_stride=40", "finetune.max_length=64"],
+        r"finetune\.doc_stride=40 must be below max_length // 2 - 2 \(30\): a window holds the "
+        r"question",
+    ),
+    (
+        ["+finetune.catalog.q={format:squad,train:q.json,labels:[a,b]}", "finetune.tasks=[q]"],
+        r"finetune\.catalog\.q\.labels: a question-answering task's answers are spans of the "
+        r"context, not labels; remove labels",
+    ),
+    (
+        [
+            "+finetune.catalog.q={format:squad,kind:classification,train:q.json}",
+            "finetune.tasks=[q]",
+        ],
+        r"finetune\.catalog\.q: format 'squad' cannot be kind 'classification'",
+    ),
+    (
         ["finetune.relation_head=mean"],
         r"finetune\.relation_head='mean' must be one of \('entity_start', 'cls'\)",
     ),
@@ -719,6 +736,27 @@ def parquet_bytes(columns: dict[str, list[Any]]) -> bytes:
 
 CSV = {"format": "csv", "labels": ["0", "1"], "train": "t.csv", "test": "t.csv"}
 JSONL = {"format": "jsonl", "labels": "auto", "text_column": "text", "train": "t.jsonl"}
+SQUAD = {"format": "squad", "kind": "question_answering", "train": "q.json", "test": "q.json"}
+
+
+def squad_json(paragraphs: list[tuple[str, str, int]]) -> str:
+    """One article of SQuAD JSON: a question per (context, answer text, answer_start)."""
+    rows = [
+        {
+            "context": context,
+            "qas": [
+                {
+                    "id": f"q{index}",
+                    "question": "who?",
+                    "answers": [{"text": text, "answer_start": start}],
+                }
+            ],
+        }
+        for index, (context, text, start) in enumerate(paragraphs)
+    ]
+    return json.dumps({"version": "1.1", "data": [{"title": "a", "paragraphs": rows}]})
+
+
 RELATION = {
     **JSONL,
     "kind": "relation",
@@ -842,6 +880,60 @@ TASK_CASES += [
         r"s\.txt:4: expected a record's first line, 'ID<TAB>\"sentence\"' \(format: semeval2010",
     ),
     TaskCase(
+        "SQuAD answer text not at its answer_start",
+        {"q.json": squad_json([("Rollo led the Normans.", "Rollo", 0), ("Rollo led.", "led", 1)])},
+        SQUAD,
+        r"q\.json: 1 answer\(s\) differ from context\[answer_start:answer_start\+len\(text\)\], "
+        r"first: question q1 \(.*q\.json: \$\.data\[0\]\.paragraphs\[1\]\.qas\[0\]\); fix the "
+        r"offsets",
+    ),
+    TaskCase(
+        "SQuAD question without its question field",
+        {
+            "q.json": json.dumps(
+                {"data": [{"paragraphs": [{"context": "c", "qas": [{"id": "x"}]}]}]}
+            )
+        },
+        SQUAD,
+        r"q\.json: \$\.data\[0\]\.paragraphs\[0\]\.qas\[0\] has no field 'answers'; every "
+        r"SQuAD entry needs it",
+    ),
+    TaskCase(
+        "SQuAD file without data",
+        {"q.json": json.dumps({"version": "v2.0"})},
+        SQUAD,
+        r"q\.json: \$ has no field 'data'",
+    ),
+    TaskCase(
+        "SQuAD v1.1 file run with the v2.0 null-score threshold",
+        {"q.json": squad_json([("Rollo led the Normans.", "Rollo", 0)] * 3)},
+        {**SQUAD, "unanswerable": True},
+        r"q\.json: no question is unanswerable \(SQuAD v1\.1: no is_impossible, no empty "
+        r"answers\), but finetune\.catalog\.t\.unanswerable=true asks for the v2\.0 null-score "
+        r"threshold",
+    ),
+    TaskCase(
+        "squad-schema record whose answer is not at its answer_start",
+        {
+            "q.jsonl": json.dumps(
+                {
+                    "id": "r1",
+                    "question": "who?",
+                    "context": "Rollo led.",
+                    "answers": {"text": ["led"], "answer_start": [0]},
+                }
+            )
+        },
+        {**SQUAD, "format": "jsonl", "train": "q.jsonl", "test": "q.jsonl"},
+        r"q\.jsonl: 1 answer\(s\) differ from .*first: question r1 \(.*q\.jsonl:1\)",
+    ),
+    TaskCase(
+        "squad-schema record without answers",
+        {"q.jsonl": json.dumps({"id": "r1", "question": "who?", "context": "Rollo led."})},
+        {**SQUAD, "format": "jsonl", "train": "q.jsonl", "test": "q.jsonl"},
+        r"q\.jsonl:1 has no field 'answers'; every SQuAD entry needs it",
+    ),
+    TaskCase(
         "a single label in train (labels: auto)",
         {"t.jsonl": '{"text": "a fine film", "label": "pos"}\n'},
         {**JSONL, "test": "t.jsonl"},
@@ -893,6 +985,23 @@ def test_the_cli_checks_task_files_before_any_service_or_stage(
         f"error: {tmp_path / 't.csv'}:1 has no column 'text' (columns: 'text\\tlabel'); set the "
         "finetune.catalog.t column settings to one of them. The first line is tab-separated: "
         "format: glue reads TSV (tabs, no quoting).\n"
+    )
+
+
+def test_the_cli_refuses_a_squad_offset_mismatch_before_any_stage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "q.json").write_text(squad_json([("Rollo led.", "led", 0)]))
+    task = "{format:squad,kind:question_answering,train:q.json,test:q.json}"
+    code = cli_main(
+        ["finetune.tasks=[q]", f"+finetune.catalog.q={task}", f"finetune.data_dir={tmp_path}"]
+    )
+    assert code == 2
+    path = tmp_path / "q.json"
+    assert capsys.readouterr().err == (
+        f"error: {path}: 1 answer(s) differ from context[answer_start:answer_start+len(text)], "
+        f"first: question q0 ({path}: $.data[0].paragraphs[0].qas[0]); fix the offsets (0-based "
+        "characters into the context)\n"
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from lightning_modules.label_metrics import entity_spans
+from lightning_modules.squad_metrics import QA_METRICS, example_scores
 
 
 def example_statistics(
@@ -28,7 +29,11 @@ def example_statistics(
 
     Classification: the one-hot cell `gold * L + predicted` of an `L x L` confusion matrix.
     Tagging: `(true positive, predicted, gold)` entity counts of the sentence.
+    Question answering: `(exact match, F1, 1)` of the question (its metrics are means).
     """
+    if kind == "question_answering":
+        rows = [(*example_scores(a, p), 1.0) for a, p in zip(gold, predictions, strict=True)]
+        return np.asarray(rows, dtype=np.float64).reshape(-1, 3)
     if kind == "token_classification":
         rows = []
         for truth, predicted in zip(gold, predictions, strict=True):
@@ -49,11 +54,18 @@ def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
 
 
 def metric_from_totals(
-    metric: str, totals: np.ndarray, num_labels: int, types: np.ndarray | None = None
+    metric: str,
+    totals: np.ndarray,
+    num_labels: int,
+    types: np.ndarray | None = None,
+    kind: str = "",
 ) -> np.ndarray:
     """The metric of each row of summed statistics `(replicates, k)`; the same definitions as
     lightning_modules/metrics.py (a test checks that unit weights give the point estimate).
-    `types` (flows/downstream/tasks/relation.py `type_matrix`) makes the F1s a relation task's."""
+    `types` (flows/downstream/tasks/relation.py `type_matrix`) makes the F1s a relation task's;
+    `kind` question_answering makes them means over questions."""
+    if kind == "question_answering":
+        return _ratio(totals[:, QA_METRICS.index(metric)], totals[:, 2])
     if metric.startswith("entity_"):
         true_positive, predicted, gold = totals[:, 0], totals[:, 1], totals[:, 2]
         precision, recall = _ratio(true_positive, predicted), _ratio(true_positive, gold)
@@ -110,11 +122,12 @@ def bootstrap_lift(
     confidence: float,
     seed: int,
     types: np.ndarray | None = None,
+    kind: str = "",
 ) -> tuple[float, float]:
     """Percentile interval of the seed-averaged lift over `replicates` test resamples.
 
     `pretrained[i]` and `random_init[i]` are the example statistics of seed i's two runs, all on
-    the same test examples in the same order; `types` as in `metric_from_totals`.
+    the same test examples in the same order; `types` and `kind` as in `metric_from_totals`.
     """
     examples = len(pretrained[0])
     rng = np.random.default_rng(seed)
@@ -122,8 +135,8 @@ def bootstrap_lift(
     weights = weights.astype(np.float64)
     lifts = np.zeros(replicates)
     for pre, rand in zip(pretrained, random_init, strict=True):
-        lifts += metric_from_totals(metric, weights @ pre, num_labels, types)
-        lifts -= metric_from_totals(metric, weights @ rand, num_labels, types)
+        lifts += metric_from_totals(metric, weights @ pre, num_labels, types, kind)
+        lifts -= metric_from_totals(metric, weights @ rand, num_labels, types, kind)
     lifts /= len(pretrained)
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(lifts, [tail, 100 - tail])

@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any
 
 from lightning_modules.label_metrics import entity_spans, relation_counts, relation_type
+from lightning_modules.squad_metrics import example_scores, has_answer
 
 Report = dict[str, dict[str, float | int | None]]
 
@@ -29,8 +30,10 @@ def class_scores(true_positive: int, predicted: int, support: int) -> dict[str, 
 
 
 def per_class(kind: str, gold: list[Any], predictions: list[Any], labels: list[str]) -> Report:
-    """Label name (classification), entity type (token classification) or relation type
-    (relation) -> its scores."""
+    """Label name (classification), entity type (token classification), relation type
+    (relation) or HasAns/NoAns (question answering) -> its scores."""
+    if kind == "question_answering":
+        return answer_groups(gold, predictions)
     if kind == "relation":
         counts = relation_counts([labels[g] for g in gold], [labels[p] for p in predictions])
         return {name: class_scores(*counts.get(name, (0, 0, 0))) for name in relation_names(labels)}
@@ -53,6 +56,25 @@ def per_class(kind: str, gold: list[Any], predictions: list[Any], labels: list[s
             hits[labels[truth]] += int(truth == guess)
         names = list(labels)
     return {name: class_scores(hits[name], predicted[name], support[name]) for name in names}
+
+
+def answer_groups(gold: list[Any], predictions: list[Any]) -> Report:
+    """A question-answering task's classes: SQuAD 2.0's HasAns and NoAns questions, each with
+    its mean F1 (no precision or recall: an answer is scored against references, not a class)."""
+    groups: dict[str, list[float]] = {"HasAns": [], "NoAns": []}
+    for answers, predicted in zip(gold, predictions, strict=True):
+        groups["HasAns" if has_answer(answers) else "NoAns"].append(
+            example_scores(answers, predicted)[1]
+        )
+    return {
+        name: {
+            "precision": None,
+            "recall": None,
+            "f1": sum(scores) / len(scores) if scores else None,
+            "support": len(scores),
+        }
+        for name, scores in groups.items()
+    }
 
 
 def relation_names(labels: list[str]) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from flows.downstream.tasks.readers import LabelIndex, TaggedSentence, TextExample, text_examples
 from flows.downstream.tasks.spec import TaskInputError, TaskSpec
+from flows.downstream.tasks.squad import QAExample, qa_records
 
 
 def load_split(spec: TaskSpec, split: str) -> Any:
@@ -39,11 +40,13 @@ def class_names(feature: Any) -> list[str] | None:
 
 def read_hub(
     split: str, spec: TaskSpec, labels: LabelIndex
-) -> list[TextExample] | list[TaggedSentence]:
+) -> list[TextExample] | list[TaggedSentence] | list[QAExample]:
     """A split of the task's dataset, by its split name (`spec.source` gives the name as is)."""
     dataset = load_split(spec, split)
     where = f"{spec.hub_name}[{split}]"
     columns = list(dataset.column_names)
+    if spec.kind == "question_answering":  # the squad schema's rows are its records
+        return qa_records(((index, row) for index, row in enumerate(dataset)), where, spec)
     if spec.kind == "token_classification":
         return tagged_rows(dataset, columns, where, spec, labels)
     names = {column: class_names(dataset.features[column]) for column in columns}

@@ -23,6 +23,8 @@ from flows.downstream.tasks.contained import whole_rows
 from flows.downstream.tasks.encoding import encode, stand_in_tokenizer
 from flows.downstream.tasks.hub import read_hub
 from flows.downstream.tasks.markers import check_train_markers, keep_marked
+from flows.downstream.tasks.qa_encoding import encode_questions
+from flows.downstream.tasks.qa_splits import carve_qa_splits
 from flows.downstream.tasks.readers import (
     LabelIndex,
     TaggedSentence,
@@ -34,10 +36,11 @@ from flows.downstream.tasks.readers import (
 from flows.downstream.tasks.record_readers import read_csv, read_jsonl, read_parquet
 from flows.downstream.tasks.relation import add_marker_tokens, encode_relations
 from flows.downstream.tasks.spec import SPLITS, TaskInputError, TaskSpec, check_labels
+from flows.downstream.tasks.squad import QAExample, check_unanswerable, read_squad
 
 log = logging.getLogger(__name__)
 
-Example = TextExample | TaggedSentence
+Example = TextExample | TaggedSentence | QAExample
 CARVED_VALIDATION_FRACTION = 0.1
 
 
@@ -66,6 +69,8 @@ class TaskData:
     caps: dict[str, Any] = field(default_factory=dict)
     # A relation task's rows left out per split for a missing or unbalanced marker (markers.py).
     marker_drops: dict[str, Any] = field(default_factory=dict)
+    # A question-answering task's splits carved by article or context, and how (qa_splits.py).
+    carved: dict[str, str] = field(default_factory=dict)
 
     def label_record(self) -> dict[str, Any]:
         """The `labels` entry of results.json."""
@@ -89,6 +94,7 @@ READERS: dict[str, Reader] = {
     "jsonl": read_jsonl,
     "parquet": read_parquet,
     "huggingface": read_hub,
+    "squad": read_squad,
 }
 
 
@@ -177,6 +183,10 @@ def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
         read = {split: read_split(spec, split, data_dir, index) for split in SPLITS}
         splits = {split: examples for split, examples in read.items() if examples is not None}
     drops = keep_relations(spec, data_dir, splits) if spec.kind == "relation" else {}
+    qa_carved = {}
+    if spec.kind == "question_answering":
+        check_unanswerable(spec, splits["train"], str(spec.source("train", data_dir)))
+        qa_carved = carve_qa_splits(spec, splits, sampling.seed)
     if spec.drop_contained_rows:
         whole = whole_rows(splits["train"])
         log.info(
@@ -203,11 +213,14 @@ def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
     pools.update(train=len(splits["train"]), test=len(splits["test"]))
     splits["validation"] = sample(splits["validation"], sampling.validation_examples, sampling.seed)
     splits["test"] = sample(splits["test"], sampling.test_examples, sampling.seed)
-    absent = absent_from_test(spec, labels, splits["test"])
+    qa = spec.kind == "question_answering"
+    absent = [] if qa else absent_from_test(spec, labels, splits["test"])
     source = "train split" if spec.labels == "auto" else "config"
     ordered = {split: splits[split] for split in SPLITS}
     sizes = {split: pools[split] for split in SPLITS}
-    return TaskData(spec, labels, ordered, source, absent, sizes, marker_drops=drops)
+    return TaskData(
+        spec, labels, ordered, source, absent, sizes, marker_drops=drops, carved=qa_carved
+    )
 
 
 def keep_relations(
@@ -257,6 +270,8 @@ def example_texts(example: Example) -> list[str]:
     """The text an example shows a model: its sentence (and pair), or its words."""
     if isinstance(example, TaggedSentence):
         return [" ".join(example.tokens)]
+    if isinstance(example, QAExample):
+        return [example.question, example.context]
     return [example.text] if example.pair is None else [example.text, example.pair]
 
 
@@ -277,7 +292,9 @@ def check_tasks(tasks: list[tuple[TaskSpec, Sampling, int]], data_dir: Path) -> 
         tokenizer = stand_in_tokenizer(max_length)
         markers = add_marker_tokens(tokenizer, spec.markers()) if spec.kind == "relation" else None
         for examples in data.splits.values():
-            if markers is None:
+            if spec.kind == "question_answering":
+                encode_questions(tokenizer, examples[:1], max_length, max_length // 4, True)
+            elif markers is None:
                 encode(tokenizer, examples[:1], token_types=True)
             else:
                 encode_relations(tokenizer, examples[:1], markers, max_length)

@@ -37,6 +37,7 @@ from flows.downstream.tasks.readers import (
     text_examples,
 )
 from flows.downstream.tasks.spec import Column, TaskInputError, TaskSpec
+from flows.downstream.tasks.squad import QAExample, qa_columns, qa_records
 
 Records = Iterator[tuple[int, dict[str, Any]]]
 
@@ -167,7 +168,9 @@ def record_columns(spec: TaskSpec, names: list[str] | None, where: str) -> dict[
 
 def examples_of(
     records: Records, columns: dict[str, str | None], where: str, spec: TaskSpec, labels: LabelIndex
-) -> list[TextExample] | list[TaggedSentence]:
+) -> list[TextExample] | list[TaggedSentence] | list[QAExample]:
+    if spec.kind == "question_answering":
+        return qa_records(records, where, spec)
     if spec.kind == "token_classification":
         return record_sentences(records, columns, where, spec, labels)
     return record_examples(records, columns, where, spec, labels)
@@ -175,7 +178,7 @@ def examples_of(
 
 def read_jsonl(
     path: Path, spec: TaskSpec, labels: LabelIndex
-) -> list[TextExample] | list[TaggedSentence]:
+) -> list[TextExample] | list[TaggedSentence] | list[QAExample]:
     """A JSON-lines task file: one example per record."""
     columns = record_columns(spec, None, str(path))
     return examples_of(jsonl_records(path, spec), columns, str(path), spec, labels)
@@ -183,9 +186,13 @@ def read_jsonl(
 
 def read_parquet(
     path: Path, spec: TaskSpec, labels: LabelIndex
-) -> list[TextExample] | list[TaggedSentence]:
+) -> list[TextExample] | list[TaggedSentence] | list[QAExample]:
     """A Parquet task file: one example per row, reading only the columns the task names."""
     require_file(path, spec)
+    if spec.kind == "question_answering":
+        names = parquet_columns(path)
+        wanted = [name for name in qa_columns(spec).values() if name in names]
+        return qa_records(parquet_records(path, wanted), str(path), spec)
     columns = record_columns(spec, parquet_columns(path), str(path))
     present = [column for column in columns.values() if column is not None]
     present += spec.entity_offsets or []

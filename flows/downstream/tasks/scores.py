@@ -12,6 +12,7 @@ import torch
 
 from lightning_modules.label_metrics import entity_scores, relation_scores
 from lightning_modules.metrics import accuracy, binary_f1, macro_f1, matthews_corrcoef
+from lightning_modules.squad_metrics import squad_scores
 
 if TYPE_CHECKING:  # Lightning: not imported while a config is only being validated
     from lightning_modules.classifier import Predictions
@@ -25,7 +26,10 @@ def score(
     negative: str | None = None,
 ) -> dict[str, float]:
     """Every metric of the task's kind; the recipe picks the configured one for selection. A
-    relation task's F1s leave out its `negative` label ("no relation")."""
+    relation task's F1s leave out its `negative` label ("no relation"); a question-answering
+    task's predictions are answer texts, scored against each question's references."""
+    if kind == "question_answering":
+        return squad_scores(gold, predictions)
     if kind == "token_classification":
         predicted_tags = [
             [labels[tag] for tag in predicted] + ["O"] * (len(truth) - len(predicted))

@@ -18,7 +18,7 @@ from flows.core.paths import REPO_ROOT
 from flows.core.settings import ConfigError, Settings, bounds, one_of, settings_from
 from flows.corpora.formats import CorpusInputError
 
-KINDS = ("classification", "token_classification", "relation")
+KINDS = ("classification", "token_classification", "relation", "question_answering")
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ TASK_FORMATS = {
     "jsonl": TaskFormat(records=True),
     "parquet": TaskFormat(records=True),
     "huggingface": TaskFormat(source="hub"),
+    # The official SQuAD JSON, v1.1 or v2.0 (flows/downstream/tasks/squad.py).
+    "squad": TaskFormat(("question_answering",)),
 }
 FORMATS = tuple(TASK_FORMATS)
 METRICS = {
@@ -50,6 +52,8 @@ METRICS = {
     "token_classification": ("entity_f1", "entity_precision", "entity_recall"),
     # Relation F1s exclude `negative_label` and score direction (lightning_modules/metrics.py).
     "relation": ("macro_f1", "micro_f1", "accuracy"),
+    # The official SQuAD evaluation's (lightning_modules/squad_metrics.py).
+    "question_answering": ("f1", "exact_match"),
 }
 SPLITS = ("train", "validation", "test")
 ARMS = ("pretrained", "random_init")
@@ -57,12 +61,15 @@ STUDENT_ARM = "student"  # a third arm when the run distilled a student (flows/s
 BASE_ARM = "base"  # a third arm when the run continued a checkpoint: the checkpoint, not continued
 # Task fields the finetune key holds only when set (TaskSpec.key_record).
 OPT_IN_FIELDS = ("drop_contained_rows", "entity_markers", "entity_offsets", "negative_label")
+# Fields only a question-answering task reads: out of every other task's key.
+QA_FIELDS = ("qa_columns", "unanswerable")
 # What a task of each kind is compared against besides random init
 # (flows/downstream/training/baselines.py).
 BASELINES = {
     "classification": ("majority", "tfidf_logreg"),
     "token_classification": ("seen_entities",),
     "relation": ("majority", "tfidf_logreg"),  # TF-IDF reads the text with its markers
+    "question_answering": ("no_answer", "lexical_overlap"),
 }
 
 
@@ -92,7 +99,9 @@ class TaskSpec(Settings):
     """`finetune.catalog.<name>`: one task's data and metric.
 
     `train`/`validation`/`test` are file paths (relative ones resolve against the data dir) or,
-    for `format: huggingface`, split names. A missing `validation` is carved, seeded, out of train;
+    for `format: huggingface`, split names. A missing `validation` is carved, seeded, out of train
+    (a question-answering task's by article or context, and its `test` too when missing:
+    flows/downstream/tasks/qa_splits.py);
     GLUE's test files are unlabelled, so its presets score on the dev file as `test`.
     `labels: auto` takes the label set from the train split, sorted
     (flows/downstream/tasks/load.py).
@@ -128,6 +137,13 @@ class TaskSpec(Settings):
     entity_offsets: list[str] | None = None
     # The label of a pair without a relation ("Other", "false"), left out of the relation F1s.
     negative_label: str | None = None
+    # Question answering (kind: question_answering). `qa_columns`: record fields of the roles
+    # id, title, question, context, answers where they are not so named (jsonl, parquet, hub).
+    # `unanswerable`: true asks for SQuAD 2.0's no-answer prediction with its null-score
+    # threshold chosen on validation (refused for a v1.1 file); null: as the train split holds
+    # unanswerable questions or not; false: always answer.
+    qa_columns: dict[str, str] = Field(default_factory=dict)
+    unanswerable: bool | None = None
     recipe: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -150,6 +166,8 @@ class TaskSpec(Settings):
         kinds = known.kinds if known else KINDS
         if "kind" not in data and len(kinds) == 1:
             data = {**data, "kind": kinds[0]}
+        if data.get("kind") == "question_answering":
+            data = {"metric": METRICS["question_answering"][0], **data}
         if data.get("kind") == "token_classification":
             data = {"metric": METRICS["token_classification"][0], **data}
             if known and known.records:
@@ -166,7 +184,9 @@ class TaskSpec(Settings):
         if self.metric not in METRICS[self.kind]:
             raise ConfigError(f"{key}.metric={self.metric!r} must be one of {METRICS[self.kind]}")
         self._check_relation(key)
-        if self.labels != "auto":
+        if self.kind == "question_answering":
+            self._check_question_answering(key)
+        elif self.labels != "auto":
             check_labels(self, self.labels)
         if self.task_format.source != "built_in":
             self._check_sources(key)
@@ -176,6 +196,14 @@ class TaskSpec(Settings):
                 "tasks without a pair_column; remove it from this task"
             )
         return self
+
+    def _check_question_answering(self, key: str) -> None:
+        """An answer is a span of the context: a QA task has no label set."""
+        if self.labels:
+            raise ConfigError(
+                f"{key}.labels: a question-answering task's answers are spans of the context, "
+                "not labels; remove labels"
+            )
 
     def _check_relation(self, key: str) -> None:
         """A relation task marks its entities, inline or by offsets; other kinds mark none."""
@@ -223,10 +251,14 @@ class TaskSpec(Settings):
         """The spec as the finetune stage's key holds it: an opt-in field that is off stays out,
         so adding one moves no existing task's key."""
         off = {name for name in OPT_IN_FIELDS if not getattr(self, name)}
+        if self.kind != "question_answering":
+            off |= set(QA_FIELDS)
         return self.model_dump(exclude={"recipe", *off})
 
     def _check_sources(self, key: str) -> None:
-        if self.train is None or self.test is None:
+        if self.train is None:
+            raise ConfigError(f"{key}: set {key}.train and {key}.test (validation is optional)")
+        if self.test is None and self.kind != "question_answering":
             raise ConfigError(f"{key}: set {key}.train and {key}.test (validation is optional)")
         if self.task_format.source == "hub" and not self.hub_name:
             raise ConfigError(f"{key}.hub_name must name the dataset (e.g. nyu-mll/glue)")

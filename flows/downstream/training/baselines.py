@@ -8,6 +8,8 @@
 - `seen_entities`: tags every string that was an entity in train, with its most frequent type,
   longest match first. A tagger that only memorises names scores this; the encoder must beat it.
 
+Question answering's (`no_answer`, `lexical_overlap`) are in qa_baselines.py.
+
 Each is fitted on the same labelled examples the arms train on (one fit per seed's sample in
 limited-label mode) and scored with the arms' metric code; test never steers a choice.
 """
@@ -22,6 +24,8 @@ from typing import Any
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
 from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import TaskSpec
+from flows.downstream.tasks.squad import QAExample
+from flows.downstream.training.qa_baselines import fit_qa_baseline
 from lightning_modules.label_metrics import entity_spans
 
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
@@ -123,7 +127,16 @@ def fit_baseline(
         return tfidf_logreg(spec, labels, splits["train"], splits["validation"], splits["test"])
     if name == "seen_entities":
         return seen_entities(labels, splits["train"], splits["test"]), {}
+    if name in ("no_answer", "lexical_overlap"):
+        return fit_qa_baseline(name, spec.metric, splits)
     raise ValueError(f"unknown baseline {name!r}")  # TaskSpec validates names first
+
+
+def gold_of(example: Any) -> Any:
+    """What an example is scored against: tags, reference answers, or a label id."""
+    if isinstance(example, TaggedSentence):
+        return list(example.tags)
+    return list(example.answers) if isinstance(example, QAExample) else example.label
 
 
 def evaluate_baselines(
@@ -134,10 +147,7 @@ def evaluate_baselines(
     train_samples: list[list[Any]],
 ) -> dict[str, BaselineResult]:
     """Every baseline of the task, fitted once per train sample (the arms' labelled examples)."""
-    test_gold: list[Any] = [
-        list(example.tags) if isinstance(example, TaggedSentence) else example.label
-        for example in splits["test"]
-    ]
+    test_gold: list[Any] = [gold_of(example) for example in splits["test"]]
     results = {name: BaselineResult(name) for name in names}
     for train in train_samples:
         for name, result in results.items():

@@ -37,11 +37,15 @@ def caps_record(
     record: dict[str, Any] = {}
     for split, field in SPLIT_CAPS.items():
         pool = pools[split]
-        used = min(recipe.train_examples or pool, pool) if split == "train" else len(splits[split])
+        used = (
+            min(recipe.train_examples or pool, pool)
+            if split == "train"
+            else len(splits[split].gold)
+        )
         if used < pool:
             record[field] = {"used": used, "of": pool, "key": recipe_key(task, field, set_by_task)}
     truncated = {
-        split: {"examples": encoded.truncated, "of": len(encoded)}
+        split: {"examples": encoded.truncated, "of": len(encoded.gold)}
         for split, encoded in splits.items()
         if encoded.truncated
     }
@@ -89,4 +93,6 @@ def caps_text(record: dict[str, Any]) -> str:
             for split, n in cap["dropped"].items()
         )
         parts.append(f"left out for a missing or unbalanced marker ({cap['key']}): {left} rows")
+    if "carved" in record:  # a question-answering task's splits, carved by article or context
+        parts.extend(f"{split} carved: {how}" for split, how in record["carved"].items())
     return "; ".join(parts)

@@ -31,9 +31,10 @@ from flows.downstream.tasks.prompting import PromptIds
 from flows.downstream.tasks.relation import MarkerIds
 from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import ARMS, BASE_ARM, STUDENT_ARM, TaskSpec
+from flows.downstream.training.qa_runs import decoded_answers
 from flows.training.settings import TrainerSettings
 from flows.training.trainer import make_trainer
-from lightning_modules.classifier import BestEpoch, FinetuneModule, predict
+from lightning_modules.classifier import BestEpoch, FinetuneModule, predict, predict_spans
 from lightning_modules.models.config import IGNORE_INDEX, EncoderConfig
 from lightning_modules.models.heads import (
     BertForSequenceClassification,
@@ -41,6 +42,7 @@ from lightning_modules.models.heads import (
     EncoderClassifier,
 )
 from lightning_modules.models.prompt_head import PromptClassifier
+from lightning_modules.models.qa_head import BertForQuestionAnswering
 from lightning_modules.models.relation_head import (
     BertForRelationClassification,
     extend_word_embeddings,
@@ -163,6 +165,8 @@ class TaskRun:
     base_dir: Path | None = None
     # A relation task: its entity markers' token ids, added to the vocabulary (relation.py).
     markers: MarkerIds | None = None
+    # A question-answering task answers nothing below a null-score threshold (SQuAD 2.0).
+    unanswerable: bool = False
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -183,7 +187,8 @@ class TaskRun:
         data = self.splits[name]
         if name != "train":
             return data
-        positions = train_sample(len(data), self.settings.train_examples, seed)
+        # Drawn over examples (a QA split's gold is per question, its items per window).
+        positions = train_sample(len(data.gold), self.settings.train_examples, seed)
         return data if positions is None else data.subset(positions)
 
     def loader(self, split: str, seed: int, shuffle: bool = False) -> DataLoader:
@@ -194,6 +199,29 @@ class TaskRun:
             collate_fn=lambda items: pad_batch(items, self.pad_id),
             generator=torch.Generator().manual_seed(seed),
         )
+
+    @property
+    def question_answering(self) -> bool:
+        return self.spec.kind == "question_answering"
+
+    def predictor(self) -> Callable[[nn.Module, DataLoader], Any]:
+        """What a model's outputs are read as: window logits (QA), else labels."""
+        return predict_spans if self.question_answering else predict
+
+    def answers(self, split: str, predictions: Any, validation: Any = None) -> Any:
+        """A QA split's window logits decoded into answers (qa_runs.py); else as they are."""
+        if not self.question_answering:
+            return predictions
+        return decoded_answers(
+            self.splits, split, predictions, validation, self.unanswerable, self.spec.metric
+        )
+
+    def test_predictions(self, model: nn.Module, seed: int) -> Any:
+        """Test predictions; a QA threshold fitted on validation first."""
+        if not self.question_answering:
+            return predict(model, self.loader("test", seed))
+        validation = predict_spans(model, self.loader("validation", seed))
+        return self.answers("test", predict_spans(model, self.loader("test", seed)), validation)
 
     def metrics(self, split: str, predictions: Any) -> dict[str, float]:
         gold, negative = self.splits[split].gold, self.spec.negative_label
@@ -217,6 +245,11 @@ def build_model(run: TaskRun, arm: str) -> nn.Module:
         return prompted
     if run.spec.kind == "relation":
         return relation_model(run, config, source)
+    if run.spec.kind == "question_answering":
+        qa = BertForQuestionAnswering(config)
+        if source is not None:
+            load_encoder_weights(qa.encoder, source)
+        return qa
     model: EncoderClassifier = (
         BertForTokenClassification(config, len(run.labels), settings.classifier_dropout)
         if run.spec.kind == "token_classification"
@@ -266,8 +299,9 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
     metric = run.spec.metric
     selector = BestEpoch(
         run.loader("validation", seed),
-        lambda predictions: run.metrics("validation", predictions)[metric],
+        lambda outputs: run.metrics("validation", run.answers("validation", outputs))[metric],
         settings.patience,
+        run.predictor(),
     )
     label = f"{arm}-lr{learning_rate:g}-seed{seed}"
     trainer = make_trainer(
@@ -280,7 +314,7 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
     )
     trainer.fit(module, train_dataloaders=run.loader("train", seed, shuffle=True))
     selector.restore(model)
-    predictions = predict(model, run.loader("test", seed))
+    predictions = run.test_predictions(model, seed)
     return RunResult(
         arm,
         learning_rate,

@@ -1,0 +1,85 @@
+"""Question answering's figures side by side: exact match, F1, and SQuAD 2.0's HasAns F1 and
+NoAns accuracy, for each arm and each baseline.
+
+One headline metric hides how a SQuAD 2.0 score is made: answering nothing scores the share of
+unanswerable questions, so a model's overall F1 reads only beside its HasAns F1 (does it find
+answers?) and its NoAns accuracy (does it abstain?), and beside the `no_answer` baseline.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING, Any
+
+from flows.downstream.statistics.report import std
+
+if TYPE_CHECKING:
+    from flows.downstream.training.baselines import BaselineResult
+
+QA_COLUMNS = ("exact_match", "f1", "has_ans_f1", "no_ans_accuracy")
+# The arms a run may have (flows/downstream/tasks/spec.py), as the table names them.
+ROWS = {
+    "pretrained": "pretrained",
+    "random_init": "random init",
+    "base": "base checkpoint",
+    "student": "student",
+}
+
+
+def qa_baseline_outputs(task: str, baselines: dict[str, BaselineResult]) -> dict[str, float]:
+    """`<task>.baseline_<name>_<score>_mean|_std` of every score, not the task's metric alone."""
+    outputs = {}
+    for name, result in baselines.items():
+        for score in result.test[0]:
+            values = [test[score] for test in result.test]
+            outputs[f"{task}.baseline_{name}_{score}_mean"] = statistics.fmean(values)
+            outputs[f"{task}.baseline_{name}_{score}_std"] = std(values)
+    return outputs
+
+
+def qa_rows(outputs: dict[str, Any], task: str) -> list[tuple[str, list[str]]]:
+    """(row name, a `mean ± std` cell per column present) for each arm and baseline reported."""
+    columns = qa_columns_present(outputs, task)
+    names = [(label, f"{task}.{arm}_") for arm, label in ROWS.items()]
+    names += [
+        (f"baseline: {name}", f"{task}.baseline_{name}_")
+        for name in filter(None, str(outputs.get(f"{task}.baselines", "")).split(","))
+    ]
+    rows = []
+    for label, prefix in names:
+        if f"{prefix}{columns[0]}_mean" not in outputs:
+            continue
+        cells = [
+            f"{outputs[f'{prefix}{c}_mean']:.3f} ± {outputs[f'{prefix}{c}_std']:.3f}"
+            for c in columns
+        ]
+        rows.append((label, cells))
+    return rows
+
+
+def qa_columns_present(outputs: dict[str, Any], task: str) -> list[str]:
+    return [c for c in QA_COLUMNS if f"{task}.pretrained_{c}_mean" in outputs]
+
+
+def qa_markdown(outputs: dict[str, Any], task: str) -> str:
+    """summary.md's table for a question-answering task (test split, mean ± std over seeds)."""
+    columns = qa_columns_present(outputs, task)
+    lines = [
+        f"Question answering, {task} (test; mean ± std over seeds; SQuAD's official EM/F1 as "
+        "fractions):",
+        "",
+        f"| | {' | '.join(columns)} |",
+        "|---|" + "---|" * len(columns),
+    ]
+    lines += [f"| {label} | {' | '.join(cells)} |" for label, cells in qa_rows(outputs, task)]
+    return "\n".join(lines)
+
+
+def qa_summary_lines(outputs: dict[str, Any], task: str) -> list[str]:
+    """The run summary's lines for a question-answering task: every score of each row."""
+    if f"{task}.pretrained_exact_match_mean" not in outputs:
+        return []
+    columns = qa_columns_present(outputs, task)
+    return [f"  {' / '.join(columns)}:"] + [
+        f"    {label}: {' / '.join(cells)}" for label, cells in qa_rows(outputs, task)
+    ]

@@ -1,0 +1,63 @@
+"""Splits of a question-answering task that cannot leak: whole articles, else whole contexts.
+
+Questions on one paragraph share its text, and paragraphs of one article share its names and
+facts: a split by question would score a model on text it trained on. So a split missing from
+the config is carved out of train by article (`title`), or, where train holds too few articles to
+spare one, by context. A task given one file has its test split carved too: the last articles of
+the file, so the same questions are tested whatever the seed.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from flows.downstream.tasks.spec import TaskInputError, TaskSpec
+from flows.downstream.tasks.squad import QAExample
+
+TEST_SHARE = 0.2  # of the articles, when test is carved from the one file
+VALIDATION_SHARE = 0.1  # of the articles (or contexts), when validation is carved from train
+MIN_ARTICLES = 10  # fewer left in train: validation is carved by context instead
+
+
+def carve_groups(
+    examples: list[QAExample], share: float, by: str, seed: int | None
+) -> tuple[list[QAExample], list[QAExample], int]:
+    """(kept, carved, groups carved): `share` of the groups, at least one, by article (`group`)
+    or by context; the last ones in file order (`seed` None) or a seeded draw."""
+    key = (lambda e: e.group) if by == "article" else (lambda e: e.context)
+    groups = list(dict.fromkeys(key(example) for example in examples))
+    count = max(1, round(share * len(groups)))
+    if len(groups) < 2:
+        raise TaskInputError(
+            f"{examples[0].at if examples else 'the train split'}: the train split holds one "
+            f"{by} only; a split carved from it would leave nothing to train on: give the task "
+            "a test (and validation) file, or more articles"
+        )
+    chosen = set(groups[-count:] if seed is None else random.Random(seed).sample(groups, count))
+    kept = [example for example in examples if key(example) not in chosen]
+    carved = [example for example in examples if key(example) in chosen]
+    return kept, carved, count
+
+
+def articles(examples: list[QAExample]) -> int:
+    return len({example.group for example in examples})
+
+
+def carve_qa_splits(spec: TaskSpec, splits: dict[str, list[Any]], seed: int) -> dict[str, str]:
+    """Fills a missing test (last articles of the file) and validation (a seeded draw of train's
+    articles, or of its contexts when fewer than `MIN_ARTICLES` articles remain); says what it
+    carved, for the summary's caps line."""
+    carved: dict[str, str] = {}
+    if "test" not in splits:
+        splits["train"], splits["test"], count = carve_groups(
+            splits["train"], TEST_SHARE, "article", None
+        )
+        carved["test"] = f"the last {count} article(s) of the train file"
+    if "validation" not in splits:
+        by = "article" if articles(splits["train"]) >= MIN_ARTICLES else "context"
+        splits["train"], splits["validation"], count = carve_groups(
+            splits["train"], VALIDATION_SHARE, by, seed
+        )
+        carved["validation"] = f"{count} {by}(s) of train, drawn with seed {seed}"
+    return carved

@@ -1,0 +1,120 @@
+"""Question answering through the finetune stage: a SQuAD 2.0 file the test writes, run as a
+user-defined task (`format: squad`, `kind: question_answering`), scored by the official EM/F1
+for each arm and both baselines, with the lift's intervals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flows.core.config import compose_config
+from flows.downstream.settings import FinetuneSettings
+from flows.stages.finetune import finetune
+from tests.fakes import TINY_TRAINER as TRAINER
+from tests.fakes import WordShards, squad_articles
+
+
+def qa_settings(directory: Path, entry: str, **fields: Any) -> FinetuneSettings:
+    """A task the way a user adds one: a catalog entry composed from the command line."""
+    config = compose_config(["finetune.tasks=[qa]", f"+finetune.catalog.qa={entry}"])
+    return FinetuneSettings(
+        tasks=["qa"],
+        catalog={"qa": config["finetune"]["catalog"]["qa"]},
+        data_dir=str(directory),
+        **{
+            "seeds": 2,
+            "learning_rates": [3e-3],
+            "epochs": 3,
+            "max_length": 32,
+            "bootstrap_samples": 100,
+            **fields,
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def answered(
+    word_shards: WordShards, word_encoder: Any, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Any, FinetuneSettings]:
+    directory = tmp_path_factory.mktemp("squad")
+    (directory / "train.json").write_text(json.dumps(squad_articles(6, 20, seed=1)))
+    (directory / "test.json").write_text(json.dumps(squad_articles(2, 20, seed=2)))
+    settings = qa_settings(
+        directory,
+        "{format:squad,kind:question_answering,train:train.json,test:test.json}",
+        epochs=6,
+        batch_size=16,
+    )
+    settings.check_task_files(5)  # read, offsets checked and windows encoded up front
+    ref = finetune(settings, 5, TRAINER, word_encoder, word_shards.tokenizer, word_shards.store)
+    return ref, settings
+
+
+def test_each_arm_and_baseline_gets_exact_match_and_f1(answered: Any) -> None:
+    ref, _ = answered
+    outputs = ref.outputs
+    assert outputs["qa.metric"] == "f1"
+    assert outputs["qa.baselines"] == "no_answer,lexical_overlap"
+    for prefix in (
+        "pretrained_",
+        "random_init_",
+        "baseline_no_answer_",
+        "baseline_lexical_overlap_",
+    ):
+        for score in ("exact_match", "f1", "has_ans_f1", "no_ans_accuracy"):
+            assert 0 <= outputs[f"qa.{prefix}{score}_mean"] <= 1
+    # Half the test questions are unanswerable: answering nothing scores exactly that half.
+    assert outputs["qa.baseline_no_answer_f1_mean"] == pytest.approx(0.5)
+    assert outputs["qa.baseline_no_answer_no_ans_accuracy_mean"] == 1.0
+    assert outputs["qa.baseline_no_answer_has_ans_f1_mean"] == 0.0
+    low, high = (outputs[f"qa.lift_f1_bootstrap_{end}"] for end in ("low", "high"))
+    assert low <= outputs["qa.lift_f1"] <= high
+    assert "qa.lift_f1_ci_low" in outputs  # two seeds: a paired t-interval
+    assert outputs["qa.test_examples"] == 40
+    assert outputs["qa.test_windows"] >= 40  # long contexts took more than one window
+
+
+def test_the_pretrained_encoder_learns_to_point_at_the_answer(answered: Any) -> None:
+    """The answer is `fever` where the context holds it: fine-tuning must find it, above the
+    lexical baseline (a whole sentence) on the answerable questions."""
+    outputs = answered[0].outputs
+    assert (
+        outputs["qa.pretrained_has_ans_f1_mean"]
+        > outputs["qa.baseline_lexical_overlap_has_ans_f1_mean"]
+    )
+    assert outputs["qa.pretrained_f1_mean"] > outputs["qa.baseline_no_answer_f1_mean"]
+    assert outputs["qa.pretrained_has_ans_exact_match_mean"] > 0.5
+
+
+def test_the_summary_shows_em_and_f1_per_arm_and_baseline(answered: Any) -> None:
+    ref, _ = answered
+    summary = (ref.path / "summary.md").read_text()
+    assert "| | exact_match | f1 | has_ans_f1 | no_ans_accuracy |" in summary
+    for row in ("pretrained", "random init", "baseline: no_answer", "baseline: lexical_overlap"):
+        assert f"| {row} | " in summary
+    results = json.loads((ref.path / "results.json").read_text())
+    groups = results["qa"]["pretrained"]["per_class"]
+    assert (groups["HasAns"]["support"], groups["NoAns"]["support"]) == (20, 20)
+    assert groups["HasAns"]["f1"] == pytest.approx(ref.outputs["qa.pretrained_has_ans_f1_mean"])
+    predictions = json.loads((ref.path / "predictions.json").read_text())
+    assert all(isinstance(answer, str) for answer in predictions["qa"]["pretrained"][0])
+
+
+def test_a_single_file_has_validation_and_test_carved_by_article(
+    answered: Any, word_shards: WordShards, word_encoder: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "all.json").write_text(json.dumps(squad_articles(5, 10, seed=3)))
+    settings = qa_settings(
+        tmp_path,
+        "{format:squad,kind:question_answering,train:all.json}",
+        seeds=1,
+        epochs=1,
+        baselines=["no_answer"],
+    )
+    ref = finetune(settings, 5, TRAINER, word_encoder, word_shards.tokenizer, word_shards.store)
+    assert ref.outputs["qa.test_examples"] == 10  # the last article of five
+    assert "test carved: the last 1 article(s) of the train file" in ref.outputs["qa.caps"]
+    assert "validation carved: 4 context(s) of train" in ref.outputs["qa.caps"]

@@ -60,6 +60,14 @@ def task_recipes(config: dict[str, Any]) -> str:
     return "\n".join(["# The recipe of each task in finetune.tasks:", *lines])
 
 
+def adopted_text(config: dict[str, Any]) -> str:
+    """`--cfg`'s output: the config that will run (a checkpoint's shape and recipe adopted), its
+    notes as YAML comments first, the task recipes last."""
+    adopted, notes = adopt_init(config)
+    comments = "".join(f"# {note}\n" for note in notes)
+    return comments + to_yaml(adopted) + task_recipes(adopted)
+
+
 def environment_failure(error: Exception, root: Path) -> int | None:
     """A full disk or a lost server: prints what to do and gives the exit code; None for
     anything else (a bug keeps its traceback)."""
@@ -100,7 +108,7 @@ def main(argv: list[str]) -> int:
         runs = expand_sweeps(overrides) if multirun else [overrides]
         configs = [compose_config(run) for run in runs]
         if "--cfg" in argv:
-            print("\n---\n".join(to_yaml(config) + task_recipes(config) for config in configs))
+            print("\n---\n".join(adopted_text(config) for config in configs))
             return 0
         validated = [validate(config) for config in configs]  # every combination, up front
     except EXPECTED_ERRORS as error:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
+from flows.continuation import continuation_recipe, explicit_trainer_keys
 from flows.core.config import OVERRIDES_KEY
 from flows.core.settings import ConfigError
 from flows.stages.checkpoint_preflight import read_shape
@@ -148,12 +149,17 @@ def adopt_checkpoint(config: dict[str, Any], folder: Path) -> tuple[dict[str, An
             else ""
         )
     )
+    continued, recipe = continuation_recipe(
+        config,
+        explicit_trainer_keys(explicit.values, explicit.groups),
+        shape.has_mlm_head,
+    )
     return {
-        **config,
+        **continued,
         "model": adopted,
         "tokenizer": {**tokenizer, "vocab_size": shape.config.vocab_size},
-        "pretrain": {**config["pretrain"], "init_from": str(folder)},
-    }, [note]
+        "pretrain": {**continued["pretrain"], "init_from": str(folder)},
+    }, [f"{note}; {recipe}"]
 
 
 def adopt_init(

@@ -14,6 +14,7 @@ import pytest
 
 from flows.__main__ import main as cli_main
 from flows.base_checkpoint import adopt_init
+from flows.continuation import CONTINUATION, HEAD_WARMUP_STEPS
 from flows.core.config import compose_config
 from flows.plan import PipelinePlan, load_run_config
 from tests.checkpoint_tokenizers import write_tokenizer
@@ -281,3 +282,34 @@ def test_cfg_prints_the_shape_that_will_run(
     printed = capsys.readouterr().out
     assert printed.startswith(f"# pretrain.init_from: continuing the bert checkpoint {checkpoint}")
     assert "  hidden_size: 32\n" in printed and "  num_layers: 2\n" in printed
+
+
+def test_a_checkpoint_continues_on_the_continuation_recipe(checkpoint: Path) -> None:
+    config, (note,) = adopted(f"pretrain.init_from={checkpoint}", "experiment=smoke")
+    trainer = config["trainer"]
+    assert {key: trainer[key] for key in CONTINUATION} == CONTINUATION
+    assert "continuation recipe: trainer.learning_rate=0.0001, trainer.warmup_ratio=0.06" in note
+    assert config["pretrain"]["head_warmup_steps"] == 0  # BertForMaskedLM: its head is trained
+
+
+def test_an_explicit_trainer_value_wins_and_the_note_says_so(checkpoint: Path) -> None:
+    config, (note,) = adopted(f"pretrain.init_from={checkpoint}", "trainer.learning_rate=3e-5")
+    assert config["trainer"]["learning_rate"] == 3e-5
+    assert config["trainer"]["beta2"] == CONTINUATION["beta2"]
+    assert "(yours kept: trainer.learning_rate)" in note
+
+
+def test_a_headless_checkpoint_warms_its_new_head_up_first(tmp_path: Path) -> None:
+    folder = tmp_path / "headless"
+    tiny_checkpoint(
+        "bert", folder, vocab_size=write_tokenizer(folder, "wordpiece"), architecture="BertModel"
+    )
+    config, (note,) = adopted(f"pretrain.init_from={folder}", "shards.seq_len=64")
+    assert config["pretrain"]["head_warmup_steps"] == HEAD_WARMUP_STEPS
+    assert f"pretrain.head_warmup_steps={HEAD_WARMUP_STEPS} steps, encoder frozen" in note
+    short, _ = adopted(f"pretrain.init_from={folder}", "trainer.max_steps=20")
+    assert short["pretrain"]["head_warmup_steps"] == 10  # a short run keeps half for the model
+    off, _ = adopted(f"pretrain.init_from={folder}", "pretrain.head_warmup_steps=0")
+    assert off["pretrain"]["head_warmup_steps"] == 0
+    plan = PipelinePlan.from_run_config(load_run_config(config))
+    assert plan.pretrain.head_warmup_steps == HEAD_WARMUP_STEPS

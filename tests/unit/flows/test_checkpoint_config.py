@@ -288,7 +288,7 @@ def test_a_checkpoint_continues_on_the_continuation_recipe(checkpoint: Path) -> 
     config, (note,) = adopted(f"pretrain.init_from={checkpoint}", "experiment=smoke")
     trainer = config["trainer"]
     assert {key: trainer[key] for key in CONTINUATION} == CONTINUATION
-    assert "continuation recipe: trainer.learning_rate=0.0001, trainer.warmup_ratio=0.06" in note
+    assert "continuation recipe: trainer.learning_rate=2e-05, trainer.warmup_ratio=0.06" in note
     assert config["pretrain"]["head_warmup_steps"] == 0  # BertForMaskedLM: its head is trained
 
 

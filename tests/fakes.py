@@ -405,3 +405,20 @@ MODERNBERT_OPTIONS: dict[str, Any] = {  # ModernBERT's architecture on the encod
     "type_vocab_size": 0,
     "global_attention_every": 3,
 }
+
+
+def quiet_trainer(max_steps: int, *callbacks: Any) -> Any:
+    """A bare Lightning Trainer on the CPU for a module test: no logger, checkpoint, progress
+    bar or sanity validation, only `callbacks`."""
+    import pytorch_lightning as pl
+
+    return pl.Trainer(
+        max_steps=max_steps,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        accelerator="cpu",
+        callbacks=list(callbacks),
+    )

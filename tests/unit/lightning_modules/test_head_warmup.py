@@ -17,6 +17,7 @@ from lightning_modules.models.config import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.optim import learning_rate_factor
 from lightning_modules.optim_settings import OptimizerSettings
+from tests.fakes import quiet_trainer
 
 HEAD_ONLY, TOTAL = 3, 6
 
@@ -48,19 +49,6 @@ class EncoderAt(pl.Callback):
             self.state = copy.deepcopy(module.model.encoder.state_dict())
 
 
-def trainer(max_steps: int, *callbacks: pl.Callback) -> pl.Trainer:
-    return pl.Trainer(
-        max_steps=max_steps,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        accelerator="cpu",
-        callbacks=list(callbacks),
-    )
-
-
 def test_the_head_trains_alone_then_the_whole_model_and_the_drift_is_logged() -> None:
     torch.manual_seed(0)
     model = BertForMaskedLM(
@@ -74,7 +62,7 @@ def test_the_head_trains_alone_then_the_whole_model_and_the_drift_is_logged() ->
     module = MaskedLanguageModelingModule(model, settings, ThroughputSettings(100, 1.0))
     module.track_drift_from(copy.deepcopy(base))
     after_warmup = EncoderAt(HEAD_ONLY)
-    run = trainer(TOTAL, after_warmup)
+    run = quiet_trainer(TOTAL, after_warmup)
     run.fit(module, loader(batches(TOTAL, 0)))
 
     for name, tensor in base.state_dict().items():  # not even weight decay moved it

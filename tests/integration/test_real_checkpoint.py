@@ -32,9 +32,9 @@ from tests.fakes import quiet_trainer
 pytestmark = pytest.mark.slow
 
 HEAD_STEPS, WHOLE_STEPS = 10, 30
-# The drift this recipe leaves after 30 steps, measured on PubMed text (results page
-# docs/results/2026-12-04-checkpoint-adaptation.md): the test's bound, with room for its text.
-MIN_COSINE = 0.9
+# The bound on the drift after 30 steps. Measured with this test's own data and seeds:
+# 0.955 at the shipped 2e-5, 0.748 at 1e-4 (docs/results/2026-12-04-checkpoint-adaptation.md).
+MIN_COSINE = 0.95
 
 
 @pytest.fixture(scope="module")

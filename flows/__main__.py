@@ -85,6 +85,14 @@ def task_recipes(config: dict[str, Any]) -> str:
     return "\n".join(["# The recipe of each task in finetune.tasks:", *lines])
 
 
+def adopted_text(config: dict[str, Any]) -> str:
+    """`--cfg`'s output: the config that will run (a checkpoint's shape and recipe adopted), its
+    notes as YAML comments first, the task recipes last."""
+    adopted, notes = adopt_init(config)
+    comments = "".join(f"# {note}\n" for note in notes)
+    return comments + to_yaml(adopted) + task_recipes(adopted)
+
+
 def environment_message(error: BaseException, root: Path) -> str | None:
     """What to do about a full disk or a lost server; None for anything else."""
     return disk_full_message(error, root) or service_outage_message(error)
@@ -122,7 +130,7 @@ def main(argv: list[str], prog: str = "python -m flows") -> int:
         runs = expand_sweeps(args.overrides) if args.multirun else [args.overrides]
         configs = [compose_config(run) for run in runs]
         if args.cfg:
-            print("\n---\n".join(to_yaml(config) + task_recipes(config) for config in configs))
+            print("\n---\n".join(adopted_text(config) for config in configs))
             return 0
         validated = [validate(config, args.until) for config in configs]  # all, up front
     except EXPECTED_ERRORS as error:

@@ -22,43 +22,23 @@ from typing import TYPE_CHECKING, Any
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
+from flows.continuation import continuation_recipe, explicit_trainer_keys
 from flows.core.config import OVERRIDES_KEY
 from flows.core.settings import ConfigError
+from flows.stages.checkpoint_preflight import read_shape
 from flows.stages.checkpoint_source import (
     HF_CONFIG_FILE,
     HUGGINGFACE_DIR,
     is_checkpoint_folder,
     is_registry_uri,
     locate,
+    transformer_module,
 )
-from flows.stages.tokenizer_import import VOCABULARY_FILES
 from flows.training.settings import RUN_CHOICES
 from lightning_modules.models.config import CONFIG_FILE
 
 if TYPE_CHECKING:
     from lightning_modules.transformers_import import CheckpointShape
-
-
-def read_shape(folder: Path) -> CheckpointShape:
-    """config.json read and the weights and tokenizer files found, or one ConfigError naming
-    what is missing or unsupported: before any stage runs.
-
-    The import package loads torch, so it is imported here, by a run that continues a
-    checkpoint (and imports its weights next), not with this module, which every run imports.
-    """
-    from lightning_modules.transformers_import import CheckpointError, peek_checkpoint
-
-    try:
-        shape = peek_checkpoint(folder)
-    except CheckpointError as error:
-        raise ConfigError(f"pretrain.init_from={folder}: {error}") from None
-    if not any((folder / name).is_file() for name in VOCABULARY_FILES):
-        raise ConfigError(
-            f"pretrain.init_from={folder} holds no tokenizer: it needs tokenizer.json, or "
-            "vocab.txt, vocab.json + merges.txt, or spiece.model (download the checkpoint's "
-            "tokenizer files too)"
-        )
-    return shape
 
 
 @dataclass(frozen=True)
@@ -169,12 +149,17 @@ def adopt_checkpoint(config: dict[str, Any], folder: Path) -> tuple[dict[str, An
             else ""
         )
     )
+    continued, recipe = continuation_recipe(
+        config,
+        explicit_trainer_keys(explicit.values, explicit.groups),
+        shape.has_mlm_head,
+    )
     return {
-        **config,
+        **continued,
         "model": adopted,
         "tokenizer": {**tokenizer, "vocab_size": shape.config.vocab_size},
-        "pretrain": {**config["pretrain"], "init_from": str(folder)},
-    }, [note]
+        "pretrain": {**continued["pretrain"], "init_from": str(folder)},
+    }, [f"{note}; {recipe}"]
 
 
 def adopt_init(
@@ -186,12 +171,15 @@ def adopt_init(
     starts); a `models:/` URI once `resolve` (the pipeline's tracker) can look it up. A pretrain
     artifact of this store needs nothing: its run already fixed the shape.
     """
+    check_teacher(config.get("distill") or {})
     init_from = config.get("pretrain", {}).get("init_from")
     if init_from is None or (is_registry_uri(init_from) and resolve is None):
+        check_extension(config, init_from is not None)
         return config, []
     folder = resolve(init_from) if resolve and is_registry_uri(init_from) else locate(init_from)
     if is_checkpoint_folder(folder):
         return adopt_checkpoint(config, folder)
+    check_extension(config, False)
     if not (folder / CONFIG_FILE).is_file():
         raise ConfigError(
             f"pretrain.init_from={init_from!r} is neither a transformers checkpoint (no "
@@ -208,3 +196,26 @@ def checkpoint_folder(init_from: str | None) -> Path | None:
         return None
     path = Path(init_from)
     return path if is_checkpoint_folder(path) else None
+
+
+def check_extension(config: dict[str, Any], continues_checkpoint: bool) -> None:
+    """`tokenizer.extend_vocabulary` grows a checkpoint's vocabulary; without one it would be
+    silently ignored (a trained tokenizer is sized by `tokenizer.vocab_size`)."""
+    extend = config.get("tokenizer", {}).get("extend_vocabulary")
+    if extend and not continues_checkpoint:
+        raise ConfigError(
+            f"tokenizer.extend_vocabulary={extend} extends the vocabulary of a checkpoint, but "
+            "pretrain.init_from names none: set pretrain.init_from=<transformers checkpoint "
+            "folder>, or drop it (a tokenizer trained here has tokenizer.vocab_size tokens)"
+        )
+
+
+def check_teacher(distill: dict[str, Any]) -> None:
+    """`distill.teacher` naming a checkpoint folder: its files checked now, under its own key, as
+    `pretrain.init_from`'s are (a Hub name or registry URI is checked once fetched)."""
+    teacher = distill.get("teacher")
+    if teacher is None or is_registry_uri(teacher) or not Path(teacher).expanduser().is_dir():
+        return
+    folder = transformer_module(Path(teacher).expanduser().resolve(), "distill.teacher")
+    if is_checkpoint_folder(folder):
+        read_shape(folder, "distill.teacher")

@@ -31,7 +31,7 @@ from flows.core.logs import setup_logging
 from flows.core.redaction import redact_console, redact_log_handlers
 from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
-from flows.downstream.statistics.base_report import base_result
+from flows.downstream.statistics.base_report import base_verdict
 from flows.downstream.statistics.pairing import ArmScores, paired_difference, read_arm
 from flows.downstream.tasks.spec import ARMS, BASE_ARM
 from flows.orchestration.interrupts import Interrupted, stop_on_signals, stopped_by_signal
@@ -167,7 +167,7 @@ def base_check(general: dict[str, Any], domain: dict[str, Any], experiment: Adap
         [
             f"\nthrough transformers: step 1's encoder as imported (the base arm) minus step 1's "
             f"own pretrained arm, per seed: {lift(base, step1, confidence)}",
-            *base_result(domain["stages"]["finetune"], experiment.task, confidence),
+            *base_verdict(domain["stages"]["finetune"], experiment.task, confidence),
         ]
     )
 

@@ -45,6 +45,8 @@ class InitSettings(Settings):
 
     init_from: str | None = None
     """Continue given weights: a checkpoint folder or Hub name, a pretrain artifact, models:/."""
+    head_warmup_steps: Annotated[int, bounds(ge=0)] | None = None
+    """Steps a new MLM head trains alone first; null: 100 for a checkpoint without one, else 0."""
 
 
 class RunConfig(Settings):
@@ -75,6 +77,23 @@ class RunConfig(Settings):
         check_sequence_fits(shape, self.shards.seq_len)
         if self.distill is not None:
             self._distill_fits(self.distill, shape)
+        return self
+
+    @model_validator(mode="after")
+    def _head_warmup_fits(self) -> RunConfig:
+        steps = self.pretrain.head_warmup_steps
+        if not steps:
+            return self
+        if self.objective.kind == "electra":
+            raise ConfigError(
+                f"pretrain.head_warmup_steps={steps} trains a new MLM head alone, but objective="
+                f"{self.objective.name} pretrains ELECTRA: set it to 0 or use objective=mlm"
+            )
+        if self.trainer.max_tokens is None and steps >= self.trainer.max_steps:
+            raise ConfigError(
+                f"pretrain.head_warmup_steps={steps} leaves no step of trainer.max_steps="
+                f"{self.trainer.max_steps} for the whole model: lower it or raise max_steps"
+            )
         return self
 
     @model_validator(mode="after")
@@ -172,6 +191,7 @@ class PipelinePlan:
             run.seed,
             None if checkpoint else run.pretrain.init_from,
             keep_fractions=run.finetune.curve_fractions,
+            head_warmup_steps=run.pretrain.head_warmup_steps or 0,
         )
         if pretrain.keep_fractions and run.trainer.strategy == "fsdp":
             raise ConfigError(

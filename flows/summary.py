@@ -7,7 +7,7 @@ from typing import Any
 from flows.core.artifacts import ArtifactRef
 from flows.core.redaction import redact_text
 from flows.core.tables import markdown_table
-from flows.downstream.statistics.base_report import base_result
+from flows.downstream.statistics.base_report import base_verdict
 from flows.downstream.statistics.distill_report import share_text
 from flows.downstream.statistics.label_points import point_line, read_label_points
 from flows.downstream.statistics.lift_points import read_points
@@ -71,6 +71,13 @@ def downstream_result(line: TaskFigures, confidence: float) -> list[str]:
         f"  recipe: {line.recipe}",
     ]
     return [*lines, *(f"  {warning}" for warning in warnings(line))]
+
+
+def arms_named(fine: dict[str, Any]) -> str:
+    """The arms the finetune stage ran: with a base checkpoint, all three by name."""
+    if any(key.endswith(".base_learning_rate") for key in fine):
+        return "adapted (pretrained) vs base checkpoint vs random init"
+    return "pretrained vs random init"
 
 
 def distill_result(stages: dict[str, Any]) -> list[str]:
@@ -204,15 +211,15 @@ def finetune_result(stages: dict[str, Any], origin: str) -> list[str]:
     """The finetune stage's lines: each task's arms, lift and baselines."""
     fine = FinetuneOutputs.from_manifest(stages["finetune"])
     return [
-        f"  finetune   [{origin}] {len(fine.tasks)} task(s), pretrained vs random "
-        "init, each arm at its own validation-chosen learning rate:",
+        f"  finetune   [{origin}] {len(fine.tasks)} task(s), "
+        f"{arms_named(stages['finetune'])}, each arm at its own validation-chosen learning rate:",
         *(
             f"    {text}"
             for line in fine.figures.values()
             for text in [
+                *base_verdict(stages["finetune"], line.task, fine.confidence),
                 *downstream_result(line, fine.confidence),
                 *student_result(stages["finetune"], line.task, fine.confidence),
-                *base_result(stages["finetune"], line.task, fine.confidence),
                 *qa_summary_lines(stages["finetune"], line.task),
             ]
         ),

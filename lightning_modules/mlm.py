@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -10,11 +11,14 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 from torch import nn
+from torch.nn import functional as F
 
 from lightning_modules.data.distributed import LOSS_WEIGHT, sum_over_ranks
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.optim import optimizer_config
 from lightning_modules.optim_settings import OptimizerSettings
+
+log = logging.getLogger("cloze.training")
 
 
 @dataclass(frozen=True)
@@ -117,14 +121,57 @@ class PretrainingModule(pl.LightningModule):
         return optimizer_config(self.model, self.optimizer_settings)
 
 
+def token_cosine_sums(
+    hidden: torch.Tensor, base: torch.Tensor, attention_mask: torch.Tensor | None
+) -> tuple[float, float]:
+    """The sum of the cosine similarities of two encoders' outputs, token by token, over the
+    real (unpadded) tokens, and their count."""
+    cosine = F.cosine_similarity(hidden.float(), base.float(), dim=-1)
+    if attention_mask is None:
+        return float(cosine.sum()), float(cosine.numel())
+    real = attention_mask.bool()
+    return float(cosine[real].sum()), float(real.sum())
+
+
 class MaskedLanguageModelingModule(PretrainingModule):
+    """The masked-LM objective. Continuing a checkpoint, it can also keep the base encoder
+    (`track_drift_from`) to log how far the encoder has moved from it, and train the head alone
+    for the first `optimizer.head_only_steps` steps (a checkpoint without an MLM head: a random
+    head's gradients would otherwise tear the pretrained features apart)."""
+
     model: BertForMaskedLM
 
     def __init__(
         self, model: BertForMaskedLM, optimizer: OptimizerSettings, throughput: ThroughputSettings
     ) -> None:
-        # Token-weighted sums: total loss, correct predictions, tokens.
-        super().__init__(model, optimizer, throughput, validation_sums=3)
+        # Token-weighted sums: total loss, correct predictions, tokens; cosine to base, tokens.
+        super().__init__(model, optimizer, throughput, validation_sums=5)
+        self._base: list[nn.Module] = []  # a list: not a submodule, so never in a checkpoint
+
+    def track_drift_from(self, base: nn.Module) -> None:
+        """Logs `train/cosine_to_base` at each validation: the mean cosine similarity of the
+        encoder's token outputs to `base`'s (a frozen copy of the encoder it started from)."""
+        self._base = [base.eval().requires_grad_(False)]
+
+    @property
+    def head_only(self) -> bool:
+        return self.global_step < self.optimizer_settings.head_only_steps
+
+    def on_train_batch_start(self, batch: object, batch_idx: int) -> None:
+        steps = self.optimizer_settings.head_only_steps
+        if steps and self.global_step in (0, steps) and self.trainer.is_global_zero:
+            if self.head_only:
+                log.info("head warm-up: the new MLM head trains alone for %d steps", steps)
+            else:
+                log.info("head warm-up done at step %d: the whole model continues", steps)
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """During the head warm-up the encoder (and the word table the decoder is tied to) takes
+        no step: AdamW skips a parameter without a gradient, so not even weight decay moves it.
+        Dropping the gradients after backward, rather than freezing, keeps DDP's reducer whole."""
+        if self.head_only:
+            for parameter in self.model.encoder.parameters():
+                parameter.grad = None
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         attention_mask = batch.get("attention_mask")
@@ -142,29 +189,40 @@ class MaskedLanguageModelingModule(PretrainingModule):
         self.log("train/loss", loss, prog_bar=True, sync_dist=weight is not None)
         self.log("train/accuracy", accuracy, sync_dist=weight is not None)
         self.log("train/learning_rate", self.trainer.optimizers[0].param_groups[0]["lr"])
+        if self.optimizer_settings.head_only_steps:
+            self.log("train/head_only", float(self.head_only))
         tokens = batch["input_ids"].numel() if attention_mask is None else attention_mask.sum()
         # All ranks' tokens: each holds an equal block of the global batch (distributed.py).
         self.throughput.count(tokens * self.trainer.world_size)
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        output = self.model(
+        ids, mask, documents = (
             batch["input_ids"],
-            batch["labels"],
             batch.get("attention_mask"),
             batch.get("document_ids"),
         )
+        output = self.model(ids, batch["labels"], mask, documents)
         count = output.targets.numel()
         correct = (output.logits.argmax(-1) == output.targets).sum()
+        drift = (0.0, 0.0)
+        if self._base:
+            base = self._base[0].to(ids.device)
+            hidden = self.model.encoder(ids, mask, document_ids=documents)
+            drift = token_cosine_sums(hidden, base(ids, mask, document_ids=documents), mask)
         self._validation_sums += torch.tensor(
-            [float(output.loss) * count, float(correct), float(count)], dtype=torch.float64
+            [float(output.loss) * count, float(correct), float(count), *drift],
+            dtype=torch.float64,
         )
 
     def validation_figures(self, sums: list[float]) -> dict[str, float]:
-        loss_sum, correct, count = sums
+        loss_sum, correct, count, cosine_sum, tokens = sums
         loss = loss_sum / max(count, 1.0)
-        return {
+        figures = {
             "val/loss": loss,
             "val/accuracy": correct / max(count, 1.0),
             "val/perplexity": math.exp(min(loss, 50.0)),
         }
+        if self._base:
+            figures["train/cosine_to_base"] = cosine_sum / max(tokens, 1.0)
+        return figures

@@ -29,11 +29,16 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 
 def learning_rate_factor(step: int, settings: OptimizerSettings) -> float:
+    """The multiple of the peak rate at `step`: a constant head-only phase first (if any), then
+    warmup and decay over the steps left."""
+    if step < settings.head_only_steps:
+        return settings.head_learning_rate / settings.learning_rate
+    step -= settings.head_only_steps
     if step < settings.warmup_steps:
         return (step + 1) / settings.warmup_steps
     if settings.schedule == "constant":
         return 1.0
-    decay_steps = max(1, settings.total_steps - settings.warmup_steps)
+    decay_steps = max(1, settings.total_steps - settings.head_only_steps - settings.warmup_steps)
     progress = min(1.0, (step - settings.warmup_steps) / decay_steps)
     if settings.schedule == "cosine":
         return 0.5 * (1.0 + math.cos(math.pi * progress))

@@ -30,3 +30,7 @@ class OptimizerSettings:
     beta1: Annotated[float, Ge(0), Lt(1)] = 0.9
     beta2: Annotated[float, Ge(0), Lt(1)] = 0.98
     eps: Annotated[float, Gt(0)] = 1e-6
+    # A checkpoint without an MLM head: its fresh head trains alone for this many first steps,
+    # at `head_learning_rate`, before the warmup and decay over the rest (flows/continuation.py).
+    head_only_steps: Annotated[int, Ge(0)] = 0
+    head_learning_rate: Annotated[float, Gt(0)] = 1e-3

@@ -441,3 +441,20 @@ def squad_articles(
             rows.append({"context": context, "qas": [qa]})
         data.append({"title": f"article{article}", "paragraphs": rows})
     return {"version": "v2.0" if v2 else "1.1", "data": data}
+
+
+def quiet_trainer(max_steps: int, *callbacks: Any) -> Any:
+    """A bare Lightning Trainer on the CPU for a module test: no logger, checkpoint, progress
+    bar or sanity validation, only `callbacks`."""
+    import pytorch_lightning as pl
+
+    return pl.Trainer(
+        max_steps=max_steps,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        accelerator="cpu",
+        callbacks=list(callbacks),
+    )

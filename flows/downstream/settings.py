@@ -87,6 +87,10 @@ class Recipe(Settings):
     """Seeds per arm: mean, std and a paired-t interval on the lift."""
     learning_rates: Grid = Field(default_factory=lambda: [1e-4, 3e-4, 1e-3])
     """The grid; each arm picks its own rate on validation."""
+    pretrained_learning_rates: Grid = Field(default_factory=lambda: [2e-5, 5e-5, 1e-4])
+    """The grid of arms that start from a public checkpoint: base, and pretrained continuing it."""
+    pretrained_epochs: Annotated[int, bounds(ge=1)] = 10
+    """Epochs at most for those arms (a pretrained encoder needs fewer)."""
     grid_seeds: Annotated[int, bounds(ge=1)] = 1
     """Seeds each grid rate is scored on (mean validation score); 1: the first seed only."""
     max_length: Annotated[int, bounds(ge=8)] = 128
@@ -138,11 +142,27 @@ class Recipe(Settings):
             for name in OPT_IN_RECIPE_FIELDS
             if getattr(self, name) == Recipe.model_fields[name].default
         }
-        return self.model_dump(exclude=unused | off)
+        return self.model_dump(exclude=unused | off | set(CHECKPOINT_GRID_FIELDS))
+
+    def checkpoint_grid(self) -> dict[str, Any]:
+        """The grid of the arms that start from a checkpoint, as a key holds it."""
+        return self.model_dump(include=set(CHECKPOINT_GRID_FIELDS))
+
+    def checkpoint_grid_text(self) -> str:
+        """`pretrained and base: learning rates 2e-05/5e-05/0.0001, at most 10 epochs`."""
+        rates = "/".join(f"{rate:g}" for rate in self.pretrained_learning_rates)
+        return (
+            f"pretrained and base: learning rates {rates}, at most "
+            f"{plural(self.pretrained_epochs, 'epoch')}; random init: learning rates "
+            f"{'/'.join(f'{rate:g}' for rate in self.learning_rates)}, at most "
+            f"{plural(self.epochs, 'epoch')}"
+        )
 
 
-# Recipe fields the key holds only when set off their default (Recipe.key_record).
+# Recipe fields the key holds only when set off their default (Recipe.key_record); the grid of
+# arms that start from a checkpoint enters a run's key whenever it has such arms (finetune.py).
 OPT_IN_RECIPE_FIELDS = ("grid_seeds", "encoder_dropout", "prompt", "doc_stride")
+CHECKPOINT_GRID_FIELDS = ("pretrained_learning_rates", "pretrained_epochs")
 
 
 RECIPE_FIELDS = tuple(Recipe.model_fields)

@@ -27,6 +27,7 @@ from flows.core.paths import RunPaths
 from flows.core.settings import ConfigError, settings_from
 from flows.core.tables import markdown_table
 from flows.corpora.file_source import resolve_paths
+from flows.downstream.statistics.base_report import is_worse_than_base
 from flows.orchestration.flow_runs import (
     EXPECTED_ERRORS,
     compose_run_config,
@@ -122,7 +123,12 @@ def refresh_models(
         if start is not None and start.version is not None
         else None
     )
-    decision = decide(challenger, champion, refresh.margin, refresh.higher_is_better)
+    worse = tuple(
+        task
+        for task in challenger_ref.outputs.get("tasks", [])
+        if is_worse_than_base(challenger_ref.outputs, task)
+    )
+    decision = decide(challenger, champion, refresh.margin, refresh.higher_is_better, worse)
     if decision.promote:
         ctx.tracker.set_alias(refresh.model_name, CHAMPION, version.version)
     label = "promoted" if decision.promote else "kept-champion"

@@ -89,13 +89,26 @@ def metric_value(outputs: Mapping[str, Any], metric: str) -> float:
 
 
 def decide(
-    challenger: float, champion: float | None, margin: float, higher_is_better: bool = True
+    challenger: float,
+    champion: float | None,
+    margin: float,
+    higher_is_better: bool = True,
+    worse_than_base: tuple[str, ...] = (),
 ) -> Decision:
-    """Promote when there is no champion yet, or when the challenger wins by more than `margin`.
+    """Promote when there is no champion yet, or when the challenger wins by more than `margin`;
+    never a challenger that continuing made worse than its base checkpoint (`worse_than_base`:
+    the tasks where an interval of adapted over base lies below zero).
 
     A tie or a win inside the margin keeps the champion: a model that serves users is replaced
     only for a difference larger than the evaluation's noise, which the margin stands for.
     """
+    if worse_than_base:
+        return Decision(
+            False,
+            f"continuing made it worse than its base checkpoint on {', '.join(worse_than_base)}",
+            challenger,
+            champion,
+        )
     if champion is None:
         return Decision(True, "no champion yet", challenger, None)
     gain = challenger - champion if higher_is_better else champion - challenger

@@ -7,6 +7,7 @@ checkpoint then implies for the run's config is flows/base_checkpoint.py's busin
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -21,6 +22,9 @@ HF_CONFIG_FILE = "config.json"
 HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 # The files a checkpoint needs, fetched from the Hub; the rest (other frameworks' weights) is not.
 HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "pytorch_model*.bin"]
+# A sentence-transformers folder lists its modules here; the encoder is the Transformer one.
+SENTENCE_MODULES_FILE = "modules.json"
+TRANSFORMER_MODULE = "sentence_transformers.models.Transformer"
 
 
 def is_registry_uri(init_from: str | None) -> bool:
@@ -41,14 +45,35 @@ def locate(value: str, key: str = "pretrain.init_from") -> Path:
     """The folder `value` names: as given, or a Hub name downloaded to the local cache."""
     path = Path(value).expanduser()
     if path.is_dir():
-        return path.resolve()
+        return transformer_module(path.resolve(), key)
     if not is_hub_name(value):
         raise ConfigError(
             f"{key}={value!r} is not a folder: give a transformers checkpoint folder "
             "(config.json and weights), a pretrain artifact directory, a Hub name or a "
             "models:/<name>@<alias> URI"
         )
-    return download(value, key)
+    return transformer_module(download(value, key), key)
+
+
+def transformer_module(folder: Path, key: str) -> Path:
+    """The `transformers` folder inside a sentence-transformers one (`modules.json`: a
+    Transformer module, then pooling and normalisation, which pretraining does not use): the
+    folder itself for all-MiniLM-L6-v2, `0_Transformer/` for older exports; any other folder as
+    it is."""
+    modules = folder / SENTENCE_MODULES_FILE
+    if not modules.is_file():
+        return folder
+    try:
+        listed = json.loads(modules.read_text())
+        paths = [entry.get("path", "") for entry in listed if entry["type"] == TRANSFORMER_MODULE]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ConfigError(f"{key}={folder}: {modules} is not readable ({error})") from None
+    if len(paths) != 1:
+        raise ConfigError(
+            f"{key}={folder}: {modules} lists {len(paths)} {TRANSFORMER_MODULE} modules; Cloze "
+            "continues a sentence-transformers model with exactly one"
+        )
+    return (folder / paths[0]).resolve()
 
 
 def download(name: str, key: str) -> Path:

@@ -57,9 +57,15 @@ def read_control(ref: ArtifactRef) -> ArmResult:
     return ArmResult.from_record(json.loads((ref.path / ARM_FILE).read_text()))
 
 
-def base_record(control: dict[str, Any], checkpoint_ref: ArtifactRef) -> dict[str, Any]:
-    """The base arm's runs depend on what the control's do, and on the checkpoint's weights."""
-    return {**control, "inputs": {**control["inputs"], "checkpoint": checkpoint_ref.key}}
+def base_record(
+    control: dict[str, Any], checkpoint_ref: ArtifactRef, grid: dict[str, Any]
+) -> dict[str, Any]:
+    """The base arm's runs depend on what the control's do but its grid (the one for
+    pretrained encoders, `grid`), and on the checkpoint's weights."""
+    return {
+        "settings": {**control["settings"], "grid": grid},
+        "inputs": {**control["inputs"], "checkpoint": checkpoint_ref.key},
+    }
 
 
 def cached_arm(

@@ -69,7 +69,7 @@ def distill_record(
                 "student_init": plan.init,
             },
             "objective": output_settings(settings.objective, exclude=("name",)),
-            "trainer": output_settings(settings.student_trainer, TrainerSettings.NOT_IN_KEY),
+            "trainer": settings.student_trainer.in_key(),
             "seed": settings.seed,
         },
         "inputs": {

@@ -23,11 +23,13 @@ from flows.core.artifacts import (
     read_manifest,
 )
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of
+from flows.stages.checkpoint_preflight import read_shape
 from flows.stages.checkpoint_source import (
     is_checkpoint_folder,
     is_hub_name,
     is_registry_uri,
     locate,
+    transformer_module,
 )
 from flows.stages.tokenizer import TokenizerSettings, reused_tokenizer
 from flows.training.settings import TrainerSettings, encoder_config
@@ -253,7 +255,13 @@ def external_teacher(
         path = resolve_uri(given)
     else:
         path = locate(given, "distill.teacher") if is_hub_name(given) else Path(given)
-    ref = import_folder(path) if is_checkpoint_folder(path) else teacher_ref(path, given)
+    if path.is_dir():
+        path = transformer_module(path, "distill.teacher")
+    if is_checkpoint_folder(path):
+        read_shape(path, "distill.teacher")  # every fault of its files, under the key given
+        ref = import_folder(path)
+    else:
+        ref = teacher_ref(path, given)
     if tokenizer.from_artifact is None:
         tokenizer = tokenizer.model_copy(update={"from_artifact": str(ref.path)})
     assert tokenizer.from_artifact is not None

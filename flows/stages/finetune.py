@@ -356,6 +356,9 @@ def finetune(
         record["inputs"]["student"] = student_ref.key
     if base_ref is not None:
         record["inputs"]["base"] = base_ref.key
+        record["settings"]["checkpoint_grids"] = {
+            spec.name: settings.recipe_for(spec).checkpoint_grid() for spec in settings.specs()
+        }
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
     task_keys = record["settings"]["specs"]  # each task's part of the key: its control's too
     student_dir = None if student_ref is None else student_ref.path
@@ -389,7 +392,7 @@ def finetune(
             )
             records = {CONTROL_ARM: control}
             if base_ref is not None:
-                records[BASE_ARM] = base_record(control, base_ref)
+                records[BASE_ARM] = base_record(control, base_ref, recipe.checkpoint_grid())
             arms = {
                 arm: cached_arm(task_run, arm, seeds, records[arm], store)
                 if arm in records
@@ -397,7 +400,9 @@ def finetune(
                 for arm in task_run.arms
             }
             outputs.update(sizes)
-            outputs[f"{spec.name}.recipe"] = settings.recipe_text(spec)
+            outputs[f"{spec.name}.recipe"] = settings.recipe_text(spec) + (
+                f"; {recipe.checkpoint_grid_text()}" if base_ref is not None else ""
+            )
             outputs[f"{spec.name}.recipe_set_by_task"] = ",".join(sorted(spec.recipe))
             outputs.update(lift_figures(task_run, arms, settings, seed))
             outputs.update(baseline_outputs(spec.name, spec.metric, baselines))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import time
@@ -73,13 +74,15 @@ def pretrain_record(
         "settings": {
             "model": model_in_key(settings.model),
             "objective": output_settings(settings.objective, exclude=("name",)),
-            "trainer": output_settings(settings.trainer, TrainerSettings.NOT_IN_KEY),
+            "trainer": settings.trainer.in_key(),
             "seed": settings.seed,
         },
         "inputs": {"shards": shards_key, "tokenizer": tokenizer_key},
     }
     if settings.keep_fractions:  # absent otherwise, so earlier artifacts keep their keys
         record["settings"]["keep_fractions"] = list(settings.keep_fractions)
+    if settings.head_warmup_steps:  # likewise
+        record["settings"]["head_warmup_steps"] = settings.head_warmup_steps
     return record
 
 
@@ -163,6 +166,8 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
     )
     if job.init is not None:
         load_initial_weights(model, job.init)
+        if isinstance(module, MaskedLanguageModelingModule):
+            module.track_drift_from(copy.deepcopy(module.model.encoder))  # where it starts
     initial = initial_validation(trainer, module, data, work_dir)
     last = work_dir / "checkpoints" / LAST_CHECKPOINT
     # One decision for all ranks: a rank that looked later could see a newer checkpoint.
@@ -310,8 +315,8 @@ def build_module(
     """The network and its LightningModule for the objective's kind (MLM or ELECTRA)."""
     trainer = settings.trainer
     objective = settings.objective
-    optimizer = trainer.optimizer(total_steps)
     if objective.kind == "electra":
+        optimizer = trainer.optimizer(total_steps)
         electra = ElectraForPreTraining(config, objective.electra)
         if trainer.compile:
             electra.discriminator.compile()
@@ -322,6 +327,7 @@ def build_module(
         return electra, ReplacedTokenDetectionModule(
             electra, optimizer, throughput, validation_seed=settings.seed
         )
+    optimizer = trainer.optimizer(total_steps, settings.head_warmup_steps)
     model = BertForMaskedLM(config)
     if trainer.compile:
         model.encoder.compile()  # in place: parameter names, checkpoints and export unchanged

@@ -52,13 +52,17 @@ DEFAULT_SPECIAL_TOKENS = {
 }
 
 
+# The smallest vocabulary a run trains with: special tokens and a few pieces leave nothing to learn.
+MIN_VOCABULARY = 100
+
+
 class TokenizerSettings(Settings):
     """`tokenizer.*`."""
 
     section = "tokenizer"
     kind: Annotated[str, one_of(TOKENIZER_KINDS)] = "wordpiece"
     """wordpiece (BERT) | bpe (RoBERTa's byte level) | unigram (ALBERT's, SentencePiece's)."""
-    vocab_size: Annotated[int, bounds(ge=100, le=1 << 24)] = 8000
+    vocab_size: Annotated[int, bounds(ge=MIN_VOCABULARY, le=1 << 24)] = 8000
     """Tokens in the vocabulary, special tokens included."""
     lowercase: bool = True
     """Lowercase the text before tokenizing."""

@@ -35,6 +35,8 @@ class PretrainSettings:
     # Fractions of the budget (besides the end) whose weights are kept for the lift-vs-compute
     # curve; the pipeline passes `finetune.checkpoints`.
     keep_fractions: tuple[float, ...] = ()
+    # `pretrain.head_warmup_steps`, resolved: the first steps train a new MLM head alone.
+    head_warmup_steps: int = 0
 
 
 @dataclass(frozen=True)

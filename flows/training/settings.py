@@ -12,7 +12,15 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from pydantic import model_validator
 
 from flows.core.artifacts import ArtifactStore
-from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
+from flows.core.settings import (
+    ConfigError,
+    Number,
+    Settings,
+    bounds,
+    one_of,
+    output_settings,
+    settings_from,
+)
 from lightning_modules.models.config import EncoderConfig
 from lightning_modules.optim_settings import OptimizerSettings, Schedule
 
@@ -38,6 +46,8 @@ class TrainerSettings(Settings):
     """AdamW's decoupled weight decay (never on biases and norms)."""
     warmup_steps: Annotated[int, bounds(ge=0)] = 300
     """Steps of linear warmup from 0 to `learning_rate` (10% of the default steps)."""
+    warmup_ratio: Annotated[Number, bounds(ge=0, lt=1)] | None = None
+    """When set, the warmup is this share of the steps and `warmup_steps` is ignored."""
     schedule: Annotated[Schedule, one_of(get_args(Schedule))] = "linear"
     """After the warmup: linear | cosine (decay to 0) | constant."""
     beta2: Annotated[Number, bounds(ge=0, lt=1)] = 0.98
@@ -79,6 +89,8 @@ class TrainerSettings(Settings):
     peak_flops: Annotated[Number, bounds(gt=0)] | None = None
     """The device's peak FLOP/s; when set, train/mfu is logged beside train/model_tflops."""
 
+    # Keyed only when set: added after keys were pinned (a continued checkpoint sets them).
+    OPT_IN: ClassVar[tuple[str, ...]] = ("warmup_ratio",)
     # Where and how verbosely a run executes does not change the trained weights.
     NOT_IN_KEY: ClassVar[tuple[str, ...]] = (
         "checkpoint_every_steps",
@@ -121,11 +133,18 @@ class TrainerSettings(Settings):
         choice = resolve_precision(self.precision, self.accelerator, store)
         return self.model_copy(update={"precision": choice.precision})
 
-    def optimizer(self, total_steps: int) -> OptimizerSettings:
-        """The AdamW recipe of these settings for a run of `total_steps` steps."""
-        return OptimizerSettings(
-            **self.model_dump(include=set(OPTIMIZER_KEYS)), total_steps=total_steps
-        )
+    def optimizer(self, total_steps: int, head_only_steps: int = 0) -> OptimizerSettings:
+        """The AdamW recipe of these settings for a run of `total_steps` steps, the first
+        `head_only_steps` of which train a new MLM head alone (the warmup follows them)."""
+        values = self.model_dump(include=set(OPTIMIZER_KEYS))
+        if self.warmup_ratio is not None:
+            values["warmup_steps"] = round(self.warmup_ratio * (total_steps - head_only_steps))
+        return OptimizerSettings(**values, total_steps=total_steps, head_only_steps=head_only_steps)
+
+    def in_key(self) -> dict[str, Any]:
+        """The fields that change the trained weights, opt-in ones only when set."""
+        unset = {name for name in self.OPT_IN if getattr(self, name) is None}
+        return output_settings(self, (*self.NOT_IN_KEY, *unset))
 
     @property
     def world_size(self) -> int:

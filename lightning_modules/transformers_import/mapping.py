@@ -9,6 +9,7 @@ maps E -> H even at equal widths, where our encoder has no projection.
 from __future__ import annotations
 
 import re
+from typing import TypeVar
 
 import torch
 
@@ -35,6 +36,7 @@ from lightning_modules.transformers_import.families import Family
 
 LEGACY_SUFFIXES = re.compile(r"\.(gamma|beta)$")  # TF-era LayerNorm names
 BUFFERS = ("position_ids", "token_type_ids")  # saved by older versions, never weights
+Value = TypeVar("Value")  # a tensor, or only its shape (preflight.py reads the headers)
 
 
 def their_roots(family: Family) -> tuple[str, ...]:
@@ -43,11 +45,11 @@ def their_roots(family: Family) -> tuple[str, ...]:
     return tuple({name.split(".")[0] for name in names})
 
 
-def normalised(tensors: Tensors, family: Family) -> Tensors:
+def normalised(tensors: dict[str, Value], family: Family) -> dict[str, Value]:
     """Legacy `gamma`/`beta` as `weight`/`bias`; the base-model prefix put back on the encoder's
     tensors where a bare model was saved without it."""
     prefix, roots = PREFIXES[family.model_type], their_roots(family)
-    renamed: Tensors = {}
+    renamed: dict[str, Value] = {}
     for name, tensor in tensors.items():
         name = LEGACY_SUFFIXES.sub(
             lambda match: ".weight" if match[1] == "gamma" else ".bias", name

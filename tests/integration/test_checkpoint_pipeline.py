@@ -102,7 +102,7 @@ def test_the_report_adds_the_base_arm_and_what_continuing_bought(continued: Any)
     assert finetune["pydoc_topics.over_base_accuracy"] == pytest.approx(difference)
     text = render_summary(summary)
     assert "adapted over base" in text
-    assert "CI over base: paired t over seeds [" in text
+    assert "CI paired t over seeds [" in text
 
 
 def test_the_lineage_is_in_the_run_params_and_the_registry(continued: Any) -> None:

@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
         "flows.summary",
         "flows.plan",
         "flows.base_checkpoint",
+        "flows.continuation",
         "flows.orchestration",
     ),
     (

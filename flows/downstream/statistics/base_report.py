@@ -43,8 +43,9 @@ def base_outputs(task: str, arms: dict[str, ArmResult], confidence: float) -> di
     return outputs
 
 
-def base_result(outputs: dict[str, Any], task: str, confidence: float) -> list[str]:
-    """The summary's line for a continued checkpoint: adapted over base, with both intervals."""
+def base_verdict(outputs: dict[str, Any], task: str, confidence: float) -> list[str]:
+    """A continued checkpoint's first summary lines: adapted over base with both intervals, then
+    in words whether continuing helped, hurt or was not told apart; none without a base arm."""
     metric = outputs[f"{task}.metric"]
     if f"{task}.base_{metric}_mean" not in outputs:
         return []
@@ -55,12 +56,37 @@ def base_result(outputs: dict[str, Any], task: str, confidence: float) -> list[s
             return "none (one seed)"
         return f"[{outputs[low]:+.3f}, {outputs[high]:+.3f}]"
 
-    return [
-        f"  base checkpoint {outputs[f'{task}.base_{metric}_mean']:.3f} ± "
-        f"{outputs[f'{task}.base_{metric}_std']:.3f} (lift over random init "
-        f"{outputs[f'{task}.base_lift_{metric}']:+.3f}); adapted over base "
-        f"{outputs[prefix]:+.3f}",
-        f"    {confidence:.0%} CI over base: paired t over seeds "
+    lines = [
+        f"{task} {metric} over {outputs[f'{task}.seeds']} seed(s): adapted over base "
+        f"{outputs[prefix]:+.3f}; {confidence:.0%} CI paired t over seeds "
         f"{interval(f'{prefix}_ci_low', f'{prefix}_ci_high')}, bootstrap over test examples "
         f"{interval(f'{prefix}_bootstrap_low', f'{prefix}_bootstrap_high')}",
+        f"  {verdict_words(outputs, prefix)}; base checkpoint "
+        f"{outputs[f'{task}.base_{metric}_mean']:.3f} ± {outputs[f'{task}.base_{metric}_std']:.3f}"
+        f" (its lift over random init {outputs[f'{task}.base_lift_{metric}']:+.3f})",
     ]
+    capped = outputs.get(f"{task}.base_capped_runs", 0)
+    if capped:
+        lines.append(
+            f"  CAPPED {task}: the base arm's best validation epoch was the last allowed in "
+            f"{capped} of {outputs[f'{task}.seeds']} runs: raise finetune.pretrained_epochs"
+        )
+    return lines
+
+
+def verdict_words(outputs: dict[str, Any], prefix: str) -> str:
+    """Both intervals below zero: worse; both above: better; else not told apart."""
+    highs = [outputs.get(f"{prefix}_{kind}_high") for kind in ("ci", "bootstrap")]
+    lows = [outputs.get(f"{prefix}_{kind}_low") for kind in ("ci", "bootstrap")]
+    if any(high is not None and high < 0 for high in highs):
+        return "WORSE: continuing made the model worse than the checkpoint"
+    if any(low is not None and low > 0 for low in lows):
+        return "continuing improved on the checkpoint"
+    return "continuing is not told apart from the checkpoint"
+
+
+def is_worse_than_base(outputs: dict[str, Any], task: str) -> bool:
+    """Whether an interval of adapted over base lies wholly below zero for `task`."""
+    metric = outputs.get(f"{task}.metric")
+    prefix = f"{task}.{OVER_BASE}_{metric}"
+    return verdict_words(outputs, prefix).startswith("WORSE")

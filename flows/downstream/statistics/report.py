@@ -177,11 +177,25 @@ def grid_edge_warning(figures: TaskFigures) -> str | None:
     )
 
 
+def uninformative_warning(figures: TaskFigures) -> str | None:
+    """A line for a task where every arm scores what predicting the majority label scores: the
+    task tells the encoders nothing apart (too few labels, or a head that never learned)."""
+    majority = figures.baselines.get("majority")
+    means = [figures.arms[arm].mean for arm in ARMS]
+    if majority is None or any(abs(mean - majority) > 1e-9 for mean in means):
+        return None
+    return (
+        f"UNINFORMATIVE {figures.task}: every arm scores the majority baseline's "
+        f"{majority:.3f}; no arm learned the task, so no difference between them means anything"
+    )
+
+
 def warnings(figures: TaskFigures) -> list[str]:
     """The task's flags, in the summary and summary.md: caps that bit, and results that call for
     a change of recipe."""
     found = (
         f"CAPS {figures.task}: {figures.caps}" if figures.caps else None,
+        uninformative_warning(figures),
         capped_warning(figures),
         grid_edge_warning(figures),
     )

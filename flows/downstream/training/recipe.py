@@ -182,6 +182,14 @@ class TaskRun:
             BASE_ARM: self.base_dir,
         }.get(arm)
 
+    def grid(self, arm: str) -> tuple[list[float], int]:
+        """The learning rates and most epochs `arm` is tuned over: a public checkpoint's weights
+        (the base arm, and the pretrained one continuing it) on the grid for pretrained
+        encoders, every other arm on the task's grid."""
+        if self.base_dir is not None and arm in ("pretrained", BASE_ARM):
+            return self.settings.pretrained_learning_rates, self.settings.pretrained_epochs
+        return self.settings.learning_rates, self.settings.epochs
+
     def split(self, name: str, seed: int) -> EncodedSplit:
         """A split; for train, the seed's labelled sample of the pool (load.train_sample)."""
         data = self.splits[name]
@@ -284,9 +292,10 @@ def relation_model(run: TaskRun, config: EncoderConfig, source: Path | None) -> 
 def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunResult:
     """One fine-tuning run; the same seed gives both arms the same head init and data order."""
     settings = run.settings
+    epochs = run.grid(arm)[1]
     pl.seed_everything(seed, workers=True, verbose=False)
     model = build_model(run, arm)
-    steps = settings.epochs * -(-len(run.split("train", seed)) // settings.batch_size)
+    steps = epochs * -(-len(run.split("train", seed)) // settings.batch_size)
     module = FinetuneModule(
         model,
         OptimizerSettings(
@@ -309,7 +318,7 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
         run.work_dir / run.spec.name / label,
         run.loggers_for(run.spec.name, label),
         [ProgressLog(run.log_every_steps, f"finetune/{run.spec.name}/{label}"), selector],
-        max_epochs=settings.epochs,
+        max_epochs=epochs,
         enable_checkpointing=False,
     )
     trainer.fit(module, train_dataloaders=run.loader("train", seed, shuffle=True))
@@ -321,7 +330,7 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
         seed,
         selector.best_score,
         selector.best_epoch,
-        selector.best_epoch == settings.epochs,
+        selector.best_epoch == epochs,
         run.metrics("test", predictions),
         predictions,
     )
@@ -330,7 +339,7 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
 def evaluate_arm(run: TaskRun, arm: str, seeds: list[int]) -> ArmResult:
     """Each rate of the grid scored on the first `grid_seeds` seeds (mean validation score; the
     first of equals wins), then the other seeds at the chosen rate."""
-    rates = run.settings.learning_rates
+    rates = run.grid(arm)[0]
     tuning = seeds[: run.settings.grid_seeds]
     total = len(rates) * len(tuning) + len(seeds) - len(tuning)
     with runs_progress(f"finetune/{run.spec.name}/{arm} grid", total) as progress:

@@ -14,6 +14,7 @@ import pytest
 
 from flows.__main__ import main as cli_main
 from flows.base_checkpoint import adopt_init
+from flows.continuation import CONTINUATION, HEAD_WARMUP_STEPS
 from flows.core.config import compose_config
 from flows.plan import PipelinePlan, load_run_config
 from tests.checkpoint_tokenizers import write_tokenizer
@@ -78,7 +79,62 @@ def without(checkpoint: Path, folder: Path, *names: str) -> Path:
     return folder
 
 
+def edited(checkpoint: Path, folder: Path, **changes: object) -> Path:
+    shutil.copytree(checkpoint, folder)
+    hf = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**hf, **changes}))
+    return folder
+
+
+def truncated(checkpoint: Path, folder: Path) -> Path:
+    shutil.copytree(checkpoint, folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-64])
+    return folder
+
+
+def with_rows(folder: Path, rows: int) -> Path:
+    """A consistent checkpoint (config.json and weights agree) whose table has `rows` rows
+    beside a tokenizer of about 400 tokens."""
+    write_tokenizer(folder, "wordpiece")
+    return tiny_checkpoint("bert", folder, vocab_size=rows, scale=0.0)
+
+
 CASES = {
+    "a config.json contradicting its weights": (
+        lambda ckpt, tmp: [f"pretrain.init_from={edited(ckpt, tmp / 'wide', hidden_size=64)}"],
+        r"^error: pretrain\.init_from=.*wide: .*wide/config\.json contradicts .*wide/model\."
+        r"safetensors: bert\.embeddings\.word_embeddings\.weight is \[\d+, 32\], not \[\d+, 64\]",
+    ),
+    "truncated weights": (
+        lambda ckpt, tmp: [f"pretrain.init_from={truncated(ckpt, tmp / 'cut')}"],
+        r"^error: pretrain\.init_from=.*cut: .*cut/model\.safetensors is truncated: its header "
+        r"lists \d+ bytes, the file holds \d+; download it again",
+    ),
+    "a tokenizer larger than the embedding table": (
+        lambda ckpt, tmp: [f"pretrain.init_from={with_rows(tmp / 'narrow', 120)}"],
+        r"^error: pretrain\.init_from=.*narrow: its tokenizer has \d+ tokens but .*narrow/"
+        r"config\.json vocab_size=120 embedding rows",
+    ),
+    "a vocabulary too small to train": (
+        lambda ckpt, tmp: [f"pretrain.init_from={with_rows(tmp / 'toy', 99)}"],
+        r"^error: pretrain\.init_from=.*toy: .*toy/config\.json has vocab_size=99, too small to "
+        r"train \(Cloze needs at least 100 tokens\)",
+    ),
+    "a teacher's fault, under the teacher's key": (
+        lambda ckpt, tmp: ["distill=default", f"distill.teacher={truncated(ckpt, tmp / 'cut')}"],
+        r"^error: distill\.teacher=.*cut: .*cut/model\.safetensors is truncated",
+    ),
+    "a vocabulary extension without a checkpoint": (
+        lambda ckpt, tmp: ["tokenizer.extend_vocabulary=100"],
+        r"^error: tokenizer\.extend_vocabulary=100 extends the vocabulary of a checkpoint, but "
+        r"pretrain\.init_from names none",
+    ),
+    "a sentence-transformers folder without one transformer module": (
+        lambda ckpt, tmp: [f"pretrain.init_from={sentence_folder(ckpt, tmp / 'st', modules=0)}"],
+        r"^error: pretrain\.init_from=.*st: .*modules\.json lists 0 "
+        r"sentence_transformers\.models\.Transformer modules",
+    ),
     "a shape key set against the checkpoint": (
         lambda ckpt, tmp: [f"pretrain.init_from={ckpt}", "model.hidden_size=256"],
         r"is a bert checkpoint whose shape and vocabulary are fixed, but model\.hidden_size=256 "
@@ -137,6 +193,7 @@ def test_a_checkpoint_that_cannot_be_continued_is_one_error_line(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the Hub case must fail fast, never download
     arguments, message = CASES[case]
     overrides = arguments(checkpoint, tmp_path)
+    capsys.readouterr()  # what building the broken folder printed (transformers' progress bars)
     assert cli_main([*overrides, f"paths.root={tmp_path / 'home'}"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("error: ") and len(error.splitlines()) == 1, error
@@ -183,3 +240,76 @@ def test_a_cloze_export_is_named_by_its_family_and_artifact_key(
     assert config["model"]["name"] == "bert-20c58f0d"
     config, _ = adopted(f"pretrain.init_from={checkpoint}")
     assert config["model"]["name"] == checkpoint.name
+
+
+def sentence_folder(checkpoint: Path, folder: Path, modules: int = 1) -> Path:
+    """A sentence-transformers export: modules.json, the transformer in `0_Transformer/`, then
+    pooling (no weights of its own)."""
+    shutil.copytree(checkpoint, folder / "0_Transformer")
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps({"pooling_mode_mean_tokens": True})
+    )
+    listed = [
+        {"idx": 0, "name": "0", "path": "0_Transformer", "type": TRANSFORMER},
+        {
+            "idx": 1,
+            "name": "1",
+            "path": "1_Pooling",
+            "type": "sentence_transformers.models.Pooling",
+        },
+    ]
+    (folder / "modules.json").write_text(json.dumps(listed[1 - modules :]))
+    return folder
+
+
+TRANSFORMER = "sentence_transformers.models.Transformer"
+
+
+def test_a_sentence_transformers_folder_continues_its_transformer_module(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    folder = sentence_folder(checkpoint, tmp_path / "st")
+    config, notes = adopted(f"pretrain.init_from={folder}")
+    assert config["pretrain"]["init_from"] == str(folder / "0_Transformer")
+    assert config["model"]["hidden_size"] == 32 and "continuing the bert checkpoint" in notes[0]
+
+
+def test_cfg_prints_the_shape_that_will_run(
+    checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(["--cfg", f"pretrain.init_from={checkpoint}"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"# pretrain.init_from: continuing the bert checkpoint {checkpoint}")
+    assert "  hidden_size: 32\n" in printed and "  num_layers: 2\n" in printed
+
+
+def test_a_checkpoint_continues_on_the_continuation_recipe(checkpoint: Path) -> None:
+    config, (note,) = adopted(f"pretrain.init_from={checkpoint}", "experiment=smoke")
+    trainer = config["trainer"]
+    assert {key: trainer[key] for key in CONTINUATION} == CONTINUATION
+    assert "continuation recipe: trainer.learning_rate=2e-05, trainer.warmup_ratio=0.06" in note
+    assert config["pretrain"]["head_warmup_steps"] == 0  # BertForMaskedLM: its head is trained
+
+
+def test_an_explicit_trainer_value_wins_and_the_note_says_so(checkpoint: Path) -> None:
+    config, (note,) = adopted(f"pretrain.init_from={checkpoint}", "trainer.learning_rate=3e-5")
+    assert config["trainer"]["learning_rate"] == 3e-5
+    assert config["trainer"]["beta2"] == CONTINUATION["beta2"]
+    assert "(yours kept: trainer.learning_rate)" in note
+
+
+def test_a_headless_checkpoint_warms_its_new_head_up_first(tmp_path: Path) -> None:
+    folder = tmp_path / "headless"
+    tiny_checkpoint(
+        "bert", folder, vocab_size=write_tokenizer(folder, "wordpiece"), architecture="BertModel"
+    )
+    config, (note,) = adopted(f"pretrain.init_from={folder}", "shards.seq_len=64")
+    assert config["pretrain"]["head_warmup_steps"] == HEAD_WARMUP_STEPS
+    assert f"pretrain.head_warmup_steps={HEAD_WARMUP_STEPS} steps, encoder frozen" in note
+    short, _ = adopted(f"pretrain.init_from={folder}", "trainer.max_steps=20")
+    assert short["pretrain"]["head_warmup_steps"] == 10  # a short run keeps half for the model
+    off, _ = adopted(f"pretrain.init_from={folder}", "pretrain.head_warmup_steps=0")
+    assert off["pretrain"]["head_warmup_steps"] == 0
+    plan = PipelinePlan.from_run_config(load_run_config(config))
+    assert plan.pretrain.head_warmup_steps == HEAD_WARMUP_STEPS

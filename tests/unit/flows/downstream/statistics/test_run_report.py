@@ -8,12 +8,15 @@ from typing import Any
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from flows.downstream.settings import Recipe
+from flows.downstream.statistics.base_report import base_outputs, base_verdict, is_worse_than_base
 from flows.downstream.statistics.report import markdown_table
 from flows.downstream.statistics.task_figures import TaskFigures
 from flows.downstream.tasks.encoding import encode
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
+from flows.downstream.tasks.spec import BASE_ARM
 from flows.downstream.training.caps import caps_outputs, caps_record
-from flows.downstream.training.recipe import grid_edge
+from flows.downstream.training.recipe import ArmResult, RunResult, grid_edge
+from flows.refresh.promotion import decide
 from flows.summary import downstream_result
 from tests.fakes import finetune_outputs as outputs_of
 from tests.fakes import grid_arm as arm
@@ -97,3 +100,60 @@ def test_caps_that_bite_are_recorded_with_their_key_and_the_others_are_not() -> 
 def test_a_tagged_sentence_cut_by_max_length_counts_as_truncated() -> None:
     sentences = [TaggedSentence(("a", "b", "a"), (0, 0, 0)), TaggedSentence(("a",), (0,))]
     assert encode(word_tokenizer(2), sentences, token_types=False).truncated == 1
+
+
+def scored(*accuracies: float, capped: int = 0) -> ArmResult:
+    runs = [
+        RunResult("arm", 1e-4, seed, 0.5, 3, seed < capped, {"accuracy": value}, [])
+        for seed, value in enumerate(accuracies)
+    ]
+    return ArmResult(1e-4, {"0.0001": 0.5}, runs)
+
+
+def with_base(adapted: list[float], base: list[float], capped: int = 0) -> dict[str, Any]:
+    arms = {
+        "pretrained": scored(*adapted),
+        "random_init": scored(0.3, 0.31, 0.29),
+        BASE_ARM: scored(*base, capped=capped),
+    }
+    outputs = outputs_of(arms, **base_outputs("t", arms, 0.95))
+    return outputs | {
+        "t.over_base_accuracy_bootstrap_low": -1.0,
+        "t.over_base_accuracy_bootstrap_high": 1.0,
+    }
+
+
+def test_with_a_base_arm_the_first_line_is_adapted_over_base_with_both_intervals() -> None:
+    lines = base_verdict(with_base([0.71, 0.72, 0.70], [0.70, 0.70, 0.70]), "t", 0.95)
+    assert lines[0].startswith("t accuracy over 3 seed(s): adapted over base +0.010; 95% CI ")
+    assert (
+        "paired t over seeds [" in lines[0]
+        and "bootstrap over test examples [-1.000, +1.000]" in lines[0]
+    )
+    assert "continuing is not told apart from the checkpoint" in lines[1]
+
+
+def test_a_continuation_worse_than_its_base_is_said_in_words_and_never_promoted() -> None:
+    outputs = with_base([0.50, 0.52, 0.51], [0.70, 0.71, 0.72], capped=2)
+    lines = base_verdict(outputs, "t", 0.95)
+    assert "WORSE: continuing made the model worse than the checkpoint" in lines[1]
+    assert lines[2].startswith("  CAPPED t: the base arm's best validation epoch was the last")
+    assert "2 of 3 runs" in lines[2]
+    assert is_worse_than_base(outputs, "t")
+    decision = decide(0.51, None, 0.0, worse_than_base=("t",))
+    assert not decision.promote and "worse than its base checkpoint on t" in decision.reason
+
+
+def test_a_task_where_every_arm_scores_the_majority_baseline_is_flagged() -> None:
+    arms = {name: scored(0.5, 0.5) for name in ("pretrained", "random_init")}
+    figures = outputs_of(
+        arms, **{"t.baselines": "majority", "t.baseline_majority_accuracy_mean": 0.5}
+    )
+    assert any(
+        line.startswith("  UNINFORMATIVE t: every arm scores") for line in summary_lines(figures)
+    )
+    learned = outputs_of(
+        {"pretrained": scored(0.6, 0.6), "random_init": scored(0.5, 0.5)},
+        **{"t.baselines": "majority", "t.baseline_majority_accuracy_mean": 0.5},
+    )
+    assert not any("UNINFORMATIVE" in line for line in summary_lines(learned))

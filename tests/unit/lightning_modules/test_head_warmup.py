@@ -1,0 +1,92 @@
+"""A checkpoint without an MLM head: its new head trains alone first (the encoder, and the word
+table the decoder is tied to, take no step at all), then the whole model continues; the
+encoder's distance from the weights it started from is logged as `train/cosine_to_base`."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader
+
+from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings
+from lightning_modules.models.config import EncoderConfig
+from lightning_modules.models.heads import BertForMaskedLM
+from lightning_modules.optim import learning_rate_factor
+from lightning_modules.optim_settings import OptimizerSettings
+from tests.fakes import quiet_trainer
+
+HEAD_ONLY, TOTAL = 3, 6
+
+
+def batches(count: int, seed: int) -> list[dict[str, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(seed)
+    made = []
+    for _ in range(count):
+        ids = torch.randint(5, 120, (4, 16), generator=generator)
+        labels = torch.full_like(ids, -100)
+        labels[:, ::4] = ids[:, ::4]
+        made.append({"input_ids": ids, "labels": labels, "attention_mask": torch.ones_like(ids)})
+    return made
+
+
+def loader(items: list[dict[str, torch.Tensor]]) -> DataLoader[Any]:
+    return DataLoader(items, batch_size=None)  # type: ignore[arg-type]
+
+
+class EncoderAt(pl.Callback):
+    """The encoder's weights after a given optimizer step."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self.state: dict[str, torch.Tensor] = {}
+
+    def on_train_batch_end(self, trainer: pl.Trainer, module: Any, *args: Any) -> None:
+        if trainer.global_step == self.step:
+            self.state = copy.deepcopy(module.model.encoder.state_dict())
+
+
+def test_the_head_trains_alone_then_the_whole_model_and_the_drift_is_logged() -> None:
+    torch.manual_seed(0)
+    model = BertForMaskedLM(
+        EncoderConfig(120, hidden_size=16, num_heads=2, intermediate_size=32, num_layers=2)
+    )
+    base = copy.deepcopy(model.encoder)
+    head = copy.deepcopy(model.head.state_dict())
+    settings = OptimizerSettings(
+        learning_rate=1e-2, total_steps=TOTAL, head_only_steps=HEAD_ONLY, weight_decay=0.1
+    )
+    module = MaskedLanguageModelingModule(model, settings, ThroughputSettings(100, 1.0))
+    module.track_drift_from(copy.deepcopy(base))
+    after_warmup = EncoderAt(HEAD_ONLY)
+    run = quiet_trainer(TOTAL, after_warmup)
+    run.fit(module, loader(batches(TOTAL, 0)))
+
+    for name, tensor in base.state_dict().items():  # not even weight decay moved it
+        assert torch.equal(after_warmup.state[name], tensor), name
+    assert not torch.equal(model.head.transform.weight, head["transform.weight"])
+    assert model.head.word_embeddings is model.encoder.embeddings.word  # still tied
+    start = base.state_dict()
+    moved = [
+        name for name, t in model.encoder.state_dict().items() if not torch.equal(t, start[name])
+    ]
+    assert len(moved) == len(start), "the whole model continues after the warm-up"
+
+    cosine = run.validate(module, loader(batches(2, 1)), verbose=False)[0]["train/cosine_to_base"]
+    assert 0.0 < cosine < 1.0
+    module.model.encoder.load_state_dict(base.state_dict())
+    cosine = run.validate(module, loader(batches(2, 1)), verbose=False)[0]["train/cosine_to_base"]
+    assert cosine == pytest.approx(1.0, abs=1e-6)  # the base itself: no drift
+
+
+def test_the_head_phase_runs_at_its_own_rate_and_the_schedule_follows_it() -> None:
+    settings = OptimizerSettings(
+        learning_rate=1e-4, total_steps=110, warmup_steps=10, head_only_steps=50
+    )
+    factors = [learning_rate_factor(step, settings) for step in range(110)]
+    assert factors[:50] == [pytest.approx(10.0)] * 50  # 1e-3, constant
+    assert factors[50] == pytest.approx(0.1) and factors[59] == pytest.approx(1.0)  # warmup
+    assert factors[60] == pytest.approx(1.0) and factors[109] == pytest.approx(1 / 50)  # decay

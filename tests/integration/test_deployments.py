@@ -24,7 +24,7 @@ from mlflow.tracking import MlflowClient
 from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.objects import FlowRun
 
-from flows.tracking.links import stage_name
+from flows.tracking.links import run_role
 from tests.integration.servers import mlflow_server, prefect_server, serving_deployments
 
 pytestmark = pytest.mark.slow
@@ -172,12 +172,12 @@ def test_a_stage_deployment_runs_with_the_overrides_it_was_given(services: Servi
     experiment = client.get_experiment_by_name("deployed")
     runs = client.search_runs([experiment.experiment_id])
     # The stage deployment stops after shards; the tokenizer it needs ran in the same run.
-    assert sorted(stage_name(run.info.run_name) for run in runs) == [
+    assert sorted(run_role(run.data.tags, run.info.run_name) for run in runs) == [
         "pipeline",
         "shards",
         "tokenizer",
     ]
-    parent = next(run for run in runs if stage_name(run.info.run_name) == "pipeline")
+    parent = next(run for run in runs if run_role(run.data.tags, run.info.run_name) == "pipeline")
     assert parent.data.params["trainer.max_steps"] == "12"  # the override
     assert parent.data.params["shards.seq_len"] == "64"  # the smoke bundle
     with SyncPrefectClient(services.prefect_api) as prefect:
@@ -237,20 +237,26 @@ def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     runs = client.search_runs([experiment.experiment_id])
     # MLflow -> Prefect: every run carries the flow run's name, id and page.
-    assert {stage_name(run.info.run_name) for run in runs} >= {"pipeline", *STAGE_TASKS}
+    assert {run_role(run.data.tags, run.info.run_name) for run in runs} >= {
+        "pipeline",
+        *STAGE_TASKS,
+    }
+    # The parent run takes the flow run's name; its children nest under it, named by what
+    # they are (`tokenizer`, `pretrain seed 0`, `pydoc_topics finetune`).
     for run in runs:
-        assert run.info.run_name.startswith(f"{flow_run.name}/")
+        if "mlflow.parentRunId" not in run.data.tags:
+            assert run.info.run_name == flow_run.name
         assert run.data.tags["prefect.flow_run_id"] == str(flow_run.id)
         page = run.data.tags["prefect.flow_run_url"]
         assert page.endswith(f"/runs/flow-run/{flow_run.id}")
         # The description, markdown in MLflow's UI, is a link to the flow run.
         assert run.data.tags["mlflow.note.content"] == f"Prefect flow run [{flow_run.name}]({page})"
     # Prefect -> MLflow: the summary links to the pipeline run's page.
-    parent = next(run for run in runs if stage_name(run.info.run_name) == "pipeline")
+    parent = next(run for run in runs if run_role(run.data.tags, run.info.run_name) == "pipeline")
     page = f"{services.mlflow_uri}/#/experiments/{experiment.experiment_id}/runs/"
     assert f"{page}{parent.info.run_id}" in summary.data
     # The registry version says what it is.
-    pretrain = next(run for run in runs if stage_name(run.info.run_name) == "pretrain")
+    pretrain = next(run for run in runs if run_role(run.data.tags, run.info.run_name) == "pretrain")
     name, version = pretrain.data.tags["cloze.registered_model"].split("/")
     description = client.get_model_version(name, version).description
     assert description.startswith("Data: manuals (files)") and "validation loss" in description
@@ -309,9 +315,9 @@ def test_domain_refresh_trains_on_new_files_only_and_records_its_decision(
     for run in runs:
         parent = run.data.tags.get("mlflow.parentRunId")
         if parent:
-            by_parent.setdefault(parent, []).append(stage_name(run.info.run_name))
+            by_parent.setdefault(parent, []).append(run_role(run.data.tags, run.info.run_name))
     first, second, third = [
-        run for run in runs if stage_name(run.info.run_name) == "domain-refresh"
+        run for run in runs if run_role(run.data.tags, run.info.run_name) == "domain-refresh"
     ]
 
     def sharded_files(run: Any) -> list[str]:
@@ -339,7 +345,7 @@ def test_domain_refresh_trains_on_new_files_only_and_records_its_decision(
         run
         for run in runs
         if run.data.tags.get("mlflow.parentRunId") == second.info.run_id
-        and stage_name(run.info.run_name) == "shards"
+        and run_role(run.data.tags, run.info.run_name) == "shards"
     )
     assert shards.data.metrics["units"] == 1
     tags, metrics = second.data.tags, second.data.metrics
@@ -413,7 +419,8 @@ def test_the_documented_refresh_runs_from_the_shell_without_parameters_once_at_a
     refreshes = [
         run
         for run in client.search_runs([experiment.experiment_id])
-        if run.info.run_name in {f"{name}/domain-refresh" for name in names}
+        if run.info.run_name in names
+        and run_role(run.data.tags, run.info.run_name) == "domain-refresh"
     ]
     decisions = sorted(run.data.tags["cloze.refresh.decision"] for run in refreshes)
     assert decisions == ["no-new-data", "promoted"]

@@ -12,7 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from flows.core.config import compose_config
-from flows.tracking.links import stage_name
+from flows.tracking.links import run_role
 from lightning_modules.models.serialization import load_masked_lm
 from tests.fakes import logits_match
 
@@ -39,7 +39,7 @@ def child_runs(root: Path, parent_run_id: str) -> dict[str, Any]:
     runs = client.search_runs(
         [experiment.experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}'"
     )
-    return {stage_name(run.info.run_name): run for run in runs}
+    return {run_role(run.data.tags, run.info.run_name): run for run in runs}
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def test_flow_run_completes_and_is_recorded_in_prefect(first: Any) -> None:
     with get_client(sync_client=True) as client:
         flow_run = client.read_flow_run(first.state_details.flow_run_id)
         flow = client.read_flow(flow_run.flow_id)
-    assert flow.name == "pretraining-pipeline"
+    assert flow.name == "cloze-pipeline"
     assert flow_run.state.name == "Completed"
 
 

@@ -21,7 +21,7 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
 from flows.core.paths import REPO_ROOT
 from flows.pipeline import TRAINING_TAG
-from flows.tracking.links import stage_name
+from flows.tracking.links import run_role
 from tests.integration.cli_runs import alive
 from tests.integration.servers import (
     free_port,
@@ -74,7 +74,7 @@ def test_ctrl_c_on_serve_cancels_the_run_and_releases_everything(tmp_path: Path)
         client_ml = MlflowClient(uri)
         experiment = client_ml.get_experiment_by_name("cloze")
         statuses = {
-            stage_name(run.info.run_name): run.info.status
+            run_role(run.data.tags, run.info.run_name): run.info.status
             for run in client_ml.search_runs([experiment.experiment_id])
         }
         assert statuses["pipeline"] == statuses["pretrain"] == "KILLED", (statuses, log[-3000:])

@@ -160,6 +160,32 @@ def common(services: Services, experiment: str) -> list[str]:
     ]
 
 
+def test_a_cli_run_and_a_deployment_run_are_filed_under_one_flow(services: Services) -> None:
+    """One job, one flow: the flow's page in the Prefect UI holds the runs of `python -m flows`
+    and of the `cloze-pipeline/*` deployments; the refresh stays a flow of its own."""
+    overrides = ["experiment=smoke", *common(services, "one-flow")]
+    env = {**os.environ, "PREFECT_API_URL": services.prefect_api}
+    env.pop("PREFECT_HOME", None)
+    cli = subprocess.run(
+        [sys.executable, "-m", "flows", *overrides],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert cli.returncode == 0, cli.stdout[-3000:] + cli.stderr[-3000:]
+    deployed = run_deployment(
+        services, "cloze-pipeline/pretrain", {"experiment": "smoke", "overrides": overrides[1:]}
+    )
+    with SyncPrefectClient(services.prefect_api) as client:
+        flows = {flow.id: flow.name for flow in client.read_flows()}
+        runs = client.read_flow_runs()
+    assert set(flows.values()) == {"cloze-pipeline", "domain-refresh"}
+    from_cli = [run for run in runs if run.deployment_id is None]
+    assert from_cli and {flows[run.flow_id] for run in from_cli} == {"cloze-pipeline"}
+    assert flows[deployed.flow_id] == "cloze-pipeline"
+
+
 def test_a_stage_deployment_runs_with_the_overrides_it_was_given(services: Services) -> None:
     corpus = services.root.parent / "texts"
     corpus.mkdir()

@@ -25,11 +25,14 @@ from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.objects import FlowRun
 
 from flows.tracking.links import run_role
+from tests.guides import guide_quotes
 from tests.integration.servers import mlflow_server, prefect_server, serving_deployments
 
 pytestmark = pytest.mark.slow
 DEPLOYMENTS = ["cloze-pipeline/full", "cloze-pipeline/pretrain", "domain-refresh/domain-refresh"]
 STAGE_TASKS = ("tokenizer", "shards", "pretrain", "finetune")
+# Prefect's task runs, named as their MLflow runs are: pretrain with its seed (conf's 1234).
+TASK_RUNS = ("tokenizer", "shards", "pretrain seed 1234", "finetune")
 TINY = [
     "trainer.max_steps=12",
     "trainer.warmup_steps=2",
@@ -231,7 +234,7 @@ def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
             task_runs = prefect.read_task_runs(
                 flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id]))
             )
-            if {run.name for run in task_runs} >= set(STAGE_TASKS) or time.monotonic() > deadline:
+            if {run.name for run in task_runs} >= set(TASK_RUNS) or time.monotonic() > deadline:
                 break
             time.sleep(1)
         [summary] = [
@@ -244,7 +247,7 @@ def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
     logs = run_logs(services, [flow_run.id], f"{STAGE_TASKS[-1]}: computed, key ")
     # One level: the deployment's own run holds the stage tasks, in order.
     ordered = [run.name for run in sorted(task_runs, key=lambda run: run.expected_start_time)]
-    assert [name for name in ordered if name in STAGE_TASKS] == list(STAGE_TASKS)
+    assert [name for name in ordered if name in TASK_RUNS] == list(TASK_RUNS)
     # Progress: the training lines reach the run's Prefect logs, as they do for the CLI, and
     # each stage says when it starts and how it ended, with its key and figures.
     progress = [log.message for log in logs if log.name == "cloze.training"]
@@ -289,10 +292,14 @@ def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
     # The serve terminal shows each progress line once, and every MLflow link it shows opens
     # the model-training view (MLflow's own "View ..." lines opened the GenAI one).
     terminal = services.serve_log.read_text()
+    assert guide_quotes("deployments.md", "`pretrain step 10/60 ... loss=7.293`")
     assert terminal.count("pretrain step 12/12") == 1, terminal[-3000:]
+    assert re.search(r"pretrain step 12/12 .*loss=\d+\.\d{3}", terminal), terminal[-3000:]
     run_page = f"{page}{parent.info.run_id}?workflowType=machine_learning"
+    assert guide_quotes("deployments.md", "the `View run <name> at: ...` line each MLflow run")
     assert terminal.count(f"View run {parent.info.run_name} at: {run_page}") == 1
     table = f"{services.mlflow_uri}/#/experiments/{experiment.experiment_id}/runs?workflowType="
+    assert guide_quotes("deployments.md", "`View experiment at: .../#/experiments/<id>/runs?")
     assert f"View experiment at: {table}machine_learning" in terminal
     links = re.findall(r"View (?:run .*?|experiment) at: (\S+)", terminal)
     assert links and all(link.endswith("workflowType=machine_learning") for link in links)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from flows.core.config import compose_config
 from flows.tracking.links import run_role
 from lightning_modules.models.serialization import load_masked_lm
 from tests.fakes import logits_match
+from tests.guides import guide_quotes
 
 TINY = [
     "experiment=smoke",
@@ -191,6 +193,20 @@ def test_cli_runs_the_flow_and_prints_the_summary(root: Path, first: Any) -> Non
     assert output.index(note) < output.index("tokenizer: started")
     assert "pydoc_topics accuracy over 1 seed(s): pretrained" in output
     assert f"sqlite:///{root / 'mlflow.db'}" in output
+    # What docs/guides/deployments.md quotes of a run's output, as a local run prints it.
+    assert guide_quotes("deployments.md", "(`tokenizer: started`)")
+    quoted = "`tokenizer: reused (cache hit), key 1e7d...: vocab 8000, fertility 1.670 tokens/word"
+    assert guide_quotes("deployments.md", quoted)
+    assert re.search(
+        r"tokenizer: reused \(cache hit\), key \w+: vocab \d+, fertility [\d.]+ tokens/word", output
+    )
+    assert guide_quotes("deployments.md", "the summary's `run page:` line (every CLI run)")
+    assert re.search(
+        r"run page: http://127\.0\.0\.1:5000/#/experiments/\d+/runs/\w+\?workflowType=machine_learning",
+        output,
+    )
+    assert guide_quotes("deployments.md", "(a default `make demo`) prints no `View` line")
+    assert "View run" not in output and "View experiment" not in output
 
 
 def test_cli_rejects_an_unknown_key_by_name() -> None:

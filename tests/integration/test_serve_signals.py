@@ -24,6 +24,7 @@ from flows.core.paths import REPO_ROOT
 from flows.deploy.served import NOT_SERVED_TAG, stopped_line
 from flows.pipeline import TRAINING_TAG
 from flows.tracking.links import run_role
+from tests.guides import guide_quotes
 from tests.integration.cli_runs import alive
 from tests.integration.servers import (
     free_port,
@@ -76,6 +77,8 @@ def test_ctrl_c_on_serve_cancels_the_run_and_releases_everything(tmp_path: Path)
         assert stopped.paused and NOT_SERVED_TAG in stopped.tags
         assert (stopped.description or "").startswith("**Not served** since ")
         assert log.rstrip().endswith(stopped_line(["cloze-pipeline/full"])), log[-2000:]
+        assert guide_quotes("deployments.md", stopped_line(["cloze-pipeline/full", "..."]))
+        assert guide_quotes("deployments.md", "starts its description with `**Not served** since")
         assert [run.name for run in task_runs if run.state and run.state.is_running()] == []
         assert limit.active_slots == [], limit
         client_ml = MlflowClient(uri)

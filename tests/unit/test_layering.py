@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
         "flows.compare",
         "flows.domain_lift",
         "flows.conf_defaults",
+        "flows.ui",
         "flows.__main__",
     ),
 ]

@@ -29,6 +29,7 @@ from flows.compare.plots import lift_panels
 from flows.core.settings import ConfigError
 from flows.tracking.links import RunIdentity
 from flows.tracking.runs import STEP_OFFSET_TAG, Tracker
+from tests.guides import guide_quotes
 
 BASE_CONFIG: dict[str, Any] = {
     "model": {"name": "bert-tiny", "hidden_size": 32},
@@ -413,10 +414,14 @@ def test_compare_reads_finished_runs_and_names_each_run_it_skipped(
     assert main([*common, "--last", "2"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[:2] == [
-        "Skipped 1 run that did not finish (--include-unfinished compares them too):",
+        guide_quotes(
+            "compare.md",
+            "Skipped 1 run that did not finish (--include-unfinished compares them too):",
+        ),
         f"- bert-tiny-pydoc-20261201-090000 (run {killed.run_id[:8]}): KILLED, stopped before it "
         "finished (a signal or Ctrl-C)",
     ]
+    assert guide_quotes("compare.md", ": KILLED, stopped before it finished (a signal or Ctrl-C)")
     result = compare(CompareSettings(uri, "cmp", tmp_path / "out", last=2))
     assert [run.info.run_id for run in result.runs] == finished
     everything = compare(

@@ -36,7 +36,7 @@ from flows.stages.tokenizer import train_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer
 from flows.stages.training_types import PretrainOutputs, PretrainSettings
 from flows.summary import build_summary, render_summary, stage_figures
-from flows.tracking.links import corpus_label, current_identity, stage_title
+from flows.tracking.links import child_title, corpus_label, current_identity, stage_title
 from flows.tracking.prefect_logs import report_progress_to_prefect
 from flows.tracking.runs import (
     ARTIFACT_KEY_TAG,
@@ -268,7 +268,19 @@ def distill_task(
     return ctx.tracked("distill", distill_and_publish)
 
 
-@task(name="finetune", task_run_name="{label}", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
+def finetune_task_run_name() -> str:
+    """`finetune`, or `challenger finetune` for an arm's: as its MLflow run is named."""
+    from prefect.runtime import task_run
+
+    return child_title(task_run.parameters.get("label", "finetune"))
+
+
+@task(
+    name="finetune",
+    task_run_name=finetune_task_run_name,
+    cache_policy=NO_CACHE,
+    tags=[TRAINING_TAG],
+)
 def finetune_task(
     ctx: StageContext,
     pretrained: ArtifactRef,

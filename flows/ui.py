@@ -116,6 +116,8 @@ def start_servers(settings: UiSettings) -> dict[str, subprocess.Popen[bytes]]:
         **os.environ,
         "PREFECT_HOME": str(settings.root / "prefect"),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        # The UI's own API address: its default is port 4200's, whatever port it is served on.
+        "PREFECT_UI_API_URL": f"{settings.prefect_url}/api",
     }
     prefect = [sys.executable, "-m", "prefect", "server", "start"]
     prefect += ["--host", HOST, "--port", str(settings.prefect_port)]

@@ -73,13 +73,16 @@ def stage_title(stage: str, seed: int | None = None) -> str:
 
 
 def child_title(role: str) -> str:
-    """A child run's name: what it is, first. `finetune/pydoc_topics` -> `pydoc_topics finetune`,
-    `finetune-challenger/ncbi_disease` -> `ncbi_disease challenger` (the arm, where a flow runs
-    the stage twice); a stage's own run keeps its role (`shards`)."""
+    """A child run's name: what sets it apart from its siblings, first, because MLflow's runs
+    table shows about 17 characters of a top-level name and 11 of a task's, nested two levels
+    deep. A stage run keeps its role (`shards`), an arm's stage names the arm first
+    (`finetune-challenger` -> `challenger finetune`); a task's run is its task, after the arm
+    where there is one (`finetune-challenger/ncbi_disease` -> `challenger ncbi_disease`)."""
     stage, _, task = role.rpartition("/")
+    kind, _, arm = (stage or role).partition("-")
     if not stage:
-        return role
-    return f"{task} {stage.removeprefix('finetune-')}"
+        return f"{arm} {kind}" if arm else role
+    return f"{arm} {task}" if arm else task
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,9 @@ def test_ctrl_c_on_serve_cancels_the_run_and_releases_everything(tmp_path: Path)
         # The Deployments page and serve's last line say that nothing runs a triggered flow.
         assert stopped.paused and NOT_SERVED_TAG in stopped.tags
         assert (stopped.description or "").startswith("**Not served** since ")
-        assert log.rstrip().endswith(stopped_line(["cloze-pipeline/full"])), log[-2000:]
+        last = log.rstrip().splitlines()[-1]
+        assert last.startswith("serve stopped: cloze-pipeline/full, "), log[-2000:]
+        assert last.endswith(stopped_line([])[len("serve stopped: ") :]), last
         assert guide_quotes("deployments.md", stopped_line(["cloze-pipeline/full", "..."]))
         assert guide_quotes("deployments.md", "starts its description with `**Not served** since")
         assert [run.name for run in task_runs if run.state and run.state.is_running()] == []

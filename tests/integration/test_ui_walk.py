@@ -37,7 +37,6 @@ TINY = [
     "finetune.test_examples=100",
     "finetune.max_length=32",
 ]
-NAME_COLUMN = 24  # how much of a run name MLflow's runs table shows
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +97,7 @@ def opened(browser: Any, url: str) -> Any:
     return page
 
 
-def test_the_prefect_flow_run_page_shows_the_run_and_its_stages(
+def test_the_prefect_flow_run_page_shows_the_run_under_the_one_flow(
     browser: Any, walk: dict[str, Any]
 ) -> None:
     flow_run = walk["flow_run"]
@@ -108,7 +107,8 @@ def test_the_prefect_flow_run_page_shows_the_run_and_its_stages(
         page.get_by_text("Completed").first.wait_for(timeout=30_000)
     finally:
         shoot(page, "1-prefect-flow-run")
-    assert "cloze-pipeline" in page.inner_text("body")  # the one flow of the job
+    body = page.inner_text("body")
+    assert "cloze-pipeline" in body and "Task runs" in body, body[:2000]
 
 
 def test_the_mlflow_runs_table_opens_in_the_model_training_view_with_distinct_names(
@@ -117,38 +117,48 @@ def test_the_mlflow_runs_table_opens_in_the_model_training_view_with_distinct_na
     experiment = walk["experiment_id"]
     url = f"{walk['mlflow']}/#/experiments/{experiment}/runs?{MODEL_TRAINING_VIEW}"
     page = opened(browser, url)
-    names = {run.info.run_name for run in walk["runs"]}
     try:
-        page.get_by_text(walk["flow_run"].name[:NAME_COLUMN]).first.wait_for(timeout=60_000)
+        page.locator(f"{NAME_CELLS} a[href*='/runs/'] span").first.wait_for(timeout=60_000)
         expand_child_runs(page)
-        visible = visible_run_names(page, names)
+        shown = shown_run_names(page)
     finally:
         shoot(page, "2-mlflow-runs-table")
+    # The model-training view: its runs table and menus, not the GenAI overview.
     assert "workflowType=machine_learning" in page.url
-    body = page.inner_text("body")
-    assert "Traces" not in body.split("Runs", 1)[0] or "Model training" in body, body[:2000]
-    # Every run of the pipeline is in the table, and no two read alike in the name column.
-    assert sorted(visible) == sorted(names), (visible, names)
-    assert len({name[:NAME_COLUMN] for name in visible}) == len(visible), visible
+    menu = page.locator("nav").first.inner_text().split()
+    assert {"Runs", "Models"} <= set(menu) and "Observability" not in menu, menu
+    # Every run of the pipeline is in the table, and what the name column shows of each differs.
+    assert sorted(full for full, _ in shown) == sorted(run.info.run_name for run in walk["runs"])
+    visible = [part for _, part in shown]
+    assert len(set(visible)) == len(visible), visible
+
+
+# The Run Name column's cells; its expand buttons show a plus while their children are hidden.
+NAME_CELLS = "[col-id='attributes.`Run Name`']"
+EXPAND = f"{NAME_CELLS} button:has(path[d^='M7.25 7.25V4.5'])"
 
 
 def expand_child_runs(page: Any) -> None:
     """Opens every collapsed parent row (MLflow nests child runs under their parent)."""
-    for _ in range(5):
-        buttons = page.locator("[data-testid='runs-table'] button[aria-label*='xpand']")
-        if buttons.count() == 0:
-            buttons = page.locator("button[aria-label*='xpand']")
-        if buttons.count() == 0:
+    for _ in range(10):
+        if page.locator(EXPAND).count() == 0:
             return
-        buttons.first.click()
+        page.locator(EXPAND).first.click()
         page.wait_for_timeout(500)
 
 
-def visible_run_names(page: Any, names: set[str]) -> list[str]:
-    """The run names the table shows as links to their runs."""
-    links = page.locator("a[href*='/runs/']")
-    shown = [links.nth(index).inner_text().strip() for index in range(links.count())]
-    return [name for name in shown if name in names]
+def shown_run_names(page: Any) -> list[tuple[str, str]]:
+    """Each row's run name and the part of it the column shows: the characters that fit in the
+    cell's width (the rest is behind an ellipsis)."""
+    spans = page.locator(f"{NAME_CELLS} a[href*='/runs/'] span")
+    measured = [
+        spans.nth(index).evaluate("span => [span.textContent, span.clientWidth, span.scrollWidth]")
+        for index in range(spans.count())
+    ]
+    return [
+        (text, text if scroll <= width else text[: max(1, len(text) * width // scroll - 1)])
+        for text, width, scroll in measured
+    ]
 
 
 def test_the_mlflow_run_links_back_to_its_prefect_flow_run(
@@ -156,6 +166,7 @@ def test_the_mlflow_run_links_back_to_its_prefect_flow_run(
 ) -> None:
     flow_run = walk["flow_run"]
     parent = next(run for run in walk["runs"] if "mlflow.parentRunId" not in run.data.tags)
+    assert parent.info.run_name == flow_run.name  # one name in both UIs
     run_page = (
         f"{walk['mlflow']}/#/experiments/{walk['experiment_id']}/runs/{parent.info.run_id}"
         f"?{MODEL_TRAINING_VIEW}"
@@ -166,7 +177,7 @@ def test_the_mlflow_run_links_back_to_its_prefect_flow_run(
         link.wait_for(timeout=60_000)
     finally:
         shoot(page, "3-mlflow-run")
-    link.evaluate("element => element.removeAttribute('target')")  # same tab, to follow it
+    link.evaluate("element => element.removeAttribute('target')")  # follow it in this tab
     link.click()
     page.wait_for_url(f"**/runs/flow-run/{flow_run.id}", timeout=30_000)
     page.get_by_text(flow_run.name).first.wait_for(timeout=60_000)

@@ -170,8 +170,13 @@ def serve(settings: DeploySettings) -> int:
     with flow_runs_immune_to_ctrl_c():
         serve_deployments(*deployments)
     names = [f"{deployment.flow_name}/{deployment.name}" for deployment in deployments]
-    mark_not_served(names)
-    print(stopped_line(names), flush=True)
+    try:
+        check_server(os.environ["PREFECT_API_URL"])
+    except ConfigError:
+        marked = False  # the server went first: nothing to tell, and no minute of retries
+    else:
+        marked = mark_not_served(names)
+    print(stopped_line(names, marked), flush=True)
     return 128 + signal.SIGINT if stopped else 0
 
 

@@ -27,11 +27,16 @@ def not_served_note(stopped: datetime) -> str:
     )
 
 
-def stopped_line(names: Sequence[str]) -> str:
-    """What `serve` prints as it stops."""
+def stopped_line(names: Sequence[str], marked: bool = True) -> str:
+    """What `serve` prints as it stops; `marked`: whether the Prefect UI could be told."""
+    where = (
+        f"are paused and tagged '{NOT_SERVED_TAG}' in the Prefect UI"
+        if marked
+        else "still read as served in the Prefect UI (its server did not answer)"
+    )
     return (
-        f"serve stopped: {', '.join(names)} are paused and tagged '{NOT_SERVED_TAG}' in the "
-        f"Prefect UI; nothing runs a triggered flow until `{SERVE_COMMAND}` runs again"
+        f"serve stopped: {', '.join(names)} {where}; nothing runs a triggered flow until "
+        f"`{SERVE_COMMAND}` runs again"
     )
 
 
@@ -43,10 +48,11 @@ def with_note(note: str, description: str | None) -> str:
     return f"{note}\n\n{body}".rstrip()
 
 
-def mark_not_served(names: Sequence[str], stopped: datetime | None = None) -> None:
+def mark_not_served(names: Sequence[str], stopped: datetime | None = None) -> bool:
     """Pauses each deployment (`<flow>/<deployment>`), tags it `not-served`, and puts the note
-    first in its description. A server that no longer answers is said, not raised: `serve`
-    is stopping anyway."""
+    first in its description; whether that worked. A failure is said, not raised: `serve` is
+    stopping anyway (the caller checks first that the server answers: the client would retry
+    for a minute)."""
     from prefect import get_client
     from prefect.client.schemas.actions import DeploymentUpdate
 
@@ -64,3 +70,5 @@ def mark_not_served(names: Sequence[str], stopped: datetime | None = None) -> No
                 client.update_deployment(deployment.id, update)
     except Exception as error:  # whatever the API raised: serve is stopping either way
         print(f"warning: could not mark the deployments as not served: {error}", file=sys.stderr)
+        return False
+    return True

@@ -26,3 +26,8 @@ def test_serve_says_as_it_stops_which_deployments_nothing_will_run() -> None:
         "'not-served' in the Prefect UI; nothing runs a triggered flow until "
         "`python -m flows.deploy serve` runs again"
     )
+    assert stopped_line(["cloze-pipeline/full"], marked=False) == (
+        "serve stopped: cloze-pipeline/full still read as served in the Prefect UI (its server "
+        "did not answer); nothing runs a triggered flow until `python -m flows.deploy serve` runs "
+        "again"
+    )

@@ -6,8 +6,9 @@ in MLflow's model-training view (its root would land on the GenAI pages,
 docs/guides/deployments.md).
 
 Each server runs in a session of its own, so a terminal's Ctrl-C reaches only this process: it
-stops both with SIGTERM, their orderly path, and waits for them. Ctrl-C reaching the servers
-themselves made MLflow's uvicorn print a `CancelledError` traceback.
+stops both with SIGTERM, their orderly path, and waits for them. No server handles a Ctrl-C of
+its own (under the shell recipe this replaces, MLflow was reported printing a `CancelledError`
+traceback on Ctrl-C).
 """
 
 from __future__ import annotations

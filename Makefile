@@ -51,23 +51,12 @@ bench: $(STAMP)  ## side by side with the Hugging Face path, on ../shared/data (
 compare: $(STAMP)  ## compare MLflow runs: differing params, metrics, PNG charts (make compare ARGS="--last 3")
 	$(BIN)/python -m flows.compare $(ARGS)
 
-# Background jobs of a non-interactive shell ignore Ctrl-C (SIGINT), so the recipe traps it and
-# stops both servers with SIGTERM, waits for them to exit, then ends as Ctrl-C ends a command:
-# exit 130 (143 after a SIGTERM). MLflow's job workers (GenAI features Cloze does not use) are off:
-# they were what made stopping slow. UI_PREFECT_PORT and UI_MLFLOW_PORT move the two servers.
+# flows/ui.py: both servers on 127.0.0.1, the banner's MLflow link on the model-training view;
+# Ctrl-C stops both (exit 130). UI_PREFECT_PORT and UI_MLFLOW_PORT move the two servers.
 UI_PREFECT_PORT ?= 4200
 UI_MLFLOW_PORT ?= 5000
 ui: $(STAMP)  ## browse local runs: Prefect UI on :4200, MLflow UI on :5000 (Ctrl-C stops both)
-	@CLOZE_ROOT=$${CLOZE_HOME:-.cloze}; mkdir -p $$CLOZE_ROOT; \
-	PREFECT_HOME=$$CLOZE_ROOT/prefect PREFECT_SERVER_ANALYTICS_ENABLED=false \
-	  $(BIN)/prefect server start --host 127.0.0.1 --port $(UI_PREFECT_PORT) & prefect=$$!; \
-	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow server --host 127.0.0.1 \
-	  --port $(UI_MLFLOW_PORT) --workers 1 --backend-store-uri sqlite:///$$CLOZE_ROOT/mlflow.db & mlflow=$$!; \
-	trap 'stopped=130; kill -TERM $$prefect $$mlflow 2>/dev/null' INT; \
-	trap 'stopped=143; kill -TERM $$prefect $$mlflow 2>/dev/null' TERM; \
-	echo "Prefect UI: http://127.0.0.1:$(UI_PREFECT_PORT)   MLflow UI: http://127.0.0.1:$(UI_MLFLOW_PORT)   (Ctrl-C stops both)"; \
-	wait $$prefect $$mlflow; kill -TERM $$prefect $$mlflow 2>/dev/null; wait; echo "both servers stopped"; \
-	exit $${stopped:-0}
+	$(BIN)/python -m flows.ui --prefect-port $(UI_PREFECT_PORT) --mlflow-port $(UI_MLFLOW_PORT)
 
 clean:
 	rm -rf .cloze

@@ -49,6 +49,7 @@ COMMANDS = {
     "lift": Command(
         "flows.domain_lift", "general pretraining, then continued on a domain, scored for lift"
     ),
+    "ui": Command("flows.ui", "serve the Prefect UI and the MLflow UI over the local run stores"),
 }
 
 

@@ -1,4 +1,4 @@
-"""The `pretraining-pipeline` Prefect flow: wiring only.
+"""The `cloze-pipeline` Prefect flow: wiring only.
 
 Each stage runs as a Prefect task inside its own MLflow child run under the pipeline's parent run;
 the stage functions themselves know nothing of either.
@@ -36,7 +36,7 @@ from flows.stages.tokenizer import train_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer
 from flows.stages.training_types import PretrainOutputs, PretrainSettings
 from flows.summary import build_summary, render_summary, stage_figures
-from flows.tracking.links import corpus_label, current_identity
+from flows.tracking.links import child_title, corpus_label, current_identity, stage_title
 from flows.tracking.prefect_logs import report_progress_to_prefect
 from flows.tracking.runs import (
     ARTIFACT_KEY_TAG,
@@ -108,15 +108,19 @@ class StageContext:
     parent: RunHandle
 
     def tracked(
-        self, stage: str, produce: Callable[[RunHandle], ArtifactRef], label: str | None = None
+        self,
+        stage: str,
+        produce: Callable[[RunHandle], ArtifactRef],
+        label: str | None = None,
+        title: str | None = None,
     ) -> ArtifactRef:
         """Runs `produce` inside a child run of the pipeline's parent run, saying in the logs
         when the stage starts, and how it ended: computed or reused, its key, its figures. An
         error leaves it with URI credentials masked, before Prefect records it as the task run's
-        state."""
+        state. `title` names the run where it says more than the stage (`pretrain seed 0`)."""
         log.info("%s: started", label or stage)
         with redacting_errors():
-            ref = self.tracker.record_stage(stage, produce, self.parent, label=label)
+            ref = self.tracker.record_stage(stage, produce, self.parent, label=label, title=title)
         log.info(stage_end_line(label or stage, ref))
         return ref
 
@@ -189,7 +193,20 @@ def publish_model(
         run.set_tags({"cloze.registered_model": f"{name}/{version}"})
 
 
-@task(name="pretrain", task_run_name="pretrain", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
+def pretrain_task_run_name() -> str:
+    """`pretrain seed 0`: the Prefect task run named as its MLflow run is."""
+    from prefect.runtime import task_run
+
+    ctx = task_run.parameters["ctx"]
+    return stage_title("pretrain", ctx.plan.pretrain.seed)
+
+
+@task(
+    name="pretrain",
+    task_run_name=pretrain_task_run_name,
+    cache_policy=NO_CACHE,
+    tags=[TRAINING_TAG],
+)
 def pretrain_task(
     ctx: StageContext,
     shards: ArtifactRef,
@@ -222,7 +239,9 @@ def pretrain_task(
         )
         return ref
 
-    return ctx.tracked("pretrain", pretrain_and_publish)
+    return ctx.tracked(
+        "pretrain", pretrain_and_publish, title=stage_title("pretrain", ctx.plan.pretrain.seed)
+    )
 
 
 @task(name="distill", task_run_name="distill", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
@@ -247,7 +266,19 @@ def distill_task(
     return ctx.tracked("distill", distill_and_publish)
 
 
-@task(name="finetune", task_run_name="{label}", cache_policy=NO_CACHE, tags=[TRAINING_TAG])
+def finetune_task_run_name() -> str:
+    """`finetune`, or `challenger finetune` for an arm's: as its MLflow run is named."""
+    from prefect.runtime import task_run
+
+    return child_title(task_run.parameters.get("label", "finetune"))
+
+
+@task(
+    name="finetune",
+    task_run_name=finetune_task_run_name,
+    cache_policy=NO_CACHE,
+    tags=[TRAINING_TAG],
+)
 def finetune_task(
     ctx: StageContext,
     pretrained: ArtifactRef,
@@ -376,7 +407,7 @@ _UNREDACTED: ContextVar[dict[str, Any] | None] = ContextVar("cloze_unredacted", 
 def pretraining_pipeline(
     config: dict[str, Any], until: str = "finetune", name: str | None = None, **options: Any
 ) -> Any:
-    """Runs the `pretraining-pipeline` flow; `options` go to the flow call (`return_state`).
+    """Runs the `cloze-pipeline` flow; `options` go to the flow call (`return_state`).
 
     `name` names the flow run (the CLI's `<experiment>-<corpus>-<timestamp>`); its MLflow runs
     take the same name. Prefect stores a flow's parameters in its database and shows them in the
@@ -397,7 +428,12 @@ def unredacted(config: dict[str, Any]) -> dict[str, Any]:
     return full if full is not None and redact_secrets(full) == config else config
 
 
-@flow(name="pretraining-pipeline", log_prints=True)
+# One job, one flow: a run from the CLI and a deployment's run (flows/deploy/entrypoints.py) are
+# filed under the same flow name, so the flow's page, filters and run history hold them all.
+PIPELINE_FLOW = "cloze-pipeline"
+
+
+@flow(name=PIPELINE_FLOW, log_prints=True)
 def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, Any]:
     """Tokenizer -> shards -> pretrain -> finetune, each reused when its inputs are unchanged.
 

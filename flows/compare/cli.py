@@ -20,16 +20,25 @@ from pathlib import Path
 from typing import Any
 
 from mlflow.entities import Run
-from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from flows.compare.plots import LOSS_KEYS, Curve, lift_panels, plot_lift, plot_loss_curves
+from flows.compare.selection import (
+    RunSelectionError,
+    Selection,
+    by_ids,
+    experiment_id,
+    flow_run_name,
+    last_runs,
+    open_store,
+    skipped_lines,
+)
 from flows.core.cli import fail
 from flows.core.settings import ConfigError
 from flows.core.tables import TABLE_FORMATS, render_table
 from flows.downstream.statistics.lift_points import plot_curves, read_points
 from flows.stages.lift_curve import CURVE_STAGE
-from flows.tracking.links import MODEL_TRAINING_VIEW, mlflow_run_url, stage_name
+from flows.tracking.links import MODEL_TRAINING_VIEW, mlflow_run_url
 from flows.tracking.runs import PARENT_TAG, STEP_OFFSET_TAG
 
 FORMATS = TABLE_FORMATS
@@ -44,10 +53,6 @@ DEFAULT_METRICS = {
 }
 # Tags shown above the metrics: what a run decided, not a number.
 SHOWN_TAGS = {"cloze.refresh.decision": "decision", "cloze.refresh.reason": "reason"}
-
-
-class RunSelectionError(LookupError):
-    """The store, experiment or runs asked for are not there; the message says what is."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class CompareSettings:
     ui_url: str | None = None
     table_format: str = "markdown"
     show_all: bool = False  # every param and metric, not only those that differ
+    include_unfinished: bool = False  # also runs that were killed, failed or still run
 
     def __post_init__(self) -> None:
         if self.last < 1:
@@ -91,65 +97,30 @@ class Comparison:
     lift_bars: int = 0
     curve_chart: Path | None = None  # lift-vs-compute curves, overlaid
     curve_lines: int = 0
+    skipped: list[tuple[Run, str]] = field(default_factory=list)  # runs left out, and why
     text: str = ""
 
 
-def open_store(tracking_uri: str) -> MlflowClient:
-    """A client, refusing a SQLite path that does not exist (MLflow would create an empty one)."""
-    if tracking_uri.startswith("sqlite:///"):
-        path = Path(tracking_uri.removeprefix("sqlite:///"))
-        if not path.is_file():
-            raise RunSelectionError(
-                f"no MLflow store at {path}: run the pipeline first, or pass --tracking-uri"
-            )
-    return MlflowClient(tracking_uri)
-
-
-def experiment_id(client: MlflowClient, name: str) -> str:
-    found = client.get_experiment_by_name(name)
-    if found is None:
-        names = sorted(experiment.name for experiment in client.search_experiments())
-        raise RunSelectionError(
-            f"experiment {name!r} not found; experiments in this store: "
-            f"{', '.join(names) or '(none)'}"
-        )
-    return str(found.experiment_id)
-
-
-def select_runs(client: MlflowClient, experiment: str, settings: CompareSettings) -> list[Run]:
-    """The runs to compare, oldest first: the ids given, else the last N parent runs."""
+def select_runs(client: MlflowClient, experiment: str, settings: CompareSettings) -> Selection:
+    """The runs to compare, oldest first: the ids given, else the last N top-level runs; those
+    that did not finish are passed over (and named) unless `include_unfinished`."""
     if settings.run_ids:
-        runs = []
-        for run_id in settings.run_ids:
-            try:
-                runs.append(client.get_run(run_id))
-            except MlflowException as error:
-                raise RunSelectionError(f"run {run_id!r} not found: {error.message}") from error
-        return runs
-    # Runs are named `<flow run name>/<flow>` (older stores: `<flow>` alone).
-    conditions = [f"attributes.run_name LIKE '%{settings.run_name}'"]
-    if settings.filter:
-        conditions.append(settings.filter)
-    try:
-        found = client.search_runs(
-            [experiment],
-            " AND ".join(conditions),
-            order_by=["attributes.start_time DESC"],
-            max_results=settings.last * 4,  # stage runs of another flow may share the name
-        )
-    except MlflowException as error:
-        raise RunSelectionError(f"bad --filter {settings.filter!r}: {error.message}") from error
-    parents = [
-        run
-        for run in found
-        if PARENT_TAG not in run.data.tags and stage_name(run.info.run_name) == settings.run_name
-    ][: settings.last]
-    if not parents:
-        raise RunSelectionError(
-            f"no top-level runs named {settings.run_name!r} in experiment "
-            f"{settings.experiment!r}" + (f" match {settings.filter!r}" if settings.filter else "")
-        )
-    return parents[::-1]
+        selection = by_ids(client, settings.run_ids, settings.include_unfinished)
+        if not selection.runs:
+            raise RunSelectionError(
+                "none of the runs given finished: "
+                + "; ".join(f"{run.info.run_id[:8]} {why}" for run, why in selection.skipped)
+                + " (--include-unfinished compares them)"
+            )
+        return selection
+    return last_runs(
+        client,
+        experiment,
+        settings.run_name,
+        settings.last,
+        settings.filter,
+        settings.include_unfinished,
+    )
 
 
 Row = tuple[str, list[Any]]
@@ -246,11 +217,9 @@ def compare_link(ui_url: str, runs: Sequence[Run]) -> str:
 
 def run_labels(runs: Sequence[Run]) -> list[str]:
     """Each run's flow run name (`bert-mini-pubmed-20261202-230637`), as Prefect and MLflow show
-    it; a run of an older store, named after its flow alone, or a name two runs share, gets its
-    run id's first characters instead."""
-    names = [
-        run.info.run_name.rsplit("/", 1)[0] if "/" in run.info.run_name else "" for run in runs
-    ]
+    it; a run named after its flow alone, or a name two runs share, gets its run id's first
+    characters instead."""
+    names = [flow_run_name(run) for run in runs]
     return [
         name if name and names.count(name) == 1 else run.info.run_id[:8]
         for name, run in zip(names, runs, strict=True)
@@ -288,6 +257,7 @@ def render(comparison: Comparison, table_format: str, show_all: bool = False) ->
             params_text += "\n(every param is the same in all runs)"
     which = "" if show_all or len(runs) == 1 else " that differ"
     sections = [
+        *skipped_lines(comparison.skipped),
         f"Params{which} ({len(params)})",
         params_text,
         "",
@@ -309,7 +279,8 @@ def render(comparison: Comparison, table_format: str, show_all: bool = False) ->
 
 def compare(settings: CompareSettings) -> Comparison:
     client = open_store(settings.tracking_uri)
-    runs = select_runs(client, experiment_id(client, settings.experiment), settings)
+    selection = select_runs(client, experiment_id(client, settings.experiment), settings)
+    runs = selection.runs
     ui_url = settings.ui_url or (
         settings.tracking_uri if settings.tracking_uri.startswith("http") else LOCAL_UI
     )
@@ -324,6 +295,7 @@ def compare(settings: CompareSettings) -> Comparison:
         link=compare_link(ui_url, runs),
         labels=run_labels(runs),
         tags=shown_tags(runs),
+        skipped=selection.skipped,
     )
     settings.output_dir.mkdir(parents=True, exist_ok=True)
     labels = comparison.labels
@@ -391,6 +363,12 @@ def parse_args(argv: Sequence[str], prog: str = "python -m flows.compare") -> ar
         action="store_true",
         help="every param and metric (default: only those that differ between the runs)",
     )
+    parser.add_argument(
+        "--include-unfinished",
+        action="store_true",
+        help="also compare runs that were killed, failed or still run (default: finished runs "
+        "only; the output names each run it skipped)",
+    )
     return parser.parse_args(list(argv))
 
 
@@ -414,6 +392,7 @@ def settings_from_args(args: argparse.Namespace) -> CompareSettings:
         ui_url=args.ui_url,
         table_format=args.table_format,
         show_all=args.show_all,
+        include_unfinished=args.include_unfinished,
     )
 
 

@@ -7,7 +7,8 @@ the tag concurrency limit that keeps training tasks from running more than N at 
 
 Ctrl-C on `serve` ends like SIGTERM: Prefect's runner cancels the flow runs in progress (each
 gets SIGTERM: its run Cancelled, its task runs ended, its MLflow runs KILLED, its concurrency
-slots released), then `serve` exits with 130.
+slots released), then `serve` marks its deployments as not served (flows/deploy/served.py) and
+exits with 130.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from flows.core.config import CONF_DIR, compose_config
 from flows.core.logs import PROJECT_LOGGERS
 from flows.core.paths import REPO_ROOT
 from flows.core.settings import ConfigError
+from flows.deploy.served import mark_not_served, stopped_line
 from flows.deploy.settings import DEPLOYMENTS, DeploymentSettings, DeploySettings
 
 ENTRYPOINTS = {
@@ -169,6 +171,14 @@ def serve(settings: DeploySettings) -> int:
     stopped = stop_like_sigterm_on_ctrl_c()
     with flow_runs_immune_to_ctrl_c():
         serve_deployments(*deployments)
+    names = [f"{deployment.flow_name}/{deployment.name}" for deployment in deployments]
+    try:
+        check_server(os.environ["PREFECT_API_URL"])
+    except ConfigError:
+        marked = False  # the server went first: nothing to tell, and no minute of retries
+    else:
+        marked = mark_not_served(names)
+    print(stopped_line(names, marked), flush=True)
     return 128 + signal.SIGINT if stopped else 0
 
 

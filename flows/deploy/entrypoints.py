@@ -38,7 +38,7 @@ from flows.orchestration.run_form import (
     Task,
     described_by_form,
 )
-from flows.pipeline import run_stages
+from flows.pipeline import PIPELINE_FLOW, run_stages
 
 
 def pipeline_markdown(summary: dict[str, Any], until: str) -> str:
@@ -64,7 +64,7 @@ def pipeline_markdown(summary: dict[str, Any], until: str) -> str:
     )
 
 
-@flow(name="cloze-pipeline", flow_run_name=run_name, log_prints=True)
+@flow(name=PIPELINE_FLOW, flow_run_name=run_name, log_prints=True)
 @described_by_form
 def pipeline_deployment(
     experiment: Experiment = NO_EXPERIMENT,

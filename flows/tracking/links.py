@@ -75,16 +75,43 @@ def run_label(
     return "-".join(part for part in parts if part)
 
 
+# What a run is within its flow run, whatever its display name: `pipeline`, `domain-refresh`,
+# `pretrain`, `finetune-challenger`, `finetune/pydoc_topics` (a task's run under its stage's).
+ROLE_TAG = "cloze.run"
+
+
+def stage_title(stage: str, seed: int | None = None) -> str:
+    """A stage's run name in both UIs: `tokenizer`, `pretrain seed 0` (a stage with one seed)."""
+    return stage if seed is None else f"{stage} seed {seed}"
+
+
+def child_title(role: str) -> str:
+    """A child run's name: what sets it apart from its siblings, first, because MLflow's runs
+    table shows about 17 characters of a top-level name and 11 of a task's, nested two levels
+    deep. A stage run keeps its role (`shards`), an arm's stage names the arm first
+    (`finetune-challenger` -> `challenger finetune`); a task's run is its task, after the arm
+    where there is one (`finetune-challenger/ncbi_disease` -> `challenger ncbi_disease`)."""
+    stage, _, task = role.rpartition("/")
+    kind, _, arm = (stage or role).partition("-")
+    if not stage:
+        return f"{arm} {kind}" if arm else role
+    return f"{arm} {task}" if arm else task
+
+
 @dataclass(frozen=True)
 class RunIdentity:
-    """The name every MLflow run of one flow run starts with, and the tags that link back."""
+    """The flow run's name, which its MLflow parent run takes, and the tags that link back."""
 
     name: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
 
-    def run_name(self, stage: str) -> str:
-        """`<flow run name>/<stage>`: the MLflow UI's run list reads like Prefect's."""
-        return f"{self.name}/{stage}" if self.name else stage
+    def run_name(self, role: str, top_level: bool, title: str | None = None) -> str:
+        """The parent run takes the flow run's name (`<model>[-<experiment>]-<corpus>-<time>`);
+        a child nests under it in MLflow's table, so its name starts with what sets it apart
+        there (the stage, the task and the arm), within the ~24 characters the table shows."""
+        if top_level:
+            return self.name or role
+        return title or child_title(role)
 
 
 def prefect_ui_url(flow_run_id: str) -> str:
@@ -149,3 +176,9 @@ def mlflow_experiment_url(tracking_uri: str, experiment_id: str) -> str:
 def stage_name(run_name: str) -> str:
     """`smoke-pydoc-20261201-080447/finetune/sst2` -> `sst2`: a run's own part of its name."""
     return run_name.rsplit("/", 1)[-1]
+
+
+def run_role(tags: dict[str, str], run_name: str) -> str:
+    """What a run is (`pipeline`, `pretrain`, `sst2`): its role's last part, or, for a run of an
+    older store (named `<flow run name>/<role>`, no role tag), its name's."""
+    return stage_name(tags.get(ROLE_TAG) or run_name)

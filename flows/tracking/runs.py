@@ -34,6 +34,7 @@ from flows.core.signals import stop_signals_deferred
 from flows.tracking.links import (
     CUSTOM_MODEL_DEVELOPMENT,
     EXPERIMENT_KIND_TAG,
+    ROLE_TAG,
     RunIdentity,
     mlflow_experiment_url,
     mlflow_run_url,
@@ -162,7 +163,7 @@ class RunHandle:
         self.client = client
         self.run_id = run_id
         self.tracking_uri = tracking_uri
-        self.stage = stage  # the run's name without the flow run's: `finetune-challenger`
+        self.stage = stage  # the run's role: `finetune-challenger` (flows/tracking/links.py)
         self.pages = pages  # None: a local store, which no server shows
 
     def log_params(self, params: Mapping[str, Any]) -> None:
@@ -290,13 +291,20 @@ class Tracker:
         return tracker
 
     def start_run(
-        self, name: str, parent: RunHandle | None = None, tags: Mapping[str, str] | None = None
+        self,
+        name: str,
+        parent: RunHandle | None = None,
+        tags: Mapping[str, str] | None = None,
+        title: str | None = None,
     ) -> RunHandle:
-        """A run named `<flow run name>/<name>`, tagged with the Prefect run it belongs to."""
+        """A run whose role is `name` (tag `cloze.run`), tagged with the Prefect run it belongs
+        to. A top-level run takes the flow run's name; a child, `title` or what its role says
+        (flows/tracking/links.py)."""
         all_tags = {OWNER_TAG: process_owner(), **self.identity.tags, **(tags or {})}
+        all_tags[ROLE_TAG] = name
         if parent is not None:
             all_tags[PARENT_TAG] = parent.run_id
-        run_name = self.identity.run_name(name)
+        run_name = self.identity.run_name(name, parent is None, title)
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=masked(all_tags))
         run_id = run.info.run_id
         pages = None
@@ -338,15 +346,18 @@ class Tracker:
         parent: RunHandle | None = None,
         tags: Mapping[str, str] | None = None,
         label: str | None = None,
+        title: str | None = None,
     ) -> ArtifactRef:
         """Runs `produce` inside a run that records the artifact, computed or reused.
 
-        `label` names the run when one flow runs a stage twice (`finetune-challenger`).
+        `label` is the run's role when one flow runs a stage twice (`finetune-challenger`);
+        `title` its name, where it says more than the role (`pretrain seed 0`).
 
         The run is marked FAILED (KILLED for a signal) on any exit but success, so a killed
         stage never stays RUNNING in the UI when Python gets the chance to say so.
         """
-        run = self.start_run(label or stage, parent, tags={"cloze.stage": stage, **(tags or {})})
+        stage_tags = {"cloze.stage": stage, **(tags or {})}
+        run = self.start_run(label or stage, parent, stage_tags, title)
         try:
             ref = produce(run)
         except BaseException as error:

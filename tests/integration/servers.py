@@ -83,6 +83,8 @@ def killable_prefect_server(
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     env.update(database or {})
     env.pop("PREFECT_API_URL", None)
+    # The UI asks this for its API (the default, port 4200, is another server's or none).
+    env["PREFECT_UI_API_URL"] = f"http://127.0.0.1:{port}/api"
     command = [
         str(BIN / "prefect"),
         "server",

@@ -24,12 +24,15 @@ from mlflow.tracking import MlflowClient
 from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.objects import FlowRun
 
-from flows.tracking.links import stage_name
+from flows.tracking.links import run_role
+from tests.guides import guide_quotes
 from tests.integration.servers import mlflow_server, prefect_server, serving_deployments
 
 pytestmark = pytest.mark.slow
 DEPLOYMENTS = ["cloze-pipeline/full", "cloze-pipeline/pretrain", "domain-refresh/domain-refresh"]
 STAGE_TASKS = ("tokenizer", "shards", "pretrain", "finetune")
+# Prefect's task runs, named as their MLflow runs are: pretrain with its seed (conf's 1234).
+TASK_RUNS = ("tokenizer", "shards", "pretrain seed 1234", "finetune")
 TINY = [
     "trainer.max_steps=12",
     "trainer.warmup_steps=2",
@@ -160,6 +163,32 @@ def common(services: Services, experiment: str) -> list[str]:
     ]
 
 
+def test_a_cli_run_and_a_deployment_run_are_filed_under_one_flow(services: Services) -> None:
+    """One job, one flow: the flow's page in the Prefect UI holds the runs of `python -m flows`
+    and of the `cloze-pipeline/*` deployments; the refresh stays a flow of its own."""
+    overrides = ["experiment=smoke", *common(services, "one-flow")]
+    env = {**os.environ, "PREFECT_API_URL": services.prefect_api}
+    env.pop("PREFECT_HOME", None)
+    cli = subprocess.run(
+        [sys.executable, "-m", "flows", *overrides],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert cli.returncode == 0, cli.stdout[-3000:] + cli.stderr[-3000:]
+    deployed = run_deployment(
+        services, "cloze-pipeline/pretrain", {"experiment": "smoke", "overrides": overrides[1:]}
+    )
+    with SyncPrefectClient(services.prefect_api) as client:
+        flows = {flow.id: flow.name for flow in client.read_flows()}
+        runs = client.read_flow_runs()
+    assert set(flows.values()) == {"cloze-pipeline", "domain-refresh"}
+    from_cli = [run for run in runs if run.deployment_id is None]
+    assert from_cli and {flows[run.flow_id] for run in from_cli} == {"cloze-pipeline"}
+    assert flows[deployed.flow_id] == "cloze-pipeline"
+
+
 def test_a_stage_deployment_runs_with_the_overrides_it_was_given(services: Services) -> None:
     corpus = services.root.parent / "texts"
     corpus.mkdir()
@@ -172,12 +201,12 @@ def test_a_stage_deployment_runs_with_the_overrides_it_was_given(services: Servi
     experiment = client.get_experiment_by_name("deployed")
     runs = client.search_runs([experiment.experiment_id])
     # The stage deployment stops after shards; the tokenizer it needs ran in the same run.
-    assert sorted(stage_name(run.info.run_name) for run in runs) == [
+    assert sorted(run_role(run.data.tags, run.info.run_name) for run in runs) == [
         "pipeline",
         "shards",
         "tokenizer",
     ]
-    parent = next(run for run in runs if stage_name(run.info.run_name) == "pipeline")
+    parent = next(run for run in runs if run_role(run.data.tags, run.info.run_name) == "pipeline")
     assert parent.data.params["trainer.max_steps"] == "12"  # the override
     assert parent.data.params["shards.seq_len"] == "64"  # the smoke bundle
     with SyncPrefectClient(services.prefect_api) as prefect:
@@ -205,7 +234,7 @@ def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
             task_runs = prefect.read_task_runs(
                 flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id]))
             )
-            if {run.name for run in task_runs} >= set(STAGE_TASKS) or time.monotonic() > deadline:
+            if {run.name for run in task_runs} >= set(TASK_RUNS) or time.monotonic() > deadline:
                 break
             time.sleep(1)
         [summary] = [
@@ -218,7 +247,7 @@ def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
     logs = run_logs(services, [flow_run.id], f"{STAGE_TASKS[-1]}: computed, key ")
     # One level: the deployment's own run holds the stage tasks, in order.
     ordered = [run.name for run in sorted(task_runs, key=lambda run: run.expected_start_time)]
-    assert [name for name in ordered if name in STAGE_TASKS] == list(STAGE_TASKS)
+    assert [name for name in ordered if name in TASK_RUNS] == list(TASK_RUNS)
     # Progress: the training lines reach the run's Prefect logs, as they do for the CLI, and
     # each stage says when it starts and how it ended, with its key and figures.
     progress = [log.message for log in logs if log.name == "cloze.training"]
@@ -237,30 +266,40 @@ def test_a_served_run_shows_its_stages_and_progress_and_links_both_ways(
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     runs = client.search_runs([experiment.experiment_id])
     # MLflow -> Prefect: every run carries the flow run's name, id and page.
-    assert {stage_name(run.info.run_name) for run in runs} >= {"pipeline", *STAGE_TASKS}
+    assert {run_role(run.data.tags, run.info.run_name) for run in runs} >= {
+        "pipeline",
+        *STAGE_TASKS,
+    }
+    # The parent run takes the flow run's name; its children nest under it, named by what
+    # they are (`tokenizer`, `pretrain seed 0`, `pydoc_topics finetune`).
     for run in runs:
-        assert run.info.run_name.startswith(f"{flow_run.name}/")
+        if "mlflow.parentRunId" not in run.data.tags:
+            assert run.info.run_name == flow_run.name
         assert run.data.tags["prefect.flow_run_id"] == str(flow_run.id)
         page = run.data.tags["prefect.flow_run_url"]
         assert page.endswith(f"/runs/flow-run/{flow_run.id}")
         # The description, markdown in MLflow's UI, is a link to the flow run.
         assert run.data.tags["mlflow.note.content"] == f"Prefect flow run [{flow_run.name}]({page})"
     # Prefect -> MLflow: the summary links to the pipeline run's page.
-    parent = next(run for run in runs if stage_name(run.info.run_name) == "pipeline")
+    parent = next(run for run in runs if run_role(run.data.tags, run.info.run_name) == "pipeline")
     page = f"{services.mlflow_uri}/#/experiments/{experiment.experiment_id}/runs/"
     assert f"{page}{parent.info.run_id}" in summary.data
     # The registry version says what it is.
-    pretrain = next(run for run in runs if stage_name(run.info.run_name) == "pretrain")
+    pretrain = next(run for run in runs if run_role(run.data.tags, run.info.run_name) == "pretrain")
     name, version = pretrain.data.tags["cloze.registered_model"].split("/")
     description = client.get_model_version(name, version).description
     assert description.startswith("Data: manuals (files)") and "validation loss" in description
     # The serve terminal shows each progress line once, and every MLflow link it shows opens
     # the model-training view (MLflow's own "View ..." lines opened the GenAI one).
     terminal = services.serve_log.read_text()
+    assert guide_quotes("deployments.md", "`pretrain step 10/60 ... loss=7.293`")
     assert terminal.count("pretrain step 12/12") == 1, terminal[-3000:]
+    assert re.search(r"pretrain step 12/12 .*loss=\d+\.\d{3}", terminal), terminal[-3000:]
     run_page = f"{page}{parent.info.run_id}?workflowType=machine_learning"
+    assert guide_quotes("deployments.md", "the `View run <name> at: ...` line each MLflow run")
     assert terminal.count(f"View run {parent.info.run_name} at: {run_page}") == 1
     table = f"{services.mlflow_uri}/#/experiments/{experiment.experiment_id}/runs?workflowType="
+    assert guide_quotes("deployments.md", "`View experiment at: .../#/experiments/<id>/runs?")
     assert f"View experiment at: {table}machine_learning" in terminal
     links = re.findall(r"View (?:run .*?|experiment) at: (\S+)", terminal)
     assert links and all(link.endswith("workflowType=machine_learning") for link in links)
@@ -309,9 +348,9 @@ def test_domain_refresh_trains_on_new_files_only_and_records_its_decision(
     for run in runs:
         parent = run.data.tags.get("mlflow.parentRunId")
         if parent:
-            by_parent.setdefault(parent, []).append(stage_name(run.info.run_name))
+            by_parent.setdefault(parent, []).append(run_role(run.data.tags, run.info.run_name))
     first, second, third = [
-        run for run in runs if stage_name(run.info.run_name) == "domain-refresh"
+        run for run in runs if run_role(run.data.tags, run.info.run_name) == "domain-refresh"
     ]
 
     def sharded_files(run: Any) -> list[str]:
@@ -339,7 +378,7 @@ def test_domain_refresh_trains_on_new_files_only_and_records_its_decision(
         run
         for run in runs
         if run.data.tags.get("mlflow.parentRunId") == second.info.run_id
-        and stage_name(run.info.run_name) == "shards"
+        and run_role(run.data.tags, run.info.run_name) == "shards"
     )
     assert shards.data.metrics["units"] == 1
     tags, metrics = second.data.tags, second.data.metrics
@@ -413,7 +452,8 @@ def test_the_documented_refresh_runs_from_the_shell_without_parameters_once_at_a
     refreshes = [
         run
         for run in client.search_runs([experiment.experiment_id])
-        if run.info.run_name in {f"{name}/domain-refresh" for name in names}
+        if run.info.run_name in names
+        and run_role(run.data.tags, run.info.run_name) == "domain-refresh"
     ]
     decisions = sorted(run.data.tags["cloze.refresh.decision"] for run in refreshes)
     assert decisions == ["no-new-data", "promoted"]

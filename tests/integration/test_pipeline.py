@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +13,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from flows.core.config import compose_config
-from flows.tracking.links import stage_name
+from flows.tracking.links import run_role
 from flows.training.precision_choice import resolve_precision
 from lightning_modules.models.serialization import load_masked_lm
 from tests.fakes import logits_match
+from tests.guides import guide_quotes
 
 TINY = [
     "experiment=smoke",
@@ -40,7 +42,7 @@ def child_runs(root: Path, parent_run_id: str) -> dict[str, Any]:
     runs = client.search_runs(
         [experiment.experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}'"
     )
-    return {stage_name(run.info.run_name): run for run in runs}
+    return {run_role(run.data.tags, run.info.run_name): run for run in runs}
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +62,7 @@ def test_flow_run_completes_and_is_recorded_in_prefect(first: Any) -> None:
     with get_client(sync_client=True) as client:
         flow_run = client.read_flow_run(first.state_details.flow_run_id)
         flow = client.read_flow(flow_run.flow_id)
-    assert flow.name == "pretraining-pipeline"
+    assert flow.name == "cloze-pipeline"
     assert flow_run.state.name == "Completed"
 
 
@@ -205,6 +207,20 @@ def test_cli_runs_the_flow_and_prints_the_summary(root: Path, first: Any) -> Non
     assert output.index(note) < output.index("tokenizer: started")
     assert "pydoc_topics accuracy over 1 seed(s): pretrained" in output
     assert f"sqlite:///{root / 'mlflow.db'}" in output
+    # What docs/guides/deployments.md quotes of a run's output, as a local run prints it.
+    assert guide_quotes("deployments.md", "(`tokenizer: started`)")
+    quoted = "`tokenizer: reused (cache hit), key 1e7d...: vocab 8000, fertility 1.670 tokens/word"
+    assert guide_quotes("deployments.md", quoted)
+    assert re.search(
+        r"tokenizer: reused \(cache hit\), key \w+: vocab \d+, fertility [\d.]+ tokens/word", output
+    )
+    assert guide_quotes("deployments.md", "the summary's `run page:` line (every CLI run)")
+    assert re.search(
+        r"run page: http://127\.0\.0\.1:5000/#/experiments/\d+/runs/\w+\?workflowType=machine_learning",
+        output,
+    )
+    assert guide_quotes("deployments.md", "(a default `make demo`) prints no `View` line")
+    assert "View run" not in output and "View experiment" not in output
 
 
 def test_cli_rejects_an_unknown_key_by_name() -> None:

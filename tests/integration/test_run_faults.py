@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from flows.tracking.links import stage_name
+from flows.tracking.links import run_role
 from tests.integration.cli_runs import local_env, run_cli
 
 pytestmark = pytest.mark.slow
@@ -35,7 +35,8 @@ def test_a_diverging_run_exits_3_and_publishes_nothing(tmp_path: Path) -> None:
     assert client.search_registered_models() == []
     experiments = [experiment.experiment_id for experiment in client.search_experiments()]
     statuses = {
-        stage_name(run.info.run_name): run.info.status for run in client.search_runs(experiments)
+        run_role(run.data.tags, run.info.run_name): run.info.status
+        for run in client.search_runs(experiments)
     }
     assert statuses["pretrain"] == statuses["pipeline"] == "FAILED"
 

@@ -3,13 +3,14 @@
 serve: a real Prefect server, a real MLflow server, a served pipeline run stopped in pretraining
 by SIGINT to serve's whole process group, as a terminal sends it. The flow run ends Cancelled,
 its task runs ended, its MLflow runs KILLED, its concurrency slot released; serve exits with 130
-and no process of it is left. make ui: both servers stop, and it ends as interrupted (130)."""
+and no process of it is left. `make ui` (flows/ui.py): both servers stop, no traceback, exit 130."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,8 +21,10 @@ from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
 from flows.core.paths import REPO_ROOT
+from flows.deploy.served import NOT_SERVED_TAG, stopped_line
 from flows.pipeline import TRAINING_TAG
-from flows.tracking.links import stage_name
+from flows.tracking.links import run_role
+from tests.guides import guide_quotes
 from tests.integration.cli_runs import alive
 from tests.integration.servers import (
     free_port,
@@ -68,13 +71,22 @@ def test_ctrl_c_on_serve_cancels_the_run_and_releases_everything(tmp_path: Path)
                 flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id]))
             )
             limit = client.read_concurrency_limit_by_tag(TRAINING_TAG)
+            stopped = client.read_deployment_by_name("cloze-pipeline/full")
         assert state == "Cancelled", log[-4000:]
+        # The Deployments page and serve's last line say that nothing runs a triggered flow.
+        assert stopped.paused and NOT_SERVED_TAG in stopped.tags
+        assert (stopped.description or "").startswith("**Not served** since ")
+        last = log.rstrip().splitlines()[-1]
+        assert last.startswith("serve stopped: cloze-pipeline/full, "), log[-2000:]
+        assert last.endswith(stopped_line([])[len("serve stopped: ") :]), last
+        assert guide_quotes("deployments.md", stopped_line(["cloze-pipeline/full", "..."]))
+        assert guide_quotes("deployments.md", "starts its description with `**Not served** since")
         assert [run.name for run in task_runs if run.state and run.state.is_running()] == []
         assert limit.active_slots == [], limit
         client_ml = MlflowClient(uri)
         experiment = client_ml.get_experiment_by_name("cloze")
         statuses = {
-            stage_name(run.info.run_name): run.info.status
+            run_role(run.data.tags, run.info.run_name): run.info.status
             for run in client_ml.search_runs([experiment.experiment_id])
         }
         assert statuses["pipeline"] == statuses["pretrain"] == "KILLED", (statuses, log[-3000:])
@@ -109,12 +121,14 @@ def final_state(client: SyncPrefectClient, flow_run_id: object) -> str | None:
         time.sleep(1)
 
 
-def test_ctrl_c_on_make_ui_stops_both_servers_and_ends_as_interrupted(tmp_path: Path) -> None:
+def test_ctrl_c_on_the_ui_stops_both_servers_without_a_traceback(tmp_path: Path) -> None:
+    """`make ui` runs `python -m flows.ui`: Ctrl-C in its terminal (SIGINT to the whole
+    foreground group) stops both servers and it ends as interrupted, 130."""
     prefect_port, mlflow_port = free_port(), free_port()
     log = tmp_path / "ui.log"
     env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
-    command = ["make", "-o", ".venv/.installed", "ui"]  # -o: never the install step here
-    command += [f"UI_PREFECT_PORT={prefect_port}", f"UI_MLFLOW_PORT={mlflow_port}"]
+    command = [sys.executable, "-m", "flows.ui"]
+    command += ["--prefect-port", str(prefect_port), "--mlflow-port", str(mlflow_port)]
     with log.open("w") as output:
         ui = subprocess.Popen(
             command,
@@ -133,7 +147,9 @@ def test_ctrl_c_on_make_ui_stops_both_servers_and_ends_as_interrupted(tmp_path: 
     finally:
         if ui.poll() is None:
             os.killpg(ui.pid, signal.SIGKILL)
-    # make passes the recipe's 130 on as its own death by SIGINT, as a shell reports Ctrl-C.
-    assert code in (-signal.SIGINT, 128 + signal.SIGINT), (code, log.read_text()[-3000:])
-    assert "both servers stopped" in log.read_text()
+    text = log.read_text()
+    assert code == 128 + signal.SIGINT, (code, text[-3000:])
+    assert "both servers stopped" in text
+    assert "Traceback" not in text and "CancelledError" not in text, text[-3000:]
+    assert f"MLflow UI: http://127.0.0.1:{mlflow_port}/#/experiments?workflowType=" in text
     assert alive(family) == []

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from flows.tracking.links import stage_name
+from flows.tracking.links import run_role
 from tests.integration.servers import mlflow_server, prefect_server
 
 pytestmark = pytest.mark.slow
@@ -50,13 +50,19 @@ def test_pipeline_runs_against_real_prefect_and_mlflow_servers(tmp_path: Path) -
         client = MlflowClient(uri)
         experiment = client.get_experiment_by_name("srv")
         runs = client.search_runs([experiment.experiment_id])
-        assert sorted(stage_name(run.info.run_name) for run in runs) == sorted(
+        assert sorted(run_role(run.data.tags, run.info.run_name) for run in runs) == sorted(
             ["pipeline", "tokenizer", "shards", "pretrain", "finetune", "pydoc_topics"]
         )
-        finetune = next(run for run in runs if stage_name(run.info.run_name) == "finetune")
-        task = next(run for run in runs if stage_name(run.info.run_name) == "pydoc_topics")
+        finetune = next(
+            run for run in runs if run_role(run.data.tags, run.info.run_name) == "finetune"
+        )
+        task = next(
+            run for run in runs if run_role(run.data.tags, run.info.run_name) == "pydoc_topics"
+        )
         assert task.data.tags["mlflow.parentRunId"] == finetune.info.run_id
-        parent = next(run for run in runs if stage_name(run.info.run_name) == "pipeline")
+        parent = next(
+            run for run in runs if run_role(run.data.tags, run.info.run_name) == "pipeline"
+        )
         artifacts = [item.path for item in client.list_artifacts(parent.info.run_id)]
         assert artifacts == ["config.yaml"]
     assert not (tmp_path / "run" / "prefect").exists()  # the server, not local mode, was used

@@ -26,7 +26,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from flows.core.artifacts import file_lock
-from flows.tracking.links import stage_name
+from flows.tracking.links import run_role
 from flows.tracking.temporary_server import START_LOCK
 from tests.integration.cli_runs import alive, local_env
 
@@ -94,7 +94,8 @@ def mlflow_statuses(root: Path) -> dict[str, str]:
     client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
     experiments = [experiment.experiment_id for experiment in client.search_experiments()]
     return {
-        stage_name(run.info.run_name): run.info.status for run in client.search_runs(experiments)
+        run_role(run.data.tags, run.info.run_name): run.info.status
+        for run in client.search_runs(experiments)
     }
 
 

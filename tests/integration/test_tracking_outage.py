@@ -111,9 +111,7 @@ def test_a_lost_tracking_server_stops_the_run_clearly_and_a_rerun_continues(
         assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
         client = MlflowClient(new_uri)
         experiment = client.get_experiment_by_name("outage")
-        runs = client.search_runs(
-            [experiment.experiment_id], "attributes.run_name LIKE '%/pipeline'"
-        )
+        runs = client.search_runs([experiment.experiment_id], "tags.`cloze.run` = 'pipeline'")
     text = rerun.stdout + rerun.stderr
     assert "tokenizer  [reused (cache hit)]" in text
     assert "shards     [reused (cache hit)]" in text

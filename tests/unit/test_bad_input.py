@@ -1084,3 +1084,21 @@ def test_an_unknown_two_step_experiment_is_refused_before_any_run(
 
     assert domain_lift(arguments) == 2
     assert capsys.readouterr().err.startswith("error: --experiment needs one of pubmed, sst2 (got")
+
+
+# `python -m flows.ui` (`make ui`): (arguments, the one-line error), before any server starts.
+UI_CASES = [
+    (["--prefect-port", "70000"], "error: --prefect-port=70000 is not a TCP port (1 to 65535)"),
+    (["--prefect-port", "5999", "--mlflow-port", "5999"], "error: --prefect-port and --mlflow"),
+]
+
+
+@pytest.mark.parametrize(("arguments", "message"), UI_CASES, ids=lambda c: str(c)[:30])
+def test_bad_ui_ports(
+    capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
+) -> None:
+    from flows.ui import main as ui_main
+
+    assert ui_main(arguments) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err

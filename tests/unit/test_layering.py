@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
         "flows.compare",
         "flows.domain_lift",
         "flows.conf_defaults",
+        "flows.ui",
         "flows.__main__",
     ),
     ("flows.cloze",),  # the console script: each entry point above, imported when chosen

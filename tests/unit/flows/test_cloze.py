@@ -16,8 +16,9 @@ OPTIONS = {  # each subcommand's --help lists its options
     "serve": ["--config CONFIG", "serve", "register"],
     "deploy": ["--config CONFIG", "serve", "register"],
     "refresh": ["OVERRIDE", "refresh.domain"],
-    "compare": ["--last LAST", "--run RUN_ID", "--format", "--all"],
+    "compare": ["--last LAST", "--run RUN_ID", "--format", "--all", "--include-unfinished"],
     "lift": ["--experiment {pubmed,sst2}", "--via-transformers", "OVERRIDE"],
+    "ui": ["--prefect-port PREFECT_PORT", "--mlflow-port MLFLOW_PORT"],
 }
 
 

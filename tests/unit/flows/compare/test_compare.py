@@ -29,6 +29,7 @@ from flows.compare.plots import lift_panels
 from flows.core.settings import ConfigError
 from flows.tracking.links import RunIdentity
 from flows.tracking.runs import STEP_OFFSET_TAG, Tracker
+from tests.guides import guide_quotes
 
 BASE_CONFIG: dict[str, Any] = {
     "model": {"name": "bert-tiny", "hidden_size": 32},
@@ -391,3 +392,51 @@ def test_refresh_runs_show_their_decision_scores_and_new_files_by_default(
     assert "| decision" in result.text
     # A continued run is drawn after the 60 steps its starting model had.
     assert loss_curves(MlflowClient(uri), result.runs[0])["train/loss"] == [(69, 5.0)]
+
+
+def test_compare_reads_finished_runs_and_names_each_run_it_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run stopped midway holds partial figures: `--last 2` compares the two newest runs that
+    finished, and says which newer run it passed over and why; `--include-unfinished` adds it."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "cmp", tmp_path / "mlartifacts")
+    tracker.client = cast(MlflowClient, StartedInOrder(tracker.client))
+    finished = [
+        record_run(tracker, BASE_CONFIG, {"pretrain.val_loss": loss}, {}, f"k{loss}")
+        for loss in (6.0, 5.0)
+    ]
+    tracker.identity = RunIdentity("bert-tiny-pydoc-20261201-090000")
+    killed = tracker.start_run("pipeline")
+    tracker.start_run("pretrain", killed).finish("KILLED")
+    killed.finish("KILLED")  # as a Ctrl-C or SIGTERM ends a run (flows/tracking/runs.py)
+    common = ["--tracking-uri", uri, "--experiment", "cmp", "--out", str(tmp_path / "out")]
+    assert main([*common, "--last", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[:2] == [
+        guide_quotes(
+            "compare.md",
+            "Skipped 1 run that did not finish (--include-unfinished compares them too):",
+        ),
+        f"- bert-tiny-pydoc-20261201-090000 (run {killed.run_id[:8]}): KILLED, stopped before it "
+        "finished (a signal or Ctrl-C)",
+    ]
+    assert guide_quotes("compare.md", ": KILLED, stopped before it finished (a signal or Ctrl-C)")
+    result = compare(CompareSettings(uri, "cmp", tmp_path / "out", last=2))
+    assert [run.info.run_id for run in result.runs] == finished
+    everything = compare(
+        CompareSettings(uri, "cmp", tmp_path / "out", last=2, include_unfinished=True)
+    )
+    assert [run.info.run_id for run in everything.runs] == [finished[1], killed.run_id]
+    assert not everything.skipped and "Skipped" not in everything.text
+
+
+def test_a_comparison_of_unfinished_runs_only_is_refused_naming_them(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "cmp", tmp_path / "mlartifacts")
+    failed = tracker.start_run("pipeline")
+    failed.finish("FAILED")
+    with pytest.raises(RunSelectionError, match=r"1 did not finish; --include-unfinished"):
+        compare(CompareSettings(uri, "cmp", tmp_path / "out"))
+    with pytest.raises(RunSelectionError, match=rf"{failed.run_id[:8]} FAILED, failed"):
+        compare(CompareSettings(uri, "cmp", tmp_path / "out", run_ids=(failed.run_id,)))

@@ -15,6 +15,7 @@ from flows.tracking.links import (
     EXPERIMENT_KIND_TAG,
     FLOW_RUN_ID_TAG,
     FLOW_RUN_URL_TAG,
+    ROLE_TAG,
     RunIdentity,
     corpus_label,
     experiment_override,
@@ -22,6 +23,8 @@ from flows.tracking.links import (
     mlflow_run_url,
     prefect_link,
     run_label,
+    run_role,
+    stage_title,
 )
 from flows.tracking.runs import Tracker
 
@@ -74,7 +77,9 @@ def test_the_last_experiment_override_wins() -> None:
     assert experiment_override(["trainer.max_steps=5"]) is None
 
 
-def test_stage_runs_carry_the_flow_run_name_and_link_back_to_prefect(tmp_path: Path) -> None:
+def test_the_parent_run_takes_the_flow_run_name_and_every_run_links_back_to_prefect(
+    tmp_path: Path,
+) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = Tracker(uri, "links", tmp_path / "artifacts")
     page = "http://127.0.0.1:4200/runs/flow-run/1234"
@@ -88,8 +93,9 @@ def test_stage_runs_carry_the_flow_run_name_and_link_back_to_prefect(tmp_path: P
     child = tracker.start_run("finetune-challenger", parent)
     client = MlflowClient(uri)
     run = client.get_run(child.run_id)
-    assert run.info.run_name == "smoke-pydoc-20261201-080447/finetune-challenger"
-    assert client.get_run(parent.run_id).info.run_name == "smoke-pydoc-20261201-080447/pipeline"
+    assert client.get_run(parent.run_id).info.run_name == "smoke-pydoc-20261201-080447"
+    assert run.info.run_name == "challenger finetune"  # nested under it: no need to repeat it
+    assert run.data.tags[ROLE_TAG] == "finetune-challenger"
     assert {key: run.data.tags[key] for key in tags} == tags
     # The description (markdown in MLflow's UI) is a link back to the Prefect flow run.
     assert run.data.tags[DESCRIPTION_TAG] == f"Prefect flow run [x]({page})"
@@ -151,3 +157,47 @@ def test_a_bracket_in_a_run_name_does_not_break_the_description_link() -> None:
         prefect_link("law-[draft]-1", "http://p/1")
         == r"Prefect flow run [law-\[draft\]-1](http://p/1)"
     )
+
+
+def test_child_runs_say_what_they_are_within_the_first_characters_the_table_shows(
+    tmp_path: Path,
+) -> None:
+    """MLflow's runs table cuts a name after about 17 characters, fewer nested: a child's name
+    starts with what sets it apart from its siblings (the arm, the stage, the task; and the
+    seed, for a stage trained with one), not the flow run's name, which its parent carries."""
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "names", tmp_path / "artifacts")
+    tracker.identity = RunIdentity("bert-tiny-smoke-pydoc-20261201-080447")
+    parent = tracker.start_run("pipeline")
+    stages = {
+        "tokenizer": tracker.start_run("tokenizer", parent),
+        "pretrain": tracker.start_run("pretrain", parent, title=stage_title("pretrain", 7)),
+        "challenger": tracker.start_run("finetune-challenger", parent),
+        "champion": tracker.start_run("finetune-champion", parent),
+    }
+    tasks = [
+        tracker.start_run(f"{stages[arm].stage}/ncbi_disease", stages[arm])
+        for arm in ("challenger", "champion")
+    ]
+    tasks.append(tracker.start_run("lift_curve/ncbi_disease", parent))
+    client = MlflowClient(tracker.tracking_uri)
+    names = [client.get_run(run.run_id).info.run_name for run in [*stages.values(), *tasks]]
+    assert names == [
+        "tokenizer",
+        "pretrain seed 7",
+        "challenger finetune",
+        "champion finetune",
+        "challenger ncbi_disease",
+        "champion ncbi_disease",
+        "ncbi_disease",  # under the lift_curve run: its siblings are the curve's other tasks
+    ]
+    # What the table shows of a name nested one and two levels deep (MLflow 3.17, measured in
+    # tests/integration/test_ui_walk.py): the stages differ in it, and so do the arms' tasks.
+    assert len({name[:14] for name in names[:4]}) == 4
+    assert len({name[:11] for name in names[4:6]}) == 2
+    assert client.get_run(parent.run_id).info.run_name == "bert-tiny-smoke-pydoc-20261201-080447"
+    roles = [run_role(client.get_run(run.run_id).data.tags, "") for run in tasks]
+    assert roles == ["ncbi_disease"] * 3  # what tests and compare read: the role, not the name
+
+
+def test_a_run_of_an_older_store_is_read_by_its_name() -> None:
+    assert run_role({}, "smoke-pydoc-20261201-080447/finetune/sst2") == "sst2"

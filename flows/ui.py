@@ -111,9 +111,8 @@ def experiment_link(settings: UiSettings) -> str:
     return f"{settings.mlflow_url}/#/experiments/{found[0]}/runs?{MODEL_TRAINING_VIEW}"
 
 
-def start_servers(settings: UiSettings) -> dict[str, subprocess.Popen[bytes]]:
-    """Both servers, each in a session of its own (no terminal signal reaches them)."""
-    settings.root.mkdir(parents=True, exist_ok=True)
+def server_commands(settings: UiSettings) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Each server's command line and environment; both listen on 127.0.0.1 only."""
     prefect_env = {
         **os.environ,
         "PREFECT_HOME": str(settings.root / "prefect"),
@@ -128,9 +127,15 @@ def start_servers(settings: UiSettings) -> dict[str, subprocess.Popen[bytes]]:
     mlflow = [sys.executable, "-m", "mlflow", "server", "--host", HOST]
     mlflow += ["--port", str(settings.mlflow_port), "--workers", "1"]
     mlflow += ["--backend-store-uri", f"sqlite:///{settings.root / 'mlflow.db'}"]
+    return {"Prefect": (prefect, prefect_env), "MLflow": (mlflow, mlflow_env)}
+
+
+def start_servers(settings: UiSettings) -> dict[str, subprocess.Popen[bytes]]:
+    """Both servers, each in a session of its own (no terminal signal reaches them)."""
+    settings.root.mkdir(parents=True, exist_ok=True)
     return {
-        "Prefect": subprocess.Popen(prefect, env=prefect_env, start_new_session=True),
-        "MLflow": subprocess.Popen(mlflow, env=mlflow_env, start_new_session=True),
+        name: subprocess.Popen(command, env=env, start_new_session=True)
+        for name, (command, env) in server_commands(settings).items()
     }
 
 

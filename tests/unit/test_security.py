@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,8 @@ from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.stages.training_types import PretrainSettings
 from flows.training.settings import TrainerSettings
-from tests.fakes import GREEK_LETTERS, REPO, greek_text
+from flows.ui import UiSettings, server_commands
+from tests.fakes import GREEK_LETTERS, greek_text
 
 TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
 TWO_STEPS = TrainerSettings(
@@ -26,11 +26,13 @@ TWO_STEPS = TrainerSettings(
 )
 
 
-def test_the_ui_servers_listen_on_localhost_only() -> None:
-    plan = subprocess.run(
-        ["make", "-n", "ui"], cwd=REPO, capture_output=True, text=True, check=True
-    ).stdout
-    assert plan.count("--host 127.0.0.1") == 2 and "0.0.0.0" not in plan
+def test_the_ui_servers_listen_on_localhost_only(tmp_path: Path) -> None:
+    settings = UiSettings(root=tmp_path, experiment="cloze", prefect_port=4200, mlflow_port=5000)
+    commands = server_commands(settings)
+    assert set(commands) == {"Prefect", "MLflow"}
+    for command, _ in commands.values():
+        assert command[command.index("--host") + 1] == "127.0.0.1"
+        assert "0.0.0.0" not in command
 
 
 class Payload:

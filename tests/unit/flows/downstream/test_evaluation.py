@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from functools import partial
 from statistics import fmean
 from types import SimpleNamespace
 from typing import cast
@@ -153,7 +154,10 @@ def test_the_grid_is_scored_on_the_mean_of_grid_seeds_and_no_run_is_trained_twic
 
     monkeypatch.setattr(recipe, "train_once", scored)
     settings = Recipe(seeds=3, learning_rates=[3e-4, 1e-3], grid_seeds=grid_seeds)
-    arm = recipe.evaluate_arm(cast(TaskRun, SimpleNamespace(settings=settings)), "x", [0, 1, 2])
+    # a stand-in with the real grid rule (no checkpoint: the task's own grid) and a name to show
+    run = SimpleNamespace(settings=settings, spec=SimpleNamespace(name="t"), base_dir=None)
+    run.grid = partial(TaskRun.grid, run)
+    arm = recipe.evaluate_arm(cast(TaskRun, run), "x", [0, 1, 2])
     assert arm.learning_rate == chosen and len(calls) == trained
     assert [run.seed for run in arm.runs] == [0, 1, 2]
     assert {run.learning_rate for run in arm.runs} == {chosen}

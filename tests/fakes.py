@@ -258,6 +258,19 @@ SHORT_RUN = [
 ]
 
 
+# Overrides for a served or refreshed run that must finish in seconds: 12 steps, small tasks.
+SERVED_RUN = [
+    "trainer.max_steps=12",
+    "trainer.warmup_steps=2",
+    "trainer.val_every_steps=12",
+    "trainer.checkpoint_every_steps=12",
+    "finetune.train_examples=100",
+    "finetune.validation_examples=50",
+    "finetune.test_examples=100",
+    "finetune.max_length=32",
+]
+
+
 def grid_arm(rate: float, grid: list[float], best_epochs: list[int]) -> ArmResult:
     """An arm that chose `rate` from `grid`, one seed per best epoch (10 epochs allowed)."""
     from flows.downstream.training.recipe import ArmResult, RunResult, grid_edge

@@ -8,20 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes import SERVED_RUN
 from tests.integration.cli_runs import local_env
 
 pytestmark = pytest.mark.slow
-TINY = [
-    "experiment=smoke",
-    "trainer.max_steps=12",
-    "trainer.warmup_steps=2",
-    "trainer.val_every_steps=12",
-    "trainer.checkpoint_every_steps=12",
-    "finetune.train_examples=100",
-    "finetune.validation_examples=50",
-    "finetune.test_examples=100",
-    "finetune.max_length=32",
-]
 
 
 def test_a_refresh_from_the_shell_promotes_then_finds_nothing_new(tmp_path: Path) -> None:
@@ -36,7 +26,8 @@ def test_a_refresh_from_the_shell_promotes_then_finds_nothing_new(tmp_path: Path
         "-m",
         "flows.cloze",
         "refresh",
-        *TINY,
+        "experiment=smoke",
+        *SERVED_RUN,
         "corpus=files",
         f"corpus.paths=[{corpus}]",
         "refresh.domain=news",

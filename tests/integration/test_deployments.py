@@ -25,6 +25,7 @@ from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.objects import FlowRun
 
 from flows.tracking.links import run_role
+from tests.fakes import SERVED_RUN
 from tests.guides import guide_quotes
 from tests.integration.servers import mlflow_server, prefect_server, serving_deployments
 
@@ -33,16 +34,6 @@ DEPLOYMENTS = ["cloze-pipeline/full", "cloze-pipeline/pretrain", "domain-refresh
 STAGE_TASKS = ("tokenizer", "shards", "pretrain", "finetune")
 # Prefect's task runs, named as their MLflow runs are: pretrain with its seed (conf's 1234).
 TASK_RUNS = ("tokenizer", "shards", "pretrain seed 1234", "finetune")
-TINY = [
-    "trainer.max_steps=12",
-    "trainer.warmup_steps=2",
-    "trainer.val_every_steps=12",
-    "trainer.checkpoint_every_steps=12",
-    "finetune.train_examples=100",
-    "finetune.validation_examples=50",
-    "finetune.test_examples=100",
-    "finetune.max_length=32",
-]
 
 
 @dataclass(frozen=True)
@@ -78,7 +69,7 @@ def deploy_config(base: Path, mlflow_uri: str) -> Path:
         f"paths.root={base / 'run'}",
         f"tracking.uri={mlflow_uri}",
         "tracking.experiment=legal",
-        *TINY,
+        *SERVED_RUN,
     ]
     refresh = ["corpus=files", f"corpus.paths=[{legal}]", "refresh.domain=legal", *settings]
     path = base / "deploy.yaml"
@@ -159,7 +150,7 @@ def common(services: Services, experiment: str) -> list[str]:
         f"paths.root={services.root}",
         f"tracking.uri={services.mlflow_uri}",
         f"tracking.experiment={experiment}",
-        *TINY,
+        *SERVED_RUN,
     ]
 
 

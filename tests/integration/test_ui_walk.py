@@ -22,21 +22,12 @@ from prefect.client.orchestration import SyncPrefectClient
 
 from flows.core.paths import REPO_ROOT
 from flows.tracking.links import MODEL_TRAINING_VIEW
+from tests.fakes import SERVED_RUN
 from tests.integration.servers import mlflow_server, prefect_server, serving_deployments
 
 pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium")
 SHOTS = REPO_ROOT / "build" / "test-artifacts" / "ui-walk"
-TINY = [
-    "trainer.max_steps=12",
-    "trainer.warmup_steps=2",
-    "trainer.val_every_steps=12",
-    "trainer.checkpoint_every_steps=12",
-    "finetune.train_examples=100",
-    "finetune.validation_examples=50",
-    "finetune.test_examples=100",
-    "finetune.max_length=32",
-]
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +54,7 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         SyncPrefectClient(api) as client,
     ):
         deployment = client.read_deployment_by_name("cloze-pipeline/full")
-        overrides = [f"paths.root={base / 'run'}", f"tracking.uri={uri}", *TINY]
+        overrides = [f"paths.root={base / 'run'}", f"tracking.uri={uri}", *SERVED_RUN]
         parameters = {"experiment": "smoke", "overrides": overrides}
         flow_run = client.create_flow_run_from_deployment(deployment.id, parameters=parameters)
         deadline = time.monotonic() + 900

@@ -111,21 +111,35 @@ class StopAtStep(Logger):
             raise RuntimeError(f"killed at step {self.step}")
 
 
-def test_a_checkpoint_overwritten_with_nan_bytes_is_not_resumed_from(
-    tmp_path: Path, word_shards: WordShards, caplog: pytest.LogCaptureFixture
-) -> None:
+def killed_at_step_6(
+    tmp_path: Path, word_shards: WordShards
+) -> tuple[ArtifactStore, PretrainSettings, Path]:
+    """A pretraining killed after its step-6 log line: the store, its settings, `last.ckpt`."""
     store = ArtifactStore(tmp_path / "store")
     trainer = DIVERGING.model_copy(update={"learning_rate": 1e-3, "log_every_steps": 1})
     settings = PretrainSettings(TINY_ENCODER, ObjectiveSettings(), trainer, 0)
     with pytest.raises(RuntimeError, match="killed at step 6"):
         pretrain(settings, word_shards.shards, word_shards.tokenizer, store, [StopAtStep(6)])
     [last] = (tmp_path / "store").glob(f"pretrain/.work-*/checkpoints/{LAST_CHECKPOINT}")
-    size, saved = last.stat().st_size, torch.load(last, weights_only=True)
+    return store, settings, last
+
+
+def overwrite_with_nan(checkpoint: Path) -> None:
+    """Every floating weight of `checkpoint` NaN, saved over it (its checksum file untouched)."""
+    saved = torch.load(checkpoint, weights_only=True)
     for tensor in saved["state_dict"].values():
         if tensor.is_floating_point():
             tensor.fill_(math.nan)  # in place: tied weights keep sharing one storage
-    with last.open("wb") as handle:
+    with checkpoint.open("wb") as handle:
         torch.save(saved, handle)
+
+
+def test_a_checkpoint_overwritten_with_nan_bytes_is_not_resumed_from(
+    tmp_path: Path, word_shards: WordShards, caplog: pytest.LogCaptureFixture
+) -> None:
+    store, settings, last = killed_at_step_6(tmp_path, word_shards)
+    size = last.stat().st_size
+    overwrite_with_nan(last)
     assert last.stat().st_size == size  # the same size, and it loads: only its checksum differs
     with caplog.at_level(logging.WARNING, logger="flows.training.checkpoints"):
         ref = pretrain(settings, word_shards.shards, word_shards.tokenizer, store)
@@ -138,18 +152,8 @@ def test_a_checkpoint_with_nan_weights_and_a_valid_checksum_is_set_aside_not_res
 ) -> None:
     """The stuck rerun: NaN weights whose checksum matches resumed into the same divergence on
     every run of the same command."""
-    store = ArtifactStore(tmp_path / "store")
-    trainer = DIVERGING.model_copy(update={"learning_rate": 1e-3, "log_every_steps": 1})
-    settings = PretrainSettings(TINY_ENCODER, ObjectiveSettings(), trainer, 0)
-    with pytest.raises(RuntimeError, match="killed at step 6"):
-        pretrain(settings, word_shards.shards, word_shards.tokenizer, store, [StopAtStep(6)])
-    [last] = (tmp_path / "store").glob(f"pretrain/.work-*/checkpoints/{LAST_CHECKPOINT}")
-    saved = torch.load(last, weights_only=True)
-    for tensor in saved["state_dict"].values():
-        if tensor.is_floating_point():
-            tensor.fill_(math.nan)
-    with last.open("wb") as handle:
-        torch.save(saved, handle)
+    store, settings, last = killed_at_step_6(tmp_path, word_shards)
+    overwrite_with_nan(last)
     checksum_file(last).write_text(file_sha256(last))  # the bytes now match their checksum
     with caplog.at_level(logging.INFO, logger="flows.training.checkpoints"):
         ref = pretrain(settings, word_shards.shards, word_shards.tokenizer, store)

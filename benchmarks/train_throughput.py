@@ -202,7 +202,6 @@ def run_transformers(
         BertConfig,
         BertForMaskedLM,
         DataCollatorForLanguageModeling,
-        PreTrainedTokenizerFast,
     )
 
     from lightning_modules.data.packed_dataset import PackedSequenceDataset
@@ -221,15 +220,9 @@ def run_transformers(
         attn_implementation="sdpa",
     )
     network = BertForMaskedLM(config).to(device)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_file=str(Path(tokenizer_dir) / "tokenizer.json"),
-        pad_token="[PAD]",
-        unk_token="[UNK]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
+    collator = DataCollatorForLanguageModeling(
+        peer_tokenizer(Path(tokenizer_dir)), mlm_probability=0.15
     )
-    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
     dataset = PackedSequenceDataset(Path(shard_dir), ShardIndex.load(Path(shard_dir)), "train")
     loader = DataLoader(
         dataset,
@@ -262,6 +255,21 @@ def run_transformers(
         scaler.update()
         timer.after(step, loss)
     return timer.result(BATCH_SIZE * SEQ_LEN)
+
+
+def peer_tokenizer(tokenizer_dir: Path) -> Any:
+    """Cloze's trained tokenizer as the `transformers` peers load it (its BERT special tokens)."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(
+        tokenizer_file=str(tokenizer_dir / "tokenizer.json"),
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=512,
+    )
 
 
 def masked_only_loss(network: Any, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

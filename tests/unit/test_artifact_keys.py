@@ -58,8 +58,8 @@ PINNED = {
     "default": {
         "tokenizer": "fb4be842b66af12ba6ff",
         "shards": "b625087590a26be3806f",
-        "pretrain": "934bffc1ddef5f1895b4",
-        "finetune": "da0508c5e48e6478c437",
+        "pretrain": "289283bbea2930bf7cd0",
+        "finetune": "0e6e9a0925445f03de66",
     },
 }
 # experiment=distilbert_smoke (its other stages are the smoke pins above: distillation moves none;

@@ -32,7 +32,7 @@ def test_an_added_task_runs_on_the_full_recipe_and_the_demo_task_on_its_own() ->
     assert both["agnews"]["learning_rates"] == [1e-4, 3e-4, 1e-3]
     assert both["pydoc_topics"]["epochs"] == 15
     assert both["pydoc_topics"]["max_length"] == 64
-    assert both["pydoc_topics"]["learning_rates"] == [1e-4, 3e-4, 1e-3, 3e-3]
+    assert both["pydoc_topics"]["learning_rates"] == [3e-4, 1e-3]
     assert both["pydoc_topics"]["seeds"] == both["agnews"]["seeds"] == 5  # not set by the task
 
 
@@ -65,8 +65,8 @@ def test_cfg_ends_with_the_recipe_each_task_runs_on(capsys: pytest.CaptureFixtur
     tail = capsys.readouterr().out.splitlines()[-3:]
     assert tail == [
         "# The recipe of each task in finetune.tasks:",
-        "#   pydoc_topics: 5 seeds, learning rates 0.0001/0.0003/0.001/0.003, at most 15 epochs "
-        "(patience 2), max_length 64, batch 32, at most validation_examples 1000; set by the "
+        "#   pydoc_topics: 5 seeds, learning rates 0.0003/0.001, at most 15 epochs "
+        "(patience 1), max_length 64, batch 32, at most validation_examples 1000; set by the "
         "task: epochs, learning_rates, max_length, patience",
         "#   agnews: 5 seeds, learning rates 0.0001/0.0003/0.001, at most 20 epochs (patience 3), "
         "max_length 128, batch 32, at most validation_examples 1000",

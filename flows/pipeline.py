@@ -480,9 +480,9 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     teacher: ArtifactRef | None = None
     if plan.distill is not None and plan.distill.distill.external_teacher:
         # Resolved and checked now: a bad teacher fails before any stage spends time.
-        def import_teacher(folder: Path) -> ArtifactRef:
-            tokenizer_ref = import_tokenizer(folder, corpus, store)
-            return training_stages.import_checkpoint(folder, tokenizer_ref, store)
+        def import_teacher(folder: Path, key: str) -> ArtifactRef:
+            tokenizer_ref = import_tokenizer(folder, corpus, store, key=key)
+            return training_stages.import_checkpoint(folder, tokenizer_ref, store, key)
 
         teacher, tokenizer = external_teacher(
             plan.distill.distill, plan.tokenizer, store, tracker.resolve_model_uri, import_teacher

@@ -58,25 +58,29 @@ def weight_checksums(folder: Path) -> dict[str, str]:
 
 
 def import_checkpoint(
-    folder: Path, tokenizer_ref: ArtifactRef, store: ArtifactStore
+    folder: Path,
+    tokenizer_ref: ArtifactRef,
+    store: ArtifactStore,
+    key: str = "pretrain.init_from",
 ) -> ArtifactRef:
-    """The checkpoint in `folder` as Cloze weights, for the vocabulary of `tokenizer_ref`."""
+    """The checkpoint in `folder` as Cloze weights, for the vocabulary of `tokenizer_ref`; a
+    fault names `key`, the setting that gave the folder (a teacher's is `distill.teacher`)."""
     record: dict[str, Any] = {
         "settings": {},
         "inputs": {"files": weight_checksums(folder), "tokenizer": tokenizer_ref.key},
     }
-    key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
+    artifact_key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
 
     def build(directory: Path) -> dict[str, Any]:
         started = time.perf_counter()
         try:
             imported = read_checkpoint(folder)
         except CheckpointError as error:
-            raise CorpusInputError(f"pretrain.init_from={folder}: {error}") from None
+            raise CorpusInputError(f"{key}={folder}: {error}") from None
         trained = load_tokenizer(tokenizer_ref)
         added = read_extension(tokenizer_ref)
         rows = imported.shape.config.vocab_size
-        check_vocabulary_fits(rows, trained.vocab_size - len(added), folder)
+        check_vocabulary_fits(rows, trained.vocab_size - len(added), folder, key)
         with torch.random.fork_rng():
             torch.manual_seed(0)  # a head the checkpoint lacks starts the same in every import
             model = imported.masked_lm()
@@ -104,15 +108,15 @@ def import_checkpoint(
             import_seconds=time.perf_counter() - started,
         ).to_manifest()
 
-    return store.get_or_build(STAGE, key, build, record)
+    return store.get_or_build(STAGE, artifact_key, build, record)
 
 
-def check_vocabulary_fits(rows: int, tokens: int, folder: Path) -> None:
+def check_vocabulary_fits(rows: int, tokens: int, folder: Path, key: str) -> None:
     """Every id the checkpoint's own tokenizer gives must have an embedding row (a table may
     have spare rows; words added by tokenizer.extend_vocabulary get new ones)."""
     if tokens > rows:
         raise CorpusInputError(
-            f"pretrain.init_from={folder}: its tokenizer has {tokens} tokens but the model only "
+            f"{key}={folder}: its tokenizer has {tokens} tokens but the model only "
             f"{rows} embedding rows (config.json vocab_size); the files do not belong together"
         )
 

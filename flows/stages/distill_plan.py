@@ -240,14 +240,14 @@ def external_teacher(
     tokenizer: TokenizerSettings,
     store: ArtifactStore,
     resolve_uri: Callable[[str], Path],
-    import_folder: Callable[[Path], ArtifactRef],
+    import_folder: Callable[[Path, str], ArtifactRef],
 ) -> tuple[ArtifactRef, TokenizerSettings]:
     """`distill.teacher` resolved and checked before any stage runs; the tokenizer to use.
 
-    A `transformers` checkpoint (folder or Hub name) is imported first (`import_folder`), as
-    DistilBERT started from BERT-base. Without `tokenizer.from_artifact` the teacher's own
-    tokenizer is reused (a student must read the teacher's token ids); with one, it must be the
-    teacher's.
+    A `transformers` checkpoint (folder or Hub name) is imported first (`import_folder`, told
+    the key to name in a fault only the import finds), as DistilBERT started from BERT-base.
+    Without `tokenizer.from_artifact` the teacher's own tokenizer is reused (a student must read
+    the teacher's token ids); with one, it must be the teacher's.
     """
     given = settings.teacher
     assert given is not None
@@ -259,7 +259,7 @@ def external_teacher(
         path = transformer_module(path, "distill.teacher")
     if is_checkpoint_folder(path):
         read_shape(path, "distill.teacher")  # every fault of its files, under the key given
-        ref = import_folder(path)
+        ref = import_folder(path, "distill.teacher")
     else:
         ref = teacher_ref(path, given)
     if tokenizer.from_artifact is None:

@@ -105,14 +105,15 @@ def source_checksums(folder: Path) -> dict[str, str]:
     return {name: file_sha256(folder / name) for name in SOURCE_FILES if (folder / name).is_file()}
 
 
-def auto_tokenizer(folder: Path) -> Any:
+def auto_tokenizer(folder: Path, key: str) -> Any:
     """The fast tokenizer `transformers` builds from the folder; a folder without one is a
-    CorpusInputError (an input error: exit 2, never retried) naming it."""
+    CorpusInputError (an input error: exit 2, never retried) naming it under `key`, the setting
+    the user gave it in (`pretrain.init_from` or `distill.teacher`)."""
     from transformers import AutoTokenizer  # slow to import; only a checkpoint run needs it
 
     if not any((folder / name).is_file() for name in VOCABULARY_FILES):
         raise CorpusInputError(
-            f"pretrain.init_from={folder} holds no tokenizer: it needs tokenizer.json, or "
+            f"{key}={folder} holds no tokenizer: it needs tokenizer.json, or "
             "vocab.txt, vocab.json + merges.txt, or spiece.model (download the checkpoint's "
             "tokenizer files too)"
         )
@@ -120,25 +121,25 @@ def auto_tokenizer(folder: Path) -> Any:
         return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     except (OSError, ValueError, KeyError, ImportError) as error:
         raise CorpusInputError(
-            f"pretrain.init_from={folder}: transformers could not load its tokenizer "
+            f"{key}={folder}: transformers could not load its tokenizer "
             f"({str(error).splitlines()[0]}); the folder needs tokenizer.json, or vocab.txt, "
             "vocab.json + merges.txt, or spiece.model"
         ) from None
 
 
-def special_tokens(hf: Any, folder: Path) -> dict[str, str]:
+def special_tokens(hf: Any, folder: Path, key: str) -> dict[str, str]:
     """Role -> token as the checkpoint names them (RoBERTa's `<s>` is its [CLS])."""
     tokens = {role: getattr(hf, f"{role}_token", None) for role in SPECIAL_ROLES}
     missing = [role for role, token in tokens.items() if not token]
     if missing:
         raise CorpusInputError(
-            f"pretrain.init_from={folder}: its tokenizer defines no {', '.join(missing)} token; "
+            f"{key}={folder}: its tokenizer defines no {', '.join(missing)} token; "
             "masked-language modelling needs pad, unk, cls, sep and mask"
         )
     return {role: str(token) for role, token in tokens.items()}
 
 
-def converted(hf: Any, folder: Path) -> tuple[Tokenizer, str]:
+def converted(hf: Any, folder: Path, key: str) -> tuple[Tokenizer, str]:
     """The backend tokenizer, with no truncation or padding (shards pack whole documents), and
     its family."""
     backend = Tokenizer.from_str(hf.backend_tokenizer.to_str())
@@ -147,7 +148,7 @@ def converted(hf: Any, folder: Path) -> tuple[Tokenizer, str]:
     family = json.loads(backend.to_str())["model"]["type"]
     if family not in KINDS:
         raise CorpusInputError(
-            f"pretrain.init_from={folder}: its tokenizer is a {family} model; Cloze reads "
+            f"{key}={folder}: its tokenizer is a {family} model; Cloze reads "
             f"{', '.join(KINDS)} tokenizers"
         )
     return backend, KINDS[family]
@@ -159,9 +160,11 @@ def import_tokenizer(
     store: ArtifactStore,
     extend_vocabulary: int = 0,
     max_chars: int | None = None,
+    key: str = "pretrain.init_from",
 ) -> ArtifactRef:
     """The checkpoint's tokenizer as a tokenizer artifact (extended by the corpus's most split
-    words when asked; `max_chars` bounds the text counted), with its fit to `corpus` measured."""
+    words when asked; `max_chars` bounds the text counted), with its fit to `corpus` measured.
+    A fault names `key`, the setting that gave the folder (a teacher's is `distill.teacher`)."""
     record: dict[str, Any] = {
         "settings": {"imported": True},
         "inputs": {"files": source_checksums(folder)},
@@ -169,12 +172,12 @@ def import_tokenizer(
     if extend_vocabulary:  # absent otherwise: the plain import keys on the files alone
         record["settings"] |= {"extend_vocabulary": extend_vocabulary, "max_chars": max_chars}
         record["inputs"]["corpus"] = corpus.fingerprint()
-    key = stage_key(STAGE, IMPORT_VERSION, record["settings"], record["inputs"])
+    artifact_key = stage_key(STAGE, IMPORT_VERSION, record["settings"], record["inputs"])
 
     def build(directory: Path) -> dict[str, Any]:
-        hf = auto_tokenizer(folder)
-        tokens = special_tokens(hf, folder)
-        backend, kind = converted(hf, folder)
+        hf = auto_tokenizer(folder, key)
+        tokens = special_tokens(hf, folder, key)
+        backend, kind = converted(hf, folder, key)
         extension: dict[str, Any] = {}
         if extend_vocabulary:
             unknown = special_token_id(backend, tokens["unk"])
@@ -201,7 +204,7 @@ def import_tokenizer(
             fertility_before_extension=extension.get("fertility_before"),
         ).to_manifest()
 
-    ref = store.get_or_build(STAGE, key, build, record, content_addressed=True)
+    ref = store.get_or_build(STAGE, artifact_key, build, record, content_addressed=True)
     return replace(ref, outputs={**ref.outputs, **fit_to_corpus(ref, corpus)})
 
 

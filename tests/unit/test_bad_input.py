@@ -27,6 +27,7 @@ from flows.corpora.formats import CorpusInputError
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.tasks.spec import TaskInputError
 from flows.plan import PipelinePlan
+from flows.stages.checkpoint import import_checkpoint
 from flows.stages.distill_plan import DistillSettings, external_teacher
 from flows.stages.finetune import finetune
 from flows.stages.lift_curve import lift_curve
@@ -34,6 +35,7 @@ from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
+from flows.stages.tokenizer_import import import_tokenizer
 from flows.stages.training_types import PretrainSettings
 from flows.tracking.runs import Tracker
 from flows.training.settings import TrainerSettings
@@ -43,6 +45,8 @@ from lightning_modules.models.config import EncoderConfig, load_encoder_config
 from lightning_modules.models.encoder import BertEncoder
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import load_encoder_weights
+from tests.checkpoint_tokenizers import write_tokenizer
+from tests.checkpoints import tiny_checkpoint
 from tests.fakes import GREEK_LETTERS, greek_text, write_results
 
 TEXT = "a paragraph with comfortably more than five words in it, numbered {}"
@@ -611,11 +615,33 @@ def no_registry(uri: str) -> Path:
     raise AssertionError(f"{uri} is a path, not a registry URI")
 
 
-def no_import(folder: Path) -> ArtifactRef:
+def no_import(folder: Path, key: str) -> ArtifactRef:
     raise AssertionError(f"{folder} is a pretrain artifact, not a transformers checkpoint")
 
 
 NO_LOOKUP = (no_registry, no_import)
+
+
+def test_a_teacher_fault_only_the_import_finds_names_distill_teacher(tmp_path: Path) -> None:
+    """Whole weights and a vocab.txt that fits them pass the preflight; a tokenizer_config.json
+    that is not JSON is found only by `transformers`, in the import, under the key given."""
+    folder = tmp_path / "teacher"
+    tiny_checkpoint("bert", folder, vocab_size=write_tokenizer(folder, "wordpiece"), scale=0.0)
+    (folder / "tokenizer_config.json").write_text("{not json")
+    (tmp_path / "text.txt").write_text(greek_text(20, seed=0))
+    corpus = open_corpus(CorpusSettings(kind="files", paths=[str(tmp_path / "text.txt")]))
+    store = ArtifactStore(tmp_path / "store")
+
+    def import_folder(path: Path, key: str) -> ArtifactRef:
+        return import_checkpoint(path, import_tokenizer(path, corpus, store, key=key), store, key)
+
+    settings = DistillSettings(teacher=str(folder), student=TINY)
+    with pytest.raises(
+        CorpusInputError,
+        match=rf"^distill\.teacher={folder}: transformers could not load its tokenizer",
+    ):
+        external_teacher(settings, TokenizerSettings(), store, no_registry, import_folder)
+    assert published(tmp_path / "store") == []
 
 
 def test_a_registry_uri_that_does_not_resolve_is_refused_naming_it(

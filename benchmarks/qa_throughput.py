@@ -64,10 +64,11 @@ def windows(max_length: int, doc_stride: int) -> tuple[list[dict[str, Any]], int
     tokenizer = Tokenizer.from_file(str(tokenizer_file()))
     encoded = encode_questions(tokenizer, read_squad(path, spec), max_length, doc_stride, True)
     pad_id = tokenizer.token_to_id("[PAD]")
+    assert pad_id is not None, "the tokenizer has no [PAD] token"
     return encoded.items, pad_id, tokenizer.get_vocab_size()
 
 
-def batches(shape: dict[str, int], count: int) -> tuple[list[Any], EncoderConfig]:
+def batches(shape: dict[str, Any], count: int) -> tuple[list[Any], EncoderConfig]:
     """The first `count` batches in file order, padded by the stage's own `pad_batch`, and the
     encoder shape (`shape`: model, batch_size, max_length, doc_stride) for the tokenizer."""
     from flows.downstream.training.recipe import pad_batch
@@ -75,7 +76,7 @@ def batches(shape: dict[str, int], count: int) -> tuple[list[Any], EncoderConfig
     items, pad_id, vocab_size = windows(shape["max_length"], shape["doc_stride"])
     starts = range(0, count * shape["batch_size"], shape["batch_size"])
     data = [pad_batch(items[start : start + shape["batch_size"]], pad_id) for start in starts]
-    size = MODELS[shape["model"]]
+    size: dict[str, Any] = MODELS[shape["model"]]
     return data, EncoderConfig(vocab_size=vocab_size, pad_token_id=pad_id, **size)
 
 
@@ -111,10 +112,13 @@ def run_cloze(
         network,
         OptimizerSettings(learning_rate=LEARNING_RATE, total_steps=steps, schedule="constant"),
     )
-    loader = DataLoader(data, batch_size=None)  # the stage's batches, already padded
+    loader: DataLoader[Any] = DataLoader(data, batch_size=None)  # type: ignore[arg-type]  # the stage's batches, already padded
     settings = TrainerSettings(
-        max_steps=steps, warmup_steps=0, precision=precision, log_every_steps=steps
-    )  # type: ignore[arg-type]
+        max_steps=steps,
+        warmup_steps=0,
+        precision=precision,  # type: ignore[arg-type]
+        log_every_steps=steps,
+    )
     trainer = make_trainer(
         settings,
         Path("/tmp/cloze-bench-qa"),
@@ -145,7 +149,7 @@ def run_transformers(
         num_hidden_layers=config.num_layers,
         num_attention_heads=config.num_heads,
         intermediate_size=config.intermediate_size,
-        attn_implementation="sdpa",
+        attn_implementation="sdpa",  # type: ignore[call-arg]
     )
     network = AutoModelForQuestionAnswering.from_config(peer)
     optimizer = torch.optim.AdamW(network.parameters(), lr=LEARNING_RATE, weight_decay=0.01)

@@ -35,8 +35,8 @@ def qa_outputs(
     """`<task>.<arm>_null_threshold_mean|_std` over the runs that fitted one (SQuAD 2.0), and
     `<task>.baseline_<name>_<score>_mean|_std` of every score, not the task's metric alone."""
     outputs = {}
-    for arm, result in arms.items():
-        thresholds = [run.null_threshold for run in result.runs if run.null_threshold is not None]
+    for arm, arm_result in arms.items():
+        thresholds = [r.null_threshold for r in arm_result.runs if r.null_threshold is not None]
         if thresholds:
             outputs[f"{task}.{arm}_null_threshold_mean"] = statistics.fmean(thresholds)
             outputs[f"{task}.{arm}_null_threshold_std"] = std(thresholds)

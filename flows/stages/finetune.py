@@ -26,7 +26,7 @@ from flows.downstream.statistics.distill_report import (
     student_outputs,
 )
 from flows.downstream.statistics.per_class import mean_report, per_class, per_class_markdown
-from flows.downstream.statistics.qa_report import qa_baseline_outputs, qa_markdown
+from flows.downstream.statistics.qa_report import qa_markdown, qa_outputs
 from flows.downstream.statistics.report import (
     bar_chart,
     baseline_outputs,
@@ -407,7 +407,7 @@ def finetune(
             outputs.update(lift_figures(task_run, arms, settings, seed))
             outputs.update(baseline_outputs(spec.name, spec.metric, baselines))
             if spec.kind == "question_answering":
-                outputs.update(qa_baseline_outputs(spec.name, baselines))
+                outputs.update(qa_outputs(spec.name, arms, baselines))
             if student_dir is not None:
                 outputs.update(student_outputs(spec.name, arms, settings.confidence))
             if base_ref is not None:

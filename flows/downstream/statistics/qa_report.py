@@ -3,7 +3,9 @@ NoAns accuracy, for each arm and each baseline.
 
 One headline metric hides how a SQuAD 2.0 score is made: answering nothing scores the share of
 unanswerable questions, so a model's overall F1 reads only beside its HasAns F1 (does it find
-answers?) and its NoAns accuracy (does it abstain?), and beside the `no_answer` baseline.
+answers?) and its NoAns accuracy (does it abstain?), beside the `no_answer` baseline, and beside
+the null-score threshold each run fitted on validation (a threshold below every margin abstains
+on every question).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from flows.downstream.statistics.report import std
 
 if TYPE_CHECKING:
     from flows.downstream.training.baselines import BaselineResult
+    from flows.downstream.training.recipe import ArmResult
 
-QA_COLUMNS = ("exact_match", "f1", "has_ans_f1", "no_ans_accuracy")
+QA_COLUMNS = ("exact_match", "f1", "has_ans_f1", "no_ans_accuracy", "null_threshold")
 # The arms a run may have (flows/downstream/tasks/spec.py), as the table names them.
 ROWS = {
     "pretrained": "pretrained",
@@ -26,9 +29,17 @@ ROWS = {
 }
 
 
-def qa_baseline_outputs(task: str, baselines: dict[str, BaselineResult]) -> dict[str, float]:
-    """`<task>.baseline_<name>_<score>_mean|_std` of every score, not the task's metric alone."""
+def qa_outputs(
+    task: str, arms: dict[str, ArmResult], baselines: dict[str, BaselineResult]
+) -> dict[str, float]:
+    """`<task>.<arm>_null_threshold_mean|_std` over the runs that fitted one (SQuAD 2.0), and
+    `<task>.baseline_<name>_<score>_mean|_std` of every score, not the task's metric alone."""
     outputs = {}
+    for arm, arm_result in arms.items():
+        thresholds = [r.null_threshold for r in arm_result.runs if r.null_threshold is not None]
+        if thresholds:
+            outputs[f"{task}.{arm}_null_threshold_mean"] = statistics.fmean(thresholds)
+            outputs[f"{task}.{arm}_null_threshold_std"] = std(thresholds)
     for name, result in baselines.items():
         for score in result.test[0]:
             values = [test[score] for test in result.test]
@@ -51,6 +62,8 @@ def qa_rows(outputs: dict[str, Any], task: str) -> list[tuple[str, list[str]]]:
             continue
         cells = [
             f"{outputs[f'{prefix}{c}_mean']:.3f} ± {outputs[f'{prefix}{c}_std']:.3f}"
+            if f"{prefix}{c}_mean" in outputs
+            else "n/a"  # a baseline fits no null-score threshold
             for c in columns
         ]
         rows.append((label, cells))

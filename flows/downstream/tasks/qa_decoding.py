@@ -77,14 +77,22 @@ def candidates(split: QAEncodedSplit, logits: list[WindowLogits]) -> list[Candid
 
 def fit_threshold(gold: list[list[str]], found: list[Candidate], metric: str) -> float:
     """The margin above which to answer nothing that scores best on these questions (ties: the
-    lowest such threshold); +inf answers every question."""
+    lowest such threshold), always finite, so results.json and MLflow hold it as a number.
+
+    The candidates are each finite margin (the highest answers every question that has a span)
+    and one just below the lowest (answers none), as the official script's `best_f1` starts from
+    answering none. A question without a valid span (margin +inf) is answered with nothing
+    whatever the threshold."""
     column = QA_METRICS.index(metric)
     answered = np.array(
         [example_scores(a, c.text)[column] for a, c in zip(gold, found, strict=True)]
     )
     empty = np.array([example_scores(a, "")[column] for a in gold])
     margins = np.array([c.margin for c in found])
-    thresholds = np.unique(np.append(margins, math.inf))
+    finite = margins[np.isfinite(margins)]
+    if not finite.size:
+        return 0.0  # no span anywhere: every threshold gives the same (empty) answers
+    thresholds = np.append(np.nextafter(finite.min(), -math.inf), np.unique(finite))
     totals = [np.where(margins > t, empty, answered).sum() for t in thresholds]
     return float(thresholds[int(np.argmax(totals))])
 

@@ -63,6 +63,9 @@ BASE_ARM = "base"  # a third arm when the run continued a checkpoint: the checkp
 OPT_IN_FIELDS = ("drop_contained_rows", "entity_markers", "entity_offsets", "negative_label")
 # Fields only a question-answering task reads: out of every other task's key.
 QA_FIELDS = ("qa_columns", "unanswerable")
+# A question-answering task's decoding, in its key (none before 2): 2 may abstain on every
+# question when that scores best on validation, and records each run's null-score threshold.
+QA_DECODING = 2
 # What a task of each kind is compared against besides random init
 # (flows/downstream/training/baselines.py).
 BASELINES = {
@@ -252,8 +255,8 @@ class TaskSpec(Settings):
         so adding one moves no existing task's key."""
         off = {name for name in OPT_IN_FIELDS if not getattr(self, name)}
         if self.kind != "question_answering":
-            off |= set(QA_FIELDS)
-        return self.model_dump(exclude={"recipe", *off})
+            return self.model_dump(exclude={"recipe", *off, *QA_FIELDS})
+        return {**self.model_dump(exclude={"recipe", *off}), "decoding": QA_DECODING}
 
     def _check_sources(self, key: str) -> None:
         if self.train is None:

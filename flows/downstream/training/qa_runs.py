@@ -23,18 +23,20 @@ def decoded_answers(
     validation: list[WindowLogits] | None,
     unanswerable: bool,
     metric: str,
-) -> list[str]:
-    """Answers to `split`'s questions from its window `logits`; the threshold (with
-    `unanswerable`) from `validation`'s logits, or from `logits` when `split` is validation."""
+) -> tuple[list[str], float | None]:
+    """Answers to `split`'s questions from its window `logits`, and the null-score threshold they
+    were cut at (None without `unanswerable`: every question answered), fitted on
+    `validation`'s logits, or on `logits` when `split` is validation."""
     encoded = splits[split]
     assert isinstance(encoded, QAEncodedSplit)
     found = candidates(encoded, logits)
     if not unanswerable:
-        return answers(found, None)
+        return answers(found, None), None
     reference = splits["validation"]
     assert isinstance(reference, QAEncodedSplit)
     fitted = found if validation is None else candidates(reference, validation)
-    return answers(found, fit_threshold(reference.gold, fitted, metric))
+    threshold = fit_threshold(reference.gold, fitted, metric)
+    return answers(found, threshold), threshold
 
 
 def unanswerable_mode(spec: TaskSpec, train: list[Any]) -> bool:

@@ -103,6 +103,9 @@ class RunResult:
     capped: bool  # the best epoch was the last allowed: more epochs might have helped
     test: dict[str, float]
     test_predictions: list[Any] = field(repr=False)  # for the test-set bootstrap
+    # Question answering with unanswerable questions: the null-score margin above which the run
+    # answered nothing, fitted on validation (qa_decoding.fit_threshold); None for other runs.
+    null_threshold: float | None = None
 
 
 @dataclass
@@ -216,20 +219,23 @@ class TaskRun:
         """What a model's outputs are read as: window logits (QA), else labels."""
         return predict_spans if self.question_answering else predict
 
-    def answers(self, split: str, predictions: Any, validation: Any = None) -> Any:
+    def answers(self, split: str, predictions: Any) -> Any:
         """A QA split's window logits decoded into answers (qa_runs.py); else as they are."""
         if not self.question_answering:
             return predictions
         return decoded_answers(
-            self.splits, split, predictions, validation, self.unanswerable, self.spec.metric
-        )
+            self.splits, split, predictions, None, self.unanswerable, self.spec.metric
+        )[0]
 
-    def test_predictions(self, model: nn.Module, seed: int) -> Any:
-        """Test predictions; a QA threshold fitted on validation first."""
+    def test_predictions(self, model: nn.Module, seed: int) -> tuple[Any, float | None]:
+        """Test predictions, and a QA run's null-score threshold, fitted on validation first."""
         if not self.question_answering:
-            return predict(model, self.loader("test", seed))
+            return predict(model, self.loader("test", seed)), None
         validation = predict_spans(model, self.loader("validation", seed))
-        return self.answers("test", predict_spans(model, self.loader("test", seed)), validation)
+        test = predict_spans(model, self.loader("test", seed))
+        return decoded_answers(
+            self.splits, "test", test, validation, self.unanswerable, self.spec.metric
+        )
 
     def metrics(self, split: str, predictions: Any) -> dict[str, float]:
         gold, negative = self.splits[split].gold, self.spec.negative_label
@@ -323,7 +329,7 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
     )
     trainer.fit(module, train_dataloaders=run.loader("train", seed, shuffle=True))
     selector.restore(model)
-    predictions = run.test_predictions(model, seed)
+    predictions, threshold = run.test_predictions(model, seed)
     return RunResult(
         arm,
         learning_rate,
@@ -333,6 +339,7 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
         selector.best_epoch == epochs,
         run.metrics("test", predictions),
         predictions,
+        threshold,
     )
 
 

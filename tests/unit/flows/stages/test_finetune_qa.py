@@ -5,7 +5,9 @@ for each arm and both baselines, with the lift's intervals."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from statistics import mean
 from typing import Any
 
 import pytest
@@ -92,7 +94,7 @@ def test_the_pretrained_encoder_learns_to_point_at_the_answer(answered: Any) -> 
 def test_the_summary_shows_em_and_f1_per_arm_and_baseline(answered: Any) -> None:
     ref, _ = answered
     summary = (ref.path / "summary.md").read_text()
-    assert "| | exact_match | f1 | has_ans_f1 | no_ans_accuracy |" in summary
+    assert "| | exact_match | f1 | has_ans_f1 | no_ans_accuracy | null_threshold |" in summary
     for row in ("pretrained", "random init", "baseline: no_answer", "baseline: lexical_overlap"):
         assert f"| {row} | " in summary
     results = json.loads((ref.path / "results.json").read_text())
@@ -101,6 +103,23 @@ def test_the_summary_shows_em_and_f1_per_arm_and_baseline(answered: Any) -> None
     assert groups["HasAns"]["f1"] == pytest.approx(ref.outputs["qa.pretrained_has_ans_f1_mean"])
     predictions = json.loads((ref.path / "predictions.json").read_text())
     assert all(isinstance(answer, str) for answer in predictions["qa"]["pretrained"][0])
+
+
+def test_each_run_records_the_null_threshold_it_fitted_on_validation(answered: Any) -> None:
+    """results.json holds each run's threshold; the outputs (MLflow's metrics) and the summary
+    its mean and std per arm, never a baseline's."""
+    ref, _ = answered
+    results = json.loads((ref.path / "results.json").read_text())
+    for arm in ("pretrained", "random_init"):
+        thresholds = [run["null_threshold"] for run in results["qa"][arm]["runs"]]
+        assert len(thresholds) == 2 and all(math.isfinite(t) for t in thresholds)
+        assert ref.outputs[f"qa.{arm}_null_threshold_mean"] == pytest.approx(mean(thresholds))
+    assert "qa.baseline_no_answer_null_threshold_mean" not in ref.outputs
+    summary = (ref.path / "summary.md").read_text()
+    mean_cell = f"{ref.outputs['qa.pretrained_null_threshold_mean']:.3f} ±"
+    rows = summary.split("\n")
+    assert any(row.startswith("| pretrained |") and mean_cell in row for row in rows)
+    assert [row.endswith(" | n/a |") for row in rows if row.startswith("| baseline:")] == [True] * 2
 
 
 def test_a_single_file_has_validation_and_test_carved_by_article(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,26 @@ def test_the_null_threshold_is_the_one_that_scores_best() -> None:
     assert -1.0 <= threshold < 0.5
     assert answers(found, threshold) == ["a", "", "", "b"]
     assert answers(found, None) == ["a", "x", "y", "b"]  # v1.1: always answer
+
+
+def test_abstaining_on_every_question_is_a_threshold_too() -> None:
+    """As the official `best_f1` starts from answering none: every span here is wrong."""
+    gold = [["b"], [], []]
+    found = [Candidate("x", 5.0, 1.0), Candidate("y", 2.0, 4.0), Candidate("z", 3.0, 3.5)]
+    threshold = fit_threshold(gold, found, "f1")
+    assert threshold < min(c.margin for c in found)
+    assert answers(found, threshold) == ["", "", ""]
+
+
+def test_the_threshold_is_finite_when_some_question_has_no_span() -> None:
+    """No valid span: margin +inf, answered with nothing whatever the threshold; the threshold
+    itself stays a number results.json and MLflow can hold."""
+    gold = [["b"], []]
+    found = [Candidate("b", 5.0, 1.0), Candidate("", -math.inf, 2.0)]
+    threshold = fit_threshold(gold, found, "f1")
+    assert math.isfinite(threshold)
+    assert answers(found, threshold) == ["b", ""]
+    assert fit_threshold([[]], [Candidate("", -math.inf, 2.0)], "f1") == 0.0
 
 
 def test_a_single_file_is_split_by_article_never_by_question(tmp_path: Path) -> None:

@@ -21,13 +21,13 @@ device (those are never keyed), not a refactor.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Collection
 from typing import Any
 
 from pydantic import BaseModel
 
 
-def opt_ins_at_default(settings: object, opt_in: Iterable[str]) -> set[str]:
+def opt_ins_at_default(settings: object, opt_in: Collection[str]) -> set[str]:
     """The opt-in fields of `settings` (a pydantic model or a dataclass) that hold their declared
     default: what its key leaves out, so adding them moved no existing key."""
     defaults = _defaults(settings)
@@ -44,6 +44,8 @@ def _defaults(settings: object) -> dict[str, Any]:
             for name, field in type(settings).model_fields.items()
             if not field.is_required()
         }
+    if not dataclasses.is_dataclass(settings):
+        raise TypeError(f"{type(settings).__name__} is neither a pydantic model nor a dataclass")
     return {
         field.name: field.default
         for field in dataclasses.fields(settings)

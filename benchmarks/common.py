@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from flows.core import tables
 from flows.downstream.tasks.spec import default_data_dir
 
 DATA_DIR = default_data_dir()
@@ -78,6 +79,9 @@ def matmul_peak_gflops(dtype: torch.dtype, size: int = 2048, repeats: int = 5) -
 
 
 def markdown_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    """Benchmark rows (dicts) as a table through the project's renderer; floats get thousands
+    separators, three decimals below 100 and none above, so the columns stay readable."""
+
     def cell(value: Any) -> str:
         return (
             f"{value:,.3f}"
@@ -85,8 +89,6 @@ def markdown_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
             else (f"{value:,.0f}" if isinstance(value, float) else str(value))
         )
 
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += [
-        "| " + " | ".join(cell(row.get(column, "")) for column in columns) + " |" for row in rows
-    ]
-    return "\n".join(lines)
+    return tables.markdown_table(
+        columns, [[cell(row.get(column, "")) for column in columns] for row in rows]
+    )

@@ -23,6 +23,8 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from benchmarks.stacked_bert import stacked_logits, supported
 from flows.downstream.training.recipe import TaskRun
+from lightning_modules.optim import build_optimizer
+from lightning_modules.optim_settings import OptimizerSettings
 
 Batch = dict[str, torch.Tensor]
 
@@ -78,8 +80,9 @@ def clipped_step(
 
 
 def stepper(model: torch.nn.Module, bf16: bool) -> Callable[[Batch], None]:
-    """One training step as the stage takes it: autocast, cross-entropy, clipping, fused AdamW."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
+    """One training step as the stage takes it: autocast, cross-entropy, clipping, and the
+    project's AdamW (`build_optimizer`: its parameter groups and fused kernel)."""
+    optimizer, _ = build_optimizer(model, OptimizerSettings(learning_rate=1e-5))
     update = clipped_step(list(model.parameters()), optimizer, None)
 
     def step(batch: Batch) -> None:

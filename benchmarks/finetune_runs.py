@@ -17,55 +17,21 @@ import cProfile
 import io
 import pstats
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from benchmarks.train_throughput import MODELS, VOCAB_SIZE, prepare_shards
+from benchmarks.finetune_ceiling import demo_task
 from flows.downstream.training.recipe import TaskRun
 
 
-def prepare(work_dir: Path, epochs: int) -> tuple[TaskRun, Path]:
-    """The demo's task spec and recipe; a random bert-tiny saved as the 'pretrained' encoder."""
-    from flows.core.artifacts import ArtifactRef
-    from flows.core.config import compose_config
-    from flows.core.settings import settings_from
-    from flows.downstream.settings import FinetuneSettings
-    from flows.stages.finetune import prepare_task
-    from flows.stages.tokenizer import load_tokenizer
-    from flows.training.settings import TrainerSettings
-    from lightning_modules.models.config import EncoderConfig
-    from lightning_modules.models.heads import BertForMaskedLM
-    from lightning_modules.models.serialization import save_masked_lm
-
-    config = compose_config(["finetune=pydoc_topics"])
-    finetune = config["finetune"] | {"epochs": epochs, "patience": epochs}
-    settings = settings_from(FinetuneSettings, finetune, "finetune")
-    trainer = settings_from(TrainerSettings, config["trainer"], "trainer")
-    _, tokenizer_dir = prepare_shards(work_dir)
-    tokenizer = ArtifactRef("tokenizer", "", tokenizer_dir, {}, True)
-    pretrained = work_dir / "finetune-encoder"
-    if not pretrained.exists():
-        special = load_tokenizer(tokenizer).special
-        shape = EncoderConfig(
-            vocab_size=VOCAB_SIZE,
-            pad_token_id=special.pad,
-            **MODELS["bert-tiny"],  # type: ignore[arg-type]
-        )
-        pretrained.mkdir(parents=True)
-        save_masked_lm(BertForMaskedLM(shape), pretrained)
-    spec = settings.specs()[0]
-    _, run, _ = prepare_task(
-        spec,
-        settings,
-        0,
-        tokenizer,
-        pretrained,
-        trainer,
-        work_dir / "finetune-runs",
-        lambda task, label: (),
-    )
-    return run, pretrained
+def prepare(work_dir: Path, epochs: int) -> TaskRun:
+    """The demo's task as the stage prepares it (a random bert-tiny as the 'pretrained' encoder),
+    every run `epochs` long: early stopping off (`patience` = `epochs`)."""
+    run = demo_task(work_dir, "bert-tiny").run
+    fixed = run.settings.model_copy(update={"epochs": epochs, "patience": epochs})
+    return replace(run, settings=fixed)
 
 
 def main() -> None:
@@ -78,7 +44,7 @@ def main() -> None:
     parser.add_argument("--work-dir", type=Path, default=Path(".cloze/bench"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    run, _ = prepare(args.work_dir, args.epochs)
+    run = prepare(args.work_dir, args.epochs)
     train_once(run, "pretrained", 1e-3, 0)  # warm-up: imports, first-call costs
     wall, cpu = time.perf_counter(), time.process_time()
     scores = [

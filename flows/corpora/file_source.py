@@ -12,6 +12,7 @@ from typing import Any
 
 import zstandard
 
+from flows.core.keys import opt_ins_at_default
 from flows.corpora.formats import (
     COMPRESSIONS,
     FORMAT_BY_SUFFIX,
@@ -31,6 +32,8 @@ from flows.corpora.stats import CorpusStats
 
 log = logging.getLogger(__name__)
 BINARY_SNIFF_BYTES = 8192
+# Read rules the corpus key holds only when set off their default (flows/core/keys.py).
+OPT_IN_RULES = ("on_bad_rows",)
 
 
 def is_corpus_file(path: Path) -> bool:
@@ -126,15 +129,16 @@ class FileSource:
         digest = hashlib.sha256()
         for path, content in zip(self.files, content_hashes(self.files), strict=True):
             digest.update(f"{self.format_of(path)}\0{content}\n".encode())
-        return {
+        keyed = {
             "kind": "files",
             "files": digest.hexdigest()[:20],
             "format": self.file_format,
             "text_field": self.text_field,
             "decode_errors": self.rules.decode_errors,
-            # Only when set: the keys of corpora read under the default stay what they were.
-            **({"on_bad_rows": "skip"} if self.rules.on_bad_rows == "skip" else {}),
+            "on_bad_rows": self.rules.on_bad_rows,
         }
+        at_default = opt_ins_at_default(self.rules, OPT_IN_RULES)
+        return {name: value for name, value in keyed.items() if name not in at_default}
 
     def format_of(self, path: Path) -> str:
         """The parser a file gets: the same bytes named .csv and .txt give other documents."""

@@ -23,6 +23,7 @@ from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from flows.core.config import compose_config
+from flows.core.keys import opt_ins_at_default
 from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
 from flows.downstream.tasks.load import Sampling, check_tasks, example_texts, load_task
 from flows.downstream.tasks.prompting import PromptSettings
@@ -137,11 +138,7 @@ class Recipe(Settings):
     def key_record(self, unused: set[str]) -> dict[str, Any]:
         """The recipe as a finetune key holds it, less the fields the task's head ignores; an
         opt-in field left at its default stays out, so adding one moves no existing key."""
-        off = {
-            name
-            for name in OPT_IN_RECIPE_FIELDS
-            if getattr(self, name) == Recipe.model_fields[name].default
-        }
+        off = opt_ins_at_default(self, OPT_IN_RECIPE_FIELDS)
         return self.model_dump(exclude=unused | off | set(CHECKPOINT_GRID_FIELDS))
 
     def checkpoint_grid(self) -> dict[str, Any]:

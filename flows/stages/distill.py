@@ -45,7 +45,7 @@ from lightning_modules.models.student_init import init_from_teacher
 warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode at the start of training")
 
 STAGE = DistillOutputs.STAGE
-VERSION = 2  # 2: the student's shape as model_in_key
+VERSION = 2
 LAST_CHECKPOINT = "last.ckpt"
 
 

@@ -59,8 +59,7 @@ from lightning_modules.models.encoder import BertEncoder
 from lightning_modules.models.serialization import count_parameters, load_encoder_weights
 
 STAGE = FinetuneOutputs.STAGE
-# 3: per-seed labelled samples, bootstrap interval, baselines, capped flags; 4: a recipe per task
-VERSION = 5  # 5: finetune.pooling (cls | mean) in each task's recipe
+VERSION = 5
 SUMMARY_FILE = "summary.md"
 CHART_FILE = "lift.png"
 RESULTS_FILE = "results.json"

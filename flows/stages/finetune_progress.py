@@ -1,10 +1,10 @@
 """A finetune stage's finished tasks, kept until the stage publishes.
 
 A stage fine-tunes its tasks one after another (hours for several GLUE tasks); stopped mid-way
-(Ctrl-C, a kill, a crash), it used to keep nothing. Each finished task's figures, record and test
-predictions now go into the stage's work directory, which belongs to the stage's key: the rerun
-of the same key restores them instead of training those tasks again, so a stop loses at most the
-task in progress. The work directory is removed when the artifact is published.
+(Ctrl-C, a kill, a crash), it must not lose the finished ones. Each finished task's figures,
+record and test predictions go into the stage's work directory, which belongs to the stage's
+key: the rerun of the same key restores them instead of training those tasks again, so a stop
+loses at most the task in progress. The work directory is removed when the artifact is published.
 """
 
 from __future__ import annotations

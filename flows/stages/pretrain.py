@@ -61,7 +61,7 @@ from lightning_modules.progress import ProgressLog
 warnings.filterwarnings("ignore", message=r".*resuming from a checkpoint that ended before")
 
 STAGE = PretrainOutputs.STAGE
-VERSION = 3  # 2: objective family (selection, static masks, ELECTRA); 3: model_in_key
+VERSION = 3
 LAST_CHECKPOINT = "last.ckpt"
 KEPT_DIR = "kept"  # kept/<fraction>/: weights at fractions of the budget (finetune.checkpoints)
 

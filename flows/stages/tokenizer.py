@@ -35,7 +35,7 @@ from flows.corpora.base import empty_corpus_error
 from flows.stages.tokenizer_models import TOKENIZER_KINDS, TokenizerRecipe, train
 
 STAGE = "tokenizer"
-VERSION = 4  # 4: WordPiece deterministic (continuation symbols declared); published by content
+VERSION = 4
 TOKENIZER_FILE = "tokenizer.json"
 SPECIAL_TOKENS_FILE = "special_tokens.json"
 SETTINGS_FILE = "tokenizer_settings.json"

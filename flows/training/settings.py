@@ -12,6 +12,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from pydantic import model_validator
 
 from flows.core.artifacts import ArtifactStore
+from flows.core.keys import opt_ins_at_default
 from flows.core.settings import (
     ConfigError,
     Number,
@@ -143,8 +144,7 @@ class TrainerSettings(Settings):
 
     def in_key(self) -> dict[str, Any]:
         """The fields that change the trained weights, opt-in ones only when set."""
-        unset = {name for name in self.OPT_IN if getattr(self, name) is None}
-        return output_settings(self, (*self.NOT_IN_KEY, *unset))
+        return output_settings(self, (*self.NOT_IN_KEY, *opt_ins_at_default(self, self.OPT_IN)))
 
     @property
     def world_size(self) -> int:
@@ -274,12 +274,9 @@ def model_in_key(model: Mapping[str, Any]) -> dict[str, Any]:
     `name`, and the opt-in options only when set. Renaming a preset moves no key. `vocab_size`
     and `pad_token_id` come in with the tokenizer's key."""
     settings = settings_from(ModelSettings, model, "model")
-    unset = {
-        name
-        for name in OPT_IN_MODEL_FIELDS
-        if getattr(settings, name) == ModelSettings.model_fields[name].default
-    }
-    keyed = settings.model_dump(exclude={"name", *unset})
+    keyed = settings.model_dump(
+        exclude={"name", *opt_ins_at_default(settings, OPT_IN_MODEL_FIELDS)}
+    )
     # `Number` keeps `0` as given; a float option keys as a float, as this docstring promises
     return {
         name: float(value) if ModelSettings.model_fields[name].annotation is float else value

@@ -1,29 +1,13 @@
-"""Artifact keys are a contract with every store already on disk: a refactor must not move them.
+"""Artifact keys are a contract with every store already on disk: they move only by the rule of
+flows/core/keys.py, never by a refactor.
 
-The keys below were computed by the code before the layout and settings refactor (commit a5b4250)
-for the default and smoke configs, with fixed stand-ins for what depends on the machine (the
-corpus fingerprint, the task data's fingerprint). A change that alters one must be deliberate:
-bump the stage's VERSION, update the pin here and say why in the commit.
-
-Deliberate changes since: finetune VERSION 3 (seeds per sample, bootstrap, baselines, early
-stopping under a generous cap) moved both finetune keys; the small-budget pretraining defaults
-(no dropout, bf16, lr 2e-3, 3,000 steps) moved the pretrain keys and, through them, finetune's.
-Finetune VERSION 4 (a recipe per task: the key holds each task's effective recipe instead of the
-shared fields; results.json gained the recipe, the caps and the grid-edge flags) moved both
-finetune keys; the demo task's effective recipe itself is unchanged.
-Tokenizer VERSION 4 (WordPiece trained deterministically, so its output changed) moved the
-tokenizer's input keys; since then the tokenizer is published by content and later stages key on
-its content key, which only a build knows: `TOKENIZER_CONTENT` stands in for it, as `CORPUS` does
-for the corpus, so the shards, pretrain and finetune pins moved with the stand-in.
-Pretrain VERSION 3 and distill VERSION 2 key `model.*` as `model_in_key` (every option at its
-value or default, no display name: conf/model/base.yaml now spells every option out in every
-preset); finetune VERSION 5 adds `finetune.pooling` to each classification task's recipe (tagging
-tasks ignore it). All pins but the tokenizer's and the shards' moved.
-The demo task's grid gained 1e-4 (the pretrained arm chose 3e-4, its lowest rate): a config
-change, not a code change, so only the default finetune pin moved; VERSION stays.
-`trainer.precision: auto` (issue 41) keys the precision it resolves to: on a CPU with native bf16
-that is bf16-mixed, the default before, so the pins (computed as on such a machine) did not move;
-on one that emulates bf16 it is 32-true, a key of its own.
+The pins are the keys of the shipped default and smoke configs and of the distillation smoke
+experiment, computed as on a CPU with native bf16 (where `trainer.precision: auto` resolves to
+bf16-mixed), with fixed stand-ins for what depends on the machine or on a build: the corpus
+fingerprint (`CORPUS`), the built tokenizer's content key (`TOKENIZER_CONTENT`), the task data's
+fingerprint and the teacher's weights hash. A pin that moves must move on purpose: bump the
+stage's `VERSION` when the code changes its output, re-pin, and say why in the commit; a shipped
+config whose values change re-pins without a bump. `git log -p` on this file is each pin's history.
 """
 
 from __future__ import annotations
@@ -35,14 +19,23 @@ import pytest
 
 from flows.core.artifacts import canonical_json, stage_key
 from flows.core.config import compose_config
-from flows.downstream.settings import FinetuneSettings
-from flows.downstream.tasks.spec import TaskSpec
+from flows.core.keys import opt_ins_at_default
+from flows.corpora.file_source import OPT_IN_RULES
+from flows.corpora.formats import ReadRules
+from flows.downstream.settings import OPT_IN_RECIPE_FIELDS, FinetuneSettings, Recipe
+from flows.downstream.tasks.spec import OPT_IN_FIELDS, TaskSpec
 from flows.plan import PipelinePlan
 from flows.stages import distill, finetune, pretrain, tokenizer
 from flows.stages.distill_plan import plan_student
 from flows.stages.shards import stage as shards
 from flows.training.hardware import Hardware
-from flows.training.settings import TrainerSettings, encoder_config, model_in_key
+from flows.training.settings import (
+    OPT_IN_MODEL_FIELDS,
+    ModelSettings,
+    TrainerSettings,
+    encoder_config,
+    model_in_key,
+)
 from tests.fakes import EMULATED_BF16_CPU, NATIVE_BF16_CPU, write_word_tasks
 
 CORPUS: dict[str, Any] = {"kind": "pinned-corpus"}
@@ -157,3 +150,51 @@ def test_an_opt_in_task_field_keys_the_task_only_when_set() -> None:
     assert "drop_contained_rows" not in off
     assert TaskSpec(name="t", **task, drop_contained_rows=False).key_record() == off
     assert TaskSpec(name="t", **task, drop_contained_rows=True).key_record() != off
+
+
+TASK = {"format": "glue", "labels": ["0", "1"], "train": "t.tsv", "test": "t.tsv"}
+# Each class's declared opt-ins, at their defaults in a default instance.
+OPT_INS = [
+    (TrainerSettings(), TrainerSettings.OPT_IN),
+    (ModelSettings(), OPT_IN_MODEL_FIELDS),
+    (Recipe(), OPT_IN_RECIPE_FIELDS),
+    (TaskSpec(name="t", **TASK), OPT_IN_FIELDS),
+    (ReadRules(), OPT_IN_RULES),
+]
+
+
+@pytest.mark.parametrize(("settings", "opt_in"), OPT_INS, ids=lambda v: type(v).__name__)
+def test_every_declared_opt_in_is_a_defaulted_field_left_out_at_its_default(
+    settings: object, opt_in: tuple[str, ...]
+) -> None:
+    assert opt_ins_at_default(settings, opt_in) == set(opt_in)
+
+
+def set_off_default(name: str, value: object) -> tuple[Any, Any]:
+    """The key of a default instance and of one with opt-in `name` set to `value`."""
+    keyed: dict[str, Any] = {
+        "warmup_ratio": lambda **v: TrainerSettings(**v).in_key(),
+        "activation": lambda **v: model_in_key(v),
+        "tie_word_embeddings": lambda **v: model_in_key(v),
+        "grid_seeds": lambda **v: Recipe(**v).key_record(set()),
+        "doc_stride": lambda **v: Recipe(**v).key_record(set()),
+        "drop_contained_rows": lambda **v: TaskSpec(name="t", **TASK, **v).key_record(),
+    }
+    return keyed[name](), keyed[name](**{name: value})
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("warmup_ratio", 0.05),
+        ("activation", "gelu_tanh"),
+        ("tie_word_embeddings", False),
+        ("grid_seeds", 2),
+        ("doc_stride", 64),
+        ("drop_contained_rows", True),
+    ],
+)
+def test_an_opt_in_set_off_its_default_enters_the_key(name: str, value: object) -> None:
+    """The other half of the rule: once set, the output changes and so does the key."""
+    default, changed = set_off_default(name, value)
+    assert name not in default and changed[name] == value

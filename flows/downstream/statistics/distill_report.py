@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from flows.core.tables import markdown_table
 from flows.downstream.statistics.report import paired_figures, ratio_interval, std
 from flows.downstream.tasks.spec import STUDENT_ARM
 
@@ -91,28 +92,43 @@ def score(outputs: dict[str, Any], task: str, arm: str) -> str:
     return f"{mean:.3f} ± {spread:.3f}"
 
 
+def distillation_row(outputs: dict[str, Any], task: str, confidence: float) -> list[str]:
+    """A task's cells in the distillation table, in `distillation_table`'s column order."""
+    metric = outputs[f"{task}.metric"]
+    low = outputs.get(f"{task}.student_minus_teacher_{metric}_ci_low")
+    high = outputs.get(f"{task}.student_minus_teacher_{metric}_ci_high")
+    return [
+        task,
+        metric,
+        score(outputs, task, "pretrained"),
+        score(outputs, task, STUDENT_ARM),
+        score(outputs, task, "random_init"),
+        f"{outputs[f'{task}.lift_{metric}']:+.3f}",
+        f"{outputs[f'{task}.student_lift_{metric}']:+.3f}",
+        share_text(outputs, task, metric, confidence),
+        f"{outputs[f'{task}.student_minus_teacher_{metric}']:+.3f}",
+        "none (one seed)" if low is None else f"[{low:+.3f}, {high:+.3f}]",
+    ]
+
+
 def distillation_table(outputs: dict[str, Any], tasks: list[str], confidence: float) -> str:
     """Teacher, student and random init per task, then sizes and throughput."""
     level = f"{confidence:.0%}"
-    rows = [
-        "| task | metric | teacher | student | random init | teacher lift | student lift | "
-        f"student's share of the lift | student - teacher | {level} CI, paired t (seeds) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+    header = [
+        "task",
+        "metric",
+        "teacher",
+        "student",
+        "random init",
+        "teacher lift",
+        "student lift",
+        "student's share of the lift",
+        "student - teacher",
+        f"{level} CI, paired t (seeds)",
     ]
-    for task in tasks:
-        metric = outputs[f"{task}.metric"]
-        low = outputs.get(f"{task}.student_minus_teacher_{metric}_ci_low")
-        high = outputs.get(f"{task}.student_minus_teacher_{metric}_ci_high")
-        rows.append(
-            f"| {task} | {metric} | {score(outputs, task, 'pretrained')} | "
-            f"{score(outputs, task, STUDENT_ARM)} | {score(outputs, task, 'random_init')} | "
-            f"{outputs[f'{task}.lift_{metric}']:+.3f} | "
-            f"{outputs[f'{task}.student_lift_{metric}']:+.3f} | "
-            f"{share_text(outputs, task, metric, confidence)} | "
-            f"{outputs[f'{task}.student_minus_teacher_{metric}']:+.3f} | "
-            f"{'none (one seed)' if low is None else f'[{low:+.3f}, {high:+.3f}]'} |"
-        )
-    rows += [
+    table = [distillation_row(outputs, task, confidence) for task in tasks]
+    rows = [
+        markdown_table(header, table),
         "",
         f"Encoder parameters: teacher {outputs['distill.teacher_parameters']:,}, student "
         f"{outputs['distill.student_parameters']:,} ({outputs['distill.parameter_ratio']:.0%}). "

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from flows.core.tables import markdown_table
 from flows.downstream.statistics.report import ARM_NAMES
 from flows.downstream.statistics.task_figures import TaskFigures
 
@@ -177,9 +178,7 @@ def markdown(curves: dict[str, list[dict[str, float]]], metrics: dict[str, str],
             ]
             for p in points
         ]
-        lines = [f"| {' | '.join(header)} |", f"|{'---|' * len(header)}"]
-        lines += [f"| {' | '.join(row)} |" for row in rows]
-        sections.append(f"### {task} ({metrics[task]})\n\n" + "\n".join(lines))
+        sections.append(f"### {task} ({metrics[task]})\n\n" + markdown_table(header, rows))
     return "\n\n".join(sections)
 
 

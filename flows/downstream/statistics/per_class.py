@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from flows.core.tables import markdown_table
 from lightning_modules.label_metrics import entity_spans, relation_counts, relation_type
 from lightning_modules.squad_metrics import example_scores, has_answer
 
@@ -122,18 +123,12 @@ def per_class_markdown(task: str, record: dict[str, Any], arms: list[str]) -> st
         )
 
     rows = [
-        f"| {name} | {record[arms[0]]['per_class'][name]['support']} | "
-        + " | ".join(cell(record[arm]["per_class"][name]) for arm in arms)
-        + " |"
+        [
+            name,
+            record[arms[0]]["per_class"][name]["support"],
+            *(cell(record[arm]["per_class"][name]) for arm in arms),
+        ]
         for name in names
     ]
-    header = f"| class | test support | {' | '.join(f'{arm} P / R / F1' for arm in arms)} |"
-    return "\n".join(
-        [
-            f"Per class, {task} (mean over seeds):",
-            "",
-            header,
-            "|---|---|" + "---|" * len(arms),
-            *rows,
-        ]
-    )
+    header = ["class", "test support", *(f"{arm} P / R / F1" for arm in arms)]
+    return f"Per class, {task} (mean over seeds):\n\n" + markdown_table(header, rows)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from flows.core.tables import markdown_table
 from flows.downstream.statistics.report import std
 
 if TYPE_CHECKING:
@@ -77,15 +78,12 @@ def qa_columns_present(outputs: dict[str, Any], task: str) -> list[str]:
 def qa_markdown(outputs: dict[str, Any], task: str) -> str:
     """summary.md's table for a question-answering task (test split, mean ± std over seeds)."""
     columns = qa_columns_present(outputs, task)
-    lines = [
+    intro = (
         f"Question answering, {task} (test; mean ± std over seeds; SQuAD's official EM/F1 as "
-        "fractions):",
-        "",
-        f"| | {' | '.join(columns)} |",
-        "|---|" + "---|" * len(columns),
-    ]
-    lines += [f"| {label} | {' | '.join(cells)} |" for label, cells in qa_rows(outputs, task)]
-    return "\n".join(lines)
+        "fractions):"
+    )
+    rows = [[label, *cells] for label, cells in qa_rows(outputs, task)]
+    return f"{intro}\n\n" + markdown_table(["", *columns], rows)
 
 
 def qa_summary_lines(outputs: dict[str, Any], task: str) -> list[str]:

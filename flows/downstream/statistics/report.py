@@ -17,6 +17,7 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from flows.core import tables
 from flows.downstream.settings import recipe_key
 from flows.downstream.statistics.task_figures import TaskFigures
 from flows.downstream.tasks.spec import ARMS
@@ -204,23 +205,22 @@ def warnings(figures: TaskFigures) -> list[str]:
 
 def markdown_table(tasks: list[TaskFigures], confidence: float) -> str:
     level = f"{confidence:.0%}"
-    rows = [
-        f"| task | metric | pretrained | random init | lift | {level} CI, paired t (seeds) | "
-        f"{level} CI, bootstrap (test) | baselines | lr (pre / rand) | epochs (pre / rand) | "
-        "capped runs (pre / rand) | seeds | train examples |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    header = [
+        "task",
+        "metric",
+        "pretrained",
+        "random init",
+        "lift",
+        f"{level} CI, paired t (seeds)",
+        f"{level} CI, bootstrap (test)",
+        "baselines",
+        "lr (pre / rand)",
+        "epochs (pre / rand)",
+        "capped runs (pre / rand)",
+        "seeds",
+        "train examples",
     ]
-    for line in tasks:
-        pre, rand = line.pretrained, line.random_init
-        rows.append(
-            f"| {line.task} | {line.metric} | {pre.mean:.3f} ± {pre.std:.3f} | "
-            f"{rand.mean:.3f} ± {rand.std:.3f} | {line.lift:+.3f} | {interval_text(line.ci)} | "
-            f"{interval_text(line.bootstrap)} | {baselines_text(line.baselines)} | "
-            f"{pre.learning_rate:g} / {rand.learning_rate:g} | "
-            f"{pre.epochs_mean:.1f} / {rand.epochs_mean:.1f} | "
-            f"{pre.capped_runs} / {rand.capped_runs} | {line.seeds} | {line.train_examples} |"
-        )
-    rows.append("")
+    rows = [tables.markdown_table(header, [lift_row(line) for line in tasks]), ""]
     rows.append(
         "Mean ± sample std over seeds, on each task's test split (GLUE: its dev file). Each arm's "
         "learning rate and epoch were chosen on the validation split; baselines (no encoder) "
@@ -230,6 +230,26 @@ def markdown_table(tasks: list[TaskFigures], confidence: float) -> str:
     rows.extend(f"- {line.task}: {line.recipe}" for line in tasks)
     rows.extend(f"\n**{warning}**" for line in tasks for warning in warnings(line))
     return "\n".join(rows)
+
+
+def lift_row(line: TaskFigures) -> list[object]:
+    """A task's cells in the lift table, in `markdown_table`'s column order."""
+    pre, rand = line.pretrained, line.random_init
+    return [
+        line.task,
+        line.metric,
+        f"{pre.mean:.3f} ± {pre.std:.3f}",
+        f"{rand.mean:.3f} ± {rand.std:.3f}",
+        f"{line.lift:+.3f}",
+        interval_text(line.ci),
+        interval_text(line.bootstrap),
+        baselines_text(line.baselines),
+        f"{pre.learning_rate:g} / {rand.learning_rate:g}",
+        f"{pre.epochs_mean:.1f} / {rand.epochs_mean:.1f}",
+        f"{pre.capped_runs} / {rand.capped_runs}",
+        line.seeds,
+        line.train_examples,
+    ]
 
 
 def bar_chart(lines: list[TaskFigures], path: Path) -> None:

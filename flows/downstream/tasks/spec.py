@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PlainValidator, model_validator
 from pydantic_core import PydanticCustomError
 
+from flows.core.keys import opt_ins_at_default
 from flows.core.paths import REPO_ROOT
 from flows.core.settings import ConfigError, Settings, bounds, one_of, settings_from
 from flows.corpora.formats import CorpusInputError
@@ -253,7 +254,7 @@ class TaskSpec(Settings):
     def key_record(self) -> dict[str, Any]:
         """The spec as the finetune stage's key holds it: an opt-in field that is off stays out,
         so adding one moves no existing task's key."""
-        off = {name for name in OPT_IN_FIELDS if not getattr(self, name)}
+        off = opt_ins_at_default(self, OPT_IN_FIELDS)
         if self.kind != "question_answering":
             return self.model_dump(exclude={"recipe", *off, *QA_FIELDS})
         return {**self.model_dump(exclude={"recipe", *off}), "decoding": QA_DECODING}

@@ -38,7 +38,7 @@ from lightning_modules.data.shard_format import (
 )
 
 STAGE = "shards"
-VERSION = 2  # 2: units merged in order; packing modes
+VERSION = 2
 MERGE_CHUNK_TOKENS = 1 << 23
 EXECUTORS = ("local", "dask")
 UnitMapper = Callable[[list[UnitJob]], list[UnitResult]]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import re
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +26,29 @@ def test_a_pipe_inside_a_cell_cannot_add_a_column() -> None:
 def test_a_row_of_the_wrong_width_is_refused() -> None:
     with pytest.raises(ValueError, match="every row needs 2 cells"):
         markdown_table(["a", "b"], [("only one",)])
+
+
+ROOT = Path(__file__).resolve().parents[4]
+# A markdown header rule, or a row's opening `| ` written into a string: what a table built by
+# hand looks like in source.
+HAND_TABLE = re.compile(r"""---\||["']\| |\| ["']""")
+
+
+def test_no_module_but_the_renderer_writes_a_table_row_by_hand() -> None:
+    renderer = ROOT / "flows" / "core" / "tables.py"
+    sources = [
+        path
+        for package in ("flows", "lightning_modules", "benchmarks")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if path != renderer
+    ]
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sources
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if HAND_TABLE.search(line)
+    ]
+    assert sources and not offenders, f"build these tables with flows.core.tables: {offenders}"
 
 
 def test_plain_tables_align_columns_for_a_terminal() -> None:

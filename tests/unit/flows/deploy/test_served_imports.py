@@ -139,7 +139,7 @@ def test_each_training_stage_is_found_where_the_pipeline_looks_it_up() -> None:
 
 
 def test_lightnings_sigterm_still_marks_a_run_killed() -> None:
-    """Tracking no longer imports Lightning to recognise its exception: once a training stage
+    """Tracking does not import Lightning to recognise its exception: once a training stage
     has loaded it, a SIGTERM that Lightning turned into its own exit is still a stop."""
     from pytorch_lightning.utilities.exceptions import SIGTERMException
 

@@ -94,7 +94,7 @@ def test_the_pretrained_encoder_learns_to_point_at_the_answer(answered: Any) -> 
 def test_the_summary_shows_em_and_f1_per_arm_and_baseline(answered: Any) -> None:
     ref, _ = answered
     summary = (ref.path / "summary.md").read_text()
-    assert "| | exact_match | f1 | has_ans_f1 | no_ans_accuracy | null_threshold |" in summary
+    assert "|  | exact_match | f1 | has_ans_f1 | no_ans_accuracy | null_threshold |" in summary
     for row in ("pretrained", "random init", "baseline: no_answer", "baseline: lexical_overlap"):
         assert f"| {row} | " in summary
     results = json.loads((ref.path / "results.json").read_text())

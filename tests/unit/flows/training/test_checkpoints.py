@@ -67,7 +67,7 @@ def test_a_truncated_checkpoint_is_set_aside_and_the_previous_one_resumes(
     writer = AtomicCheckpointIO()
     writer.save_checkpoint(state(1), last)
     writer.save_checkpoint(state(2), last)
-    os.truncate(last, last.stat().st_size // 2)  # what a kill mid-copy used to leave
+    os.truncate(last, last.stat().st_size // 2)  # what a kill mid-copy leaves without it
     (tmp_path / ".last.ckpt.123.abc.partial").write_bytes(b"orphan of a killed save")
     with caplog.at_level(logging.WARNING):
         chosen = resumable_checkpoint(last)

@@ -51,7 +51,7 @@ def test_every_field_starts_on_the_value_a_run_gets_not_on_none() -> None:
         "objective": "mlm",
         "corpus_paths": [],
         "init_from": "",
-        "max_steps": 3000,
+        "max_steps": 2000,
         "tasks": ["pydoc_topics"],
         "overrides": [],
     }

@@ -3,7 +3,8 @@ derives its keys from it.
 
 `model.*` is `EncoderConfig`'s, `trainer.*`'s AdamW keys are `OptimizerSettings`', `objective.*`'s
 masking, span and ELECTRA keys are `MaskingRule`'s, `SpanLengths`' and `ElectraConfig`'s, the
-`distill.*` loss weights are `DistillLosses`'. So code that builds a library config directly gets the defaults a pipeline run gets, and
+`distill.*` loss weights are `DistillLosses`' and fine-tuning's AdamW keys `OptimizerSettings`'
+again. So code that builds a library config directly gets the defaults a pipeline run gets, and
 a key accepts exactly the values its library config accepts.
 """
 
@@ -17,6 +18,7 @@ import pytest
 from pydantic import ValidationError
 
 from flows.core.settings import ConfigError, Settings
+from flows.downstream.settings import Recipe
 from flows.stages.distill_plan import DistillSettings
 from flows.stages.objectives import ObjectiveSettings
 from flows.training.settings import (
@@ -86,6 +88,7 @@ CASES = [
     (ObjectiveSettings, SpanLengths, None, "span_", SpanLengths, {}),
     (ObjectiveSettings, ElectraConfig, None, "", ElectraConfig, {}),
     (DistillSettings, DistillLosses, None, "", DistillLosses, STUDENT),
+    (Recipe, OptimizerSettings, {"beta2", "eps"}, "", OptimizerSettings, {}),
 ]
 IDS = [f"{case[0].__name__}-{case[1].__name__}" for case in CASES]
 

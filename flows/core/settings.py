@@ -228,6 +228,7 @@ def settings_of(
         info = described.get(field.name)
         description = info.description if info is not None else field.metadata.get("doc")
         default = field.default if info is None else info.default
+        default = ... if default is dataclasses.MISSING else default  # required, as there
         fields[prefix + field.name] = (
             settings_type(hints[field.name]),
             Field(default, description=description),

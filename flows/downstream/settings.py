@@ -34,7 +34,6 @@ from flows.core.settings import (
     settings_of,
 )
 from flows.downstream.curves import LabelCount, checkpoint_fractions, label_counts
-from flows.downstream.recipe_text import plural, recipe_text
 from flows.downstream.tasks.load import Sampling, check_tasks, example_texts, load_task
 from flows.downstream.tasks.prompting import PromptSettings
 from flows.downstream.tasks.spec import BASELINES, TaskSpec, default_data_dir, task_specs
@@ -381,3 +380,34 @@ def recipe_key(task: str, field: str, set_by_task: Collection[str]) -> str:
     if field in set_by_task:
         return f"finetune.catalog.{task}.recipe.{field}"
     return f"finetune.{field}"
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def recipe_text(recipe: Recipe, from_task: list[str]) -> str:
+    """`5 seeds, learning rates 0.0003/0.001/0.003, at most 15 epochs (patience 2), ...`."""
+    caps = ", ".join(
+        f"{name} {value}"
+        for name, value in (
+            ("train_examples", recipe.train_examples),
+            ("validation_examples", recipe.validation_examples),
+            ("test_examples", recipe.test_examples),
+        )
+        if value is not None
+    )
+    scored = f" (chosen on {plural(recipe.grid_seeds, 'seed')})" if recipe.grid_seeds > 1 else ""
+    dropout = (
+        "" if recipe.encoder_dropout is None else f", encoder dropout {recipe.encoder_dropout:g}"
+    )
+    prompt = "" if recipe.prompt is None else f", prompt {recipe.prompt.template!r}"
+    text = (
+        f"{plural(recipe.seeds, 'seed')}, learning rates "
+        f"{'/'.join(f'{rate:g}' for rate in recipe.learning_rates)}{scored}, at most "
+        f"{plural(recipe.epochs, 'epoch')} (patience {recipe.patience}), max_length "
+        f"{recipe.max_length}, batch {recipe.batch_size}{dropout}{prompt}"
+        + (f", at most {caps}" if caps else "")
+    )
+    origin = f"; set by the task: {', '.join(from_task)}" if from_task else ""
+    return f"{text}{origin}"

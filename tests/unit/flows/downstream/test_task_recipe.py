@@ -8,8 +8,7 @@ import pytest
 from flows.__main__ import main as cli_main
 from flows.core.config import compose_config
 from flows.core.settings import settings_from
-from flows.downstream.recipe_text import recipe_text
-from flows.downstream.settings import FinetuneSettings, Recipe
+from flows.downstream.settings import FinetuneSettings, Recipe, recipe_text
 from flows.stages.finetune import stage_settings
 from flows.training.settings import TrainerSettings
 

@@ -64,7 +64,9 @@ class Runner:
             norm_placement=variant.norm_placement,
         )
         self.model = BertForMaskedLM(config)
-        self.optimizer, _ = build_optimizer(self.model, OptimizerSettings(learning_rate=1e-3))
+        self.optimizer, _ = build_optimizer(
+            self.model, OptimizerSettings(learning_rate=1e-3, warmup_steps=0)
+        )
         generator = torch.Generator().manual_seed(0)
         shape = (variant.batch_size, variant.seq_len)
         self.input_ids = torch.randint(5, variant.vocab_size, shape, generator=generator)

@@ -120,7 +120,10 @@ def run_cloze(
         Path(shard_dir), collator, BATCH_SIZE, SEED, max_validation_sequences=0
     )
     optimizer = OptimizerSettings(
-        learning_rate=LEARNING_RATE, total_steps=timer.total_steps, schedule="constant"
+        learning_rate=LEARNING_RATE,
+        total_steps=timer.total_steps,
+        schedule="constant",
+        warmup_steps=0,
     )
     module = MaskedLanguageModelingModule(
         network, optimizer, ThroughputSettings(timer.total_steps, flops_per_token(model))

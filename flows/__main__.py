@@ -81,7 +81,7 @@ def task_recipes(config: dict[str, Any]) -> str:
         settings = settings_from(FinetuneSettings, config.get("finetune", {}), "finetune")
     except ConfigError:
         return ""
-    lines = [f"#   {spec.name}: {settings.recipe_text(spec)}" for spec in settings.specs()]
+    lines = [f"#   {task.spec.name}: {task.text()}" for task in settings.plan]
     return "\n".join(["# The recipe of each task in finetune.tasks:", *lines])
 
 

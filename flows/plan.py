@@ -110,8 +110,8 @@ class RunConfig(Settings):
     def _prompts_have_a_head_to_read(self) -> RunConfig:
         if self.objective.kind != "electra":
             return self
-        for spec in self.finetune.specs():
-            if self.finetune.recipe_for(spec).prompt is not None:
+        for spec, recipe in ((task.spec, task.recipe) for task in self.finetune.plan):
+            if recipe.prompt is not None:
                 key = recipe_key(spec.name, "prompt", spec.recipe)
                 raise ConfigError(
                     f"{key} reads the masked-LM head, but objective={self.objective.name} "

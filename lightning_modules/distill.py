@@ -1,6 +1,6 @@
 """LightningModule for knowledge distillation: a frozen teacher, a student, weighted losses.
 
-The losses (each weighted; a zero weight skips its computation):
+The losses (each weighted by `DistillLosses`; a zero weight skips its computation):
 - `kl`: temperature-scaled KL(teacher || student) over the vocabulary at the masked positions
   only, scaled by T^2 so its gradient keeps its size as T changes (Hinton et al.);
 - `mlm`: the student's own masked-LM loss on the true tokens;
@@ -31,27 +31,11 @@ from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 from torch import nn
 
 from lightning_modules.data.distributed import sum_over_ranks
+from lightning_modules.distill_losses import DistillLosses
 from lightning_modules.models.heads import BertForMaskedLM, MaskedLMOutput
 from lightning_modules.models.taps import Tapped, tapped
 from lightning_modules.optim import optimizer_config
 from lightning_modules.optim_settings import OptimizerSettings
-
-
-@dataclass(frozen=True)
-class DistillLosses:
-    """Weights of the loss terms, the softmax temperature, and the teacher's precision."""
-
-    kl: float = 1.0
-    mlm: float = 1.0
-    cosine: float = 1.0
-    hidden_mse: float = 0.0
-    attention_mse: float = 0.0
-    temperature: float = 2.0
-    teacher_bf16: bool = True
-
-    @property
-    def needs_hidden(self) -> bool:
-        return bool(self.cosine or self.hidden_mse)
 
 
 @dataclass
@@ -93,7 +77,7 @@ class DistillationModule(pl.LightningModule):
         return self
 
     def forward_student(self, batch: dict[str, torch.Tensor]) -> Forward:
-        attention = bool(self.losses.attention_mse)
+        attention = bool(self.losses.attention_mse_weight)
         with tapped(self.model.encoder, attention) as taps:
             output = self.model(batch["input_ids"], batch["labels"], batch.get("attention_mask"))
         maps = [taps.attention(layer) for layer in range(len(self.layer_map))] if attention else []
@@ -107,7 +91,7 @@ class DistillationModule(pl.LightningModule):
 
     @torch.no_grad()
     def forward_teacher(self, batch: dict[str, torch.Tensor]) -> Forward:
-        attention = bool(self.losses.attention_mse)
+        attention = bool(self.losses.attention_mse_weight)
         with self.teacher_precision(batch), tapped(self.teacher.encoder, attention) as taps:
             output = self.teacher(batch["input_ids"], batch["labels"], batch.get("attention_mask"))
             maps = [taps.attention(layer) for layer in self.layer_map] if attention else []
@@ -118,7 +102,7 @@ class DistillationModule(pl.LightningModule):
     ) -> dict[str, torch.Tensor]:
         """Each weighted loss term, unweighted, by name."""
         losses, terms = self.losses, {"mlm": student.output.loss}
-        if losses.kl and student.output.targets.numel():
+        if losses.kl_weight and student.output.targets.numel():
             temperature = losses.temperature
             terms["kl"] = F.kl_div(
                 F.log_softmax(student.output.logits.float() / temperature, -1),
@@ -128,18 +112,18 @@ class DistillationModule(pl.LightningModule):
             ) * (temperature**2)
         teacher_hidden = [hidden.float() for hidden in teacher.taps.hidden]
         mask = batch.get("attention_mask")
-        if losses.cosine:
+        if losses.cosine_weight:
             aligned = self.projection(student.taps.hidden[-1])
             similarity = F.cosine_similarity(aligned.float(), teacher_hidden[-1], dim=-1)
             terms["cosine"] = masked_mean(1.0 - similarity, mask)
-        if losses.hidden_mse:
+        if losses.hidden_mse_weight:
             pairs = zip(student.taps.hidden, self.teacher_layers(), strict=True)
             errors = [
                 masked_mean((self.projection(s).float() - teacher_hidden[t]).pow(2).mean(-1), mask)
                 for s, t in pairs
             ]
             terms["hidden_mse"] = torch.stack(errors).mean()
-        if losses.attention_mse:
+        if losses.attention_mse_weight:
             errors = [
                 F.mse_loss(s, t.float())
                 for s, t in zip(student.attention, teacher.attention, strict=True)
@@ -152,7 +136,7 @@ class DistillationModule(pl.LightningModule):
         return [0, *(layer + 1 for layer in self.layer_map)]
 
     def weighted(self, terms: dict[str, torch.Tensor]) -> torch.Tensor:
-        return sum(getattr(self.losses, name) * value for name, value in terms.items())  # type: ignore[return-value]
+        return sum(getattr(self.losses, f"{name}_weight") * value for name, value in terms.items())  # type: ignore[return-value]
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         teacher = self.forward_teacher(batch)

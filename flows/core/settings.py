@@ -8,14 +8,24 @@ becomes a `ConfigError` whose message names the full dotted key, the value and w
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import types
 import typing
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, PlainValidator, ValidationError
+import annotated_types
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    create_model,
+)
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 SettingsT = TypeVar("SettingsT", bound=BaseModel)
@@ -195,3 +205,71 @@ def field_allows_none(cls: type[BaseModel], loc: list[str]) -> bool:
 def output_settings(settings: BaseModel, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
     """The fields that change a stage's output, for its content key."""
     return settings.model_dump(exclude=set(exclude))
+
+
+def settings_of(
+    library: type,
+    names: Iterable[str] | None = None,
+    prefix: str = "",
+    base: type[Settings] = Settings,
+) -> type[Settings]:
+    """A `Settings` class whose fields are those of `library`'s typed config (a dataclass of
+    `lightning_modules/`): its types, defaults and descriptions, the one home of each, read
+    with this module's number type and range wording. `names` picks some (all: None); `prefix`
+    names them as the config keys do (`span_` + SpanLengths' `p`); `base` holds fields of
+    another config the group reads too. A group's settings class derives from it and adds what
+    is the run's alone."""
+    hints = typing.get_type_hints(library, include_extras=True)
+    described = getattr(library, "__pydantic_fields__", {})
+    fields: dict[str, Any] = {}
+    for field in dataclasses.fields(library):
+        if names is not None and field.name not in names:
+            continue
+        info = described.get(field.name)
+        description = info.description if info is not None else field.metadata.get("doc")
+        default = field.default if info is None else info.default
+        default = ... if default is dataclasses.MISSING else default  # required, as there
+        fields[prefix + field.name] = (
+            settings_type(hints[field.name]),
+            Field(default, description=description),
+        )
+    return create_model(f"{library.__name__}Keys", __base__=base, **fields)
+
+
+LibraryT = TypeVar("LibraryT")
+
+
+def library_config(settings: BaseModel, library: type[LibraryT], prefix: str = "") -> LibraryT:
+    """The library's config of `settings_of(library, prefix=prefix)`'s fields, as set."""
+    names = [field.name for field in dataclasses.fields(library)]  # type: ignore[arg-type]
+    return library(**{name: getattr(settings, prefix + name) for name in names})
+
+
+BOUNDS = {
+    annotated_types.Gt: "gt",
+    annotated_types.Ge: "ge",
+    annotated_types.Lt: "lt",
+    annotated_types.Le: "le",
+}
+
+
+def settings_type(annotation: Any) -> Any:
+    """A library field's type as a setting: a float is a `Number` (an int kept as given, as an
+    artifact key holds it), a range is `bounds`, a Literal is `one_of` its choices."""
+    if typing.get_origin(annotation) is Annotated:
+        kind, *metadata = typing.get_args(annotation)
+        limits = {
+            BOUNDS[type(item)]: getattr(item, BOUNDS[type(item)])
+            for item in metadata
+            if type(item) in BOUNDS
+        }
+        plain = settings_type(kind)
+        return Annotated[plain, bounds(**limits)] if limits else plain
+    if annotation is float:
+        return Number
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        options = tuple(settings_type(arg) for arg in typing.get_args(annotation))
+        return typing.Union[options]  # noqa: UP007 - built from a tuple
+    if typing.get_origin(annotation) is Literal:
+        return Annotated[annotation, one_of(typing.get_args(annotation))]
+    return annotation

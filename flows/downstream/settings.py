@@ -14,21 +14,32 @@ defines them, for a task defined there). An experiment or override that changes
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, Field, model_validator
+import yaml
+from pydantic import AfterValidator, Field, PrivateAttr, model_validator
 from pydantic_core import PydanticCustomError
 
-from flows.core.config import compose_config
+from flows.core.config import CONF_DIR
 from flows.core.keys import opt_ins_at_default
-from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
+from flows.core.settings import (
+    ConfigError,
+    Number,
+    bounds,
+    one_of,
+    settings_from,
+    settings_of,
+)
+from flows.downstream.curves import LabelCount, checkpoint_fractions, label_counts
 from flows.downstream.tasks.load import Sampling, check_tasks, example_texts, load_task
 from flows.downstream.tasks.prompting import PromptSettings
 from flows.downstream.tasks.spec import BASELINES, TaskSpec, default_data_dir, task_specs
 from lightning_modules.models.config import POOLINGS, RELATION_HEADS
+from lightning_modules.optim_settings import OptimizerSettings
 
 PositiveRate = Annotated[Number, bounds(gt=0)]
 
@@ -46,39 +57,11 @@ def _not_empty(grid: list[float]) -> list[float]:
 Grid = Annotated[list[PositiveRate], AfterValidator(_not_empty)]
 
 
-LabelCount = int | Literal["all"]
+# Fine-tuning's AdamW keys beside the rates and decay: `OptimizerSettings`' fields (their home).
+FINETUNE_OPTIMIZER_KEYS = ("beta2", "eps")
 
 
-def label_counts(values: list[LabelCount]) -> list[int | None]:
-    """`finetune.label_counts`, checked and in order: training labels per seed at each point of
-    the label-efficiency curve; None (`all`) is the whole train pool, last."""
-    for value in values:
-        if value != "all" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ConfigError(
-                f"finetune.label_counts={values}: {value!r} is not a number of labelled examples "
-                "(a positive integer, or all); e.g. finetune.label_counts=[32,100,300,1000]"
-            )
-    if len(set(values)) != len(values):
-        raise ConfigError(f"finetune.label_counts={values} names a count twice")
-    counts = sorted(value for value in values if isinstance(value, int))
-    return [*counts, None] if "all" in values else list(counts)
-
-
-def checkpoint_fractions(values: list[float]) -> tuple[float, ...]:
-    """`finetune.checkpoints`, checked and sorted: the fractions of the pretraining budget whose
-    encoder weights the lift-vs-compute curve evaluates (pretraining keeps them)."""
-    for value in values:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
-            raise ConfigError(
-                f"finetune.checkpoints={values}: {value!r} is not a fraction of the pretraining "
-                "budget in (0, 1]; e.g. finetune.checkpoints=[0.25,0.5,1.0]"
-            )
-    if not values:
-        raise ConfigError("finetune.checkpoints is empty; [1.0] evaluates the final weights only")
-    return tuple(sorted({float(value) for value in values}))
-
-
-class Recipe(Settings):
+class Recipe(settings_of(OptimizerSettings, FINETUNE_OPTIMIZER_KEYS)):  # type: ignore[misc]
     """How one task is evaluated. `learning_rates` is a grid searched per arm on the validation
     split; the epoch is chosen per run on validation too (best epoch kept, `patience` epochs to
     stop). `train_examples`/`validation_examples`/`test_examples` cap the splits (None: all)."""
@@ -158,27 +141,48 @@ class Recipe(Settings):
 
 # Recipe fields the key holds only when set off their default (Recipe.key_record); the grid of
 # arms that start from a checkpoint enters a run's key whenever it has such arms (finetune.py).
-OPT_IN_RECIPE_FIELDS = ("grid_seeds", "encoder_dropout", "prompt", "doc_stride")
+OPT_IN_RECIPE_FIELDS = ("grid_seeds", "encoder_dropout", "prompt", "doc_stride", "beta2", "eps")
 CHECKPOINT_GRID_FIELDS = ("pretrained_learning_rates", "pretrained_epochs")
 
 
 RECIPE_FIELDS = tuple(Recipe.model_fields)
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """One task's fine-tuning, resolved once when `finetune.*` is validated: its spec and the
+    recipe it runs on. Stages read it; nothing downstream resolves a recipe again."""
+
+    spec: TaskSpec
+    recipe: Recipe
+
+    def seeds(self, seed: int) -> list[int]:
+        """The run's seed and the `recipe.seeds - 1` after it, the same in each arm."""
+        return [seed + offset for offset in range(self.recipe.seeds)]
+
+    def text(self) -> str:
+        """One line: the recipe, and which fields the task's catalog entry set."""
+        return recipe_text(self.recipe, sorted(self.spec.recipe))
+
+
 OWN = "own"  # a catalog entry's `recipe: own`: the task's own recipe, whatever finetune.* says
 
 
 @cache
-def full_recipe() -> dict[str, Any]:
-    """`finetune=catalog` as conf/ composes it: the full recipe and the catalog it defines."""
-    return dict(compose_config(["finetune=catalog"])["finetune"])
+def defined_tasks() -> dict[str, Any]:
+    """The catalog conf/finetune/catalog.yaml defines, read as written: a file read, not a
+    composition (no Hydra inside a validator). Its full recipe is `Recipe`'s defaults, which
+    conf/finetune/base.yaml is generated from and catalog.yaml extends unchanged."""
+    text = (CONF_DIR / "finetune" / "catalog.yaml").read_text()
+    return dict((yaml.safe_load(text) or {}).get("catalog") or {})
 
 
 def own_recipe(task: str, entry: dict[str, Any]) -> dict[str, Any]:
     """The recipe `task` runs on by its own: the full recipe with its entry's fields, as
     conf/finetune/catalog.yaml defines them for a task defined there, else as `entry` says."""
-    full = full_recipe()
-    defined = full["catalog"].get(task)
+    defined = defined_tasks().get(task)
     fields = (defined.get("recipe") or {}) if isinstance(defined, dict) else entry
-    return {**{name: full[name] for name in RECIPE_FIELDS}, **fields}
+    return {**Recipe().model_dump(), **fields}
 
 
 class FinetuneSettings(Recipe):
@@ -203,6 +207,9 @@ class FinetuneSettings(Recipe):
     """Test-set resamples behind the lift's bootstrap interval."""
     log_every_steps: Annotated[int, bounds(ge=1)] = 50
     """Steps between logged fine-tuning metrics."""
+
+    # Each task of `tasks` with its recipe, built by the validator below (`plan`).
+    _plan: tuple[TaskPlan, ...] = PrivateAttr(default=())
 
     @model_validator(mode="before")
     @classmethod
@@ -234,9 +241,10 @@ class FinetuneSettings(Recipe):
             if not self.label_counts:
                 raise ConfigError("finetune.label_counts is empty; null turns the curve off")
             label_counts(self.label_counts)
-        for spec in self.specs():  # an unknown task or a bad entry fails before any stage runs
+        self._plan = self.plan_of(self.specs())  # an unknown task or a bad entry fails now
+        for task in self._plan:
+            spec, recipe = task.spec, task.recipe
             self.baselines_for(spec)
-            recipe = self.recipe_for(spec)
             if recipe.prompt is not None and spec.kind != "classification":
                 key = recipe_key(spec.name, "prompt", spec.recipe)
                 raise ConfigError(
@@ -258,12 +266,32 @@ class FinetuneSettings(Recipe):
                 )
         return self
 
-    def recipe_for(self, spec: TaskSpec) -> Recipe:
-        """The full recipe with the fields the task's entry sets under `recipe:` replaced."""
-        key = f"finetune.catalog.{spec.name}.recipe"
+    @property
+    def plan(self) -> tuple[TaskPlan, ...]:
+        """Each task of `finetune.tasks`, in order, with the recipe it runs on."""
+        return self._plan
+
+    def task(self, spec: TaskSpec) -> TaskPlan:
+        """The plan of one task of `finetune.tasks`."""
+        return next(task for task in self._plan if task.spec.name == spec.name)
+
+    def plan_of(self, specs: Iterable[TaskSpec]) -> tuple[TaskPlan, ...]:
+        """The one place a task's recipe is resolved: the full recipe with the fields the task's
+        entry sets under `recipe:` replaced (for `tasks` when validated; for the tasks whose
+        validation examples a corpus leaves out, when it reads them)."""
         shared = self.model_dump(include=set(RECIPE_FIELDS))
-        task = settings_from(Recipe, spec.recipe, key).model_dump(exclude_unset=True)
-        return Recipe(**{**shared, **task})
+        plans = []
+        for spec in specs:
+            key = f"finetune.catalog.{spec.name}.recipe"
+            own = settings_from(Recipe, spec.recipe, key).model_dump(exclude_unset=True)
+            plans.append(TaskPlan(spec, Recipe(**{**shared, **own})))
+        return tuple(plans)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with `update` validated, so the plan follows the tasks and recipe it changes."""
+        if not update:
+            return super().model_copy(deep=deep)
+        return type(self).model_validate({**self.model_dump(), **update})
 
     def baselines_for(self, spec: TaskSpec) -> tuple[str, ...]:
         """The baselines a task gets; one its kind cannot have is a config error."""
@@ -294,7 +322,7 @@ class FinetuneSettings(Recipe):
     def check_task_files(self, seed: int) -> None:
         """Reads every task's files now (flows/downstream/tasks/load.py `check_tasks`), and checks
         that each task's train pool holds the label curve's counts."""
-        recipes = [(spec, self.recipe_for(spec)) for spec in self.specs()]
+        recipes = [(task.spec, task.recipe) for task in self.plan]
         pools = check_tasks(
             [(spec, recipe.sampling(seed), recipe.max_length) for spec, recipe in recipes],
             self.resolved_data_dir(),
@@ -316,8 +344,8 @@ class FinetuneSettings(Recipe):
         """The validation examples' texts of the named catalog tasks, carved and sampled as the
         finetune stage will at this seed: what `corpus.exclude_validation_of` keeps out."""
         texts = []
-        for spec in task_specs(self.catalog, names):
-            sampling = self.recipe_for(spec).sampling(seed)
+        for task in self.plan_of(task_specs(self.catalog, names)):
+            spec, sampling = task.spec, task.recipe.sampling(seed)
             validation = load_task(spec, self.resolved_data_dir(), sampling).splits["validation"]
             texts += [text for example in validation for text in example_texts(example)]
         return texts
@@ -326,9 +354,8 @@ class FinetuneSettings(Recipe):
         """A line per task whose recipe here is not its own (an experiment's `finetune.*`
         applies to every task that does not set the field), naming what differs."""
         notes = []
-        for spec in self.specs():
+        for spec, used in ((task.spec, task.recipe) for task in self.plan):
             own = Recipe(**own_recipe(spec.name, spec.recipe))
-            used = self.recipe_for(spec)
             differ = [
                 f"{field} {getattr(used, field)} (own {getattr(own, field)})"
                 for field in RECIPE_FIELDS
@@ -340,10 +367,6 @@ class FinetuneSettings(Recipe):
                     f"{', '.join(differ)}; finetune.catalog.{spec.name}.recipe=own keeps its own"
                 )
         return notes
-
-    def recipe_text(self, spec: TaskSpec) -> str:
-        """One line: the task's recipe, and which fields its catalog entry set."""
-        return recipe_text(self.recipe_for(spec), sorted(spec.recipe))
 
     def resolved_data_dir(self) -> Path:
         return Path(self.data_dir).expanduser() if self.data_dir else default_data_dir()

@@ -8,9 +8,9 @@ tokenizer, a layer mapping the shapes cannot take, a student larger than its tea
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import model_validator
 
@@ -22,7 +22,14 @@ from flows.core.artifacts import (
     file_sha256,
     read_manifest,
 )
-from flows.core.settings import ConfigError, Number, Settings, bounds, one_of
+from flows.core.settings import (
+    ConfigError,
+    Number,
+    bounds,
+    library_config,
+    one_of,
+    settings_of,
+)
 from flows.stages.checkpoint_preflight import read_shape
 from flows.stages.checkpoint_source import (
     is_checkpoint_folder,
@@ -33,6 +40,7 @@ from flows.stages.checkpoint_source import (
 )
 from flows.stages.tokenizer import TokenizerSettings, reused_tokenizer
 from flows.training.settings import TrainerSettings, encoder_config
+from lightning_modules.distill_losses import DistillLosses
 from lightning_modules.models.config import (
     ELECTRA_CONFIG_FILE,
     WEIGHTS_FILE,
@@ -41,15 +49,13 @@ from lightning_modules.models.config import (
 )
 from lightning_modules.models.student_init import copy_mismatches, uniform_layer_map
 
-if TYPE_CHECKING:  # Lightning: not imported while a config is only being validated
-    from lightning_modules.distill import DistillLosses
-
 INITS = ("auto", "teacher", "random")
 TEACHER_STAGES = ("pretrain", "checkpoint")  # checkpoint: an imported transformers model
 
 
-class DistillSettings(Settings):
-    """`distill.*`: the teacher, the student's shape and init, the loss weights, the budget."""
+class DistillSettings(settings_of(DistillLosses)):  # type: ignore[misc]
+    """`distill.*`: the teacher, the student's shape and init, the loss weights (`DistillLosses`'
+    fields, their one home), the budget."""
 
     section = "distill"
 
@@ -63,20 +69,6 @@ class DistillSettings(Settings):
     """Student layer i <- teacher layer layer_map[i] (0-based); null: spread evenly."""
     allow_larger_student: bool = False
     """Allow a student no smaller than its teacher."""
-    kl_weight: Annotated[Number, bounds(ge=0)] = 1.0
-    """KL to the teacher at masked positions, temperature-scaled (0 skips it)."""
-    mlm_weight: Annotated[Number, bounds(ge=0)] = 1.0
-    """The student's own MLM loss."""
-    cosine_weight: Annotated[Number, bounds(ge=0)] = 1.0
-    """Cosine of the last hidden states (DistilBERT)."""
-    hidden_mse_weight: Annotated[Number, bounds(ge=0)] = 0.0
-    """TinyBERT's hidden-state MSE, per `layer_map`."""
-    attention_mse_weight: Annotated[Number, bounds(ge=0)] = 0.0
-    """TinyBERT's attention MSE, per `layer_map`."""
-    temperature: Annotated[Number, bounds(gt=0)] = 2.0
-    """Softmax temperature of the KL term."""
-    teacher_bf16: bool = True
-    """The teacher's forward under bf16 autocast, in a bf16-mixed run (it only makes targets)."""
     max_steps: Annotated[int, bounds(ge=1)] | None = None
     """The student's steps; null: trainer.max_steps."""
     learning_rate: Annotated[Number, bounds(gt=0)] | None = None
@@ -101,17 +93,8 @@ class DistillSettings(Settings):
     def losses(self, precision: str) -> DistillLosses:
         """The loss weights; the teacher in bf16 only in a bf16-mixed run (`precision`, resolved):
         where bf16 is emulated, 32-true, it would be the slowest part of the step."""
-        from lightning_modules.distill import DistillLosses
-
-        return DistillLosses(
-            kl=self.kl_weight,
-            mlm=self.mlm_weight,
-            cosine=self.cosine_weight,
-            hidden_mse=self.hidden_mse_weight,
-            attention_mse=self.attention_mse_weight,
-            temperature=self.temperature,
-            teacher_bf16=self.teacher_bf16 and precision == "bf16-mixed",
-        )
+        losses = library_config(self, DistillLosses)
+        return replace(losses, teacher_bf16=losses.teacher_bf16 and precision == "bf16-mixed")
 
     def trainer(self, trainer: TrainerSettings) -> TrainerSettings:
         """The run's trainer with the student's own budget and rate, when given."""

@@ -17,7 +17,13 @@ from typing import Any
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.settings import output_settings
-from flows.downstream.settings import RECIPE_FIELDS, FinetuneSettings, Recipe, recipe_key
+from flows.downstream.settings import (
+    RECIPE_FIELDS,
+    FinetuneSettings,
+    Recipe,
+    TaskPlan,
+    recipe_key,
+)
 from flows.downstream.statistics.base_report import OVER_BASE, base_outputs
 from flows.downstream.statistics.bootstrap import bootstrap_lift, example_statistics
 from flows.downstream.statistics.distill_report import (
@@ -81,10 +87,10 @@ def unused_by(spec: TaskSpec, recipe: Recipe) -> set[str]:
     return {*head, "relation_head", "doc_stride"}
 
 
-def task_settings(settings: FinetuneSettings, spec: TaskSpec, data_dir: Path) -> dict[str, Any]:
+def task_settings(task: TaskPlan, data_dir: Path) -> dict[str, Any]:
     """What changes one task's runs: its spec, its recipe (less what its head ignores) and the
     content of its data files."""
-    recipe = settings.recipe_for(spec)
+    spec, recipe = task.spec, task.recipe
     return {
         **spec.key_record(),
         "recipe": recipe.key_record(unused_by(spec, recipe)),
@@ -110,7 +116,7 @@ def stage_settings(
                 *RECIPE_FIELDS,
             ),
         ),
-        "specs": {spec.name: task_settings(settings, spec, data_dir) for spec in settings.specs()},
+        "specs": {task.spec.name: task_settings(task, data_dir) for task in settings.plan},
         "seed": seed,
         "precision": trainer.precision,
         "grad_clip": trainer.grad_clip,
@@ -131,7 +137,7 @@ def prepare_task(
     """Reads, samples and encodes a task's splits; returns the examples (for the baselines, with
     the caps that bit), the task's run and size outputs (`train_examples` is one seed's labelled
     sample, the pool when no limit is set)."""
-    recipe = settings.recipe_for(spec)
+    recipe = settings.task(spec).recipe
     encoder = load_encoder_config(pretrained_dir)
     trained = load_tokenizer(tokenizer_ref)
     max_length = min(recipe.max_length, encoder.max_position_embeddings)
@@ -228,7 +234,7 @@ def run_baselines(
     """Baselines fitted on each seed's labelled sample; once on the whole pool without a limit
     (the same data would give the same fit five times)."""
     pool = data.splits["train"]
-    limit = settings.recipe_for(data.spec).train_examples
+    limit = settings.task(data.spec).recipe.train_examples
     samples = [train_sample(len(pool), limit, seed) for seed in seeds]
     if all(positions is None for positions in samples):
         samples = [None]
@@ -237,11 +243,6 @@ def run_baselines(
     ]
     names = settings.baselines_for(data.spec)
     return evaluate_baselines(data.spec, names, data.labels, data.splits, train_sets)
-
-
-def run_seeds(recipe: Recipe, seed: int) -> list[int]:
-    """A task's seeds: the run's seed and the `recipe.seeds - 1` after it, the same in each arm."""
-    return [seed + offset for offset in range(recipe.seeds)]
 
 
 def lift_figures(
@@ -356,7 +357,7 @@ def finetune(
     if base_ref is not None:
         record["inputs"]["base"] = base_ref.key
         record["settings"]["checkpoint_grids"] = {
-            spec.name: settings.recipe_for(spec).checkpoint_grid() for spec in settings.specs()
+            task.spec.name: task.recipe.checkpoint_grid() for task in settings.plan
         }
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
     task_keys = record["settings"]["specs"]  # each task's part of the key: its control's too
@@ -367,11 +368,10 @@ def finetune(
         runs: dict[str, Any] = {}
         predictions: dict[str, Any] = {}
         finished = FinishedTasks.in_work_dir(store.work_dir(STAGE, key))
-        for spec in settings.specs():
+        for task in settings.plan:
+            spec, recipe, seeds = task.spec, task.recipe, task.seeds(seed)
             if finished.restore(spec.name, outputs, runs, predictions):
                 continue  # a stopped run of this key finished it
-            recipe = settings.recipe_for(spec)
-            seeds = run_seeds(recipe, seed)
             data, task_run, sizes = prepare_task(
                 spec,
                 settings,
@@ -399,7 +399,7 @@ def finetune(
                 for arm in task_run.arms
             }
             outputs.update(sizes)
-            outputs[f"{spec.name}.recipe"] = settings.recipe_text(spec) + (
+            outputs[f"{spec.name}.recipe"] = task.text() + (
                 f"; {recipe.checkpoint_grid_text()}" if base_ref is not None else ""
             )
             outputs[f"{spec.name}.recipe_set_by_task"] = ",".join(sorted(spec.recipe))

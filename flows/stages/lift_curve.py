@@ -26,7 +26,6 @@ from flows.stages.finetune import (
     RESULTS_FILE,
     lift_figures,
     prepare_task,
-    run_seeds,
     stage_settings,
 )
 from flows.stages.pretrain import KEPT_DIR
@@ -84,8 +83,8 @@ def evaluate_checkpoint(
     def build(directory: Path) -> dict[str, Any]:
         controls = control_arms(refs["finetune"])
         outputs: dict[str, Any] = {"fraction": fraction}
-        for spec in settings.specs():
-            seeds = run_seeds(settings.recipe_for(spec), seed)
+        for task in settings.plan:
+            spec, seeds = task.spec, task.seeds(seed)
             _, task_run, _ = prepare_task(
                 spec,
                 settings,

@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import model_validator
 
-from flows.core.settings import Number, Settings, bounds, one_of
+from flows.core.settings import bounds, library_config, one_of, settings_of
 from lightning_modules.data.masking_rules import MaskingRule, SpanLengths
 from lightning_modules.models.config import ElectraConfig
 
@@ -21,11 +21,18 @@ SELECTIONS = ("token", "whole_word", "span")
 MASKINGS = ("dynamic", "static")
 
 
-class ObjectiveSettings(Settings):
+# The library's configs the objective's keys are (their one home): the masking rule, SpanBERT's
+# span lengths (as `span_*`), ELECTRA's generator and loss weight.
+LIBRARY_KEYS = settings_of(
+    ElectraConfig, base=settings_of(SpanLengths, prefix="span_", base=settings_of(MaskingRule))
+)
+
+
+class ObjectiveSettings(LIBRARY_KEYS):  # type: ignore[misc,valid-type]
     """`objective.*`; `name` is a label for runs and tables, never part of an artifact key.
 
-    The ranges of the masking, span and ELECTRA keys are the library's own (`MaskingRule`,
-    `SpanLengths`, `ElectraConfig` check them when built); this class builds them once up front.
+    The masking, span and ELECTRA keys are `MaskingRule`'s, `SpanLengths`' and
+    `ElectraConfig`'s fields; those check them when built, which this class does once up front.
     """
 
     section = "objective"
@@ -39,22 +46,6 @@ class ObjectiveSettings(Settings):
     """dynamic: new masks every batch (RoBERTa) | static: fixed per copy (BERT)."""
     static_copies: Annotated[int, bounds(ge=1)] = 10
     """static: copies of each sequence, each with its own fixed mask."""
-    mask_rate: Number = 0.15
-    """Share of the non-special tokens selected for the loss."""
-    replace_with_mask: Number = 0.8
-    """Of the selected tokens: share replaced by [MASK]."""
-    replace_with_random: Number = 0.1
-    """Of the selected tokens: share replaced by a random token (the rest stay as they are)."""
-    span_p: Number = 0.2
-    """span: SpanBERT's span length in words ~ Geometric(p), truncated at `span_max_words`."""
-    span_max_words: int = 10
-    """span: the longest span, in words."""
-    generator_size_fraction: Number = 0.25
-    """electra: the generator's width as a fraction of the discriminator's."""
-    generator_hidden_size: int | None = None
-    """electra: or the generator's width itself."""
-    discriminator_weight: Number = 50.0
-    """electra: loss = generator MLM loss + this x discriminator loss."""
 
     @model_validator(mode="after")
     def _parts_are_valid(self) -> ObjectiveSettings:
@@ -63,14 +54,12 @@ class ObjectiveSettings(Settings):
 
     @property
     def rule(self) -> MaskingRule:
-        return MaskingRule(self.mask_rate, self.replace_with_mask, self.replace_with_random)
+        return library_config(self, MaskingRule)
 
     @property
     def span_lengths(self) -> SpanLengths:
-        return SpanLengths(self.span_p, self.span_max_words)
+        return library_config(self, SpanLengths, "span_")
 
     @property
     def electra(self) -> ElectraConfig:
-        return ElectraConfig(
-            self.generator_size_fraction, self.generator_hidden_size, self.discriminator_weight
-        )
+        return library_config(self, ElectraConfig)

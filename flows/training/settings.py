@@ -6,8 +6,9 @@ imported: a bad value fails in seconds.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import model_validator
 
@@ -16,14 +17,14 @@ from flows.core.keys import opt_ins_at_default
 from flows.core.settings import (
     ConfigError,
     Number,
-    Settings,
     bounds,
     one_of,
     output_settings,
     settings_from,
+    settings_of,
 )
 from lightning_modules.models.config import EncoderConfig
-from lightning_modules.optim_settings import OptimizerSettings, Schedule
+from lightning_modules.optim_settings import OptimizerSettings
 
 PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed")
 Precision = Literal["auto", "32-true", "bf16-mixed", "16-mixed"]
@@ -32,27 +33,17 @@ RUN_CHOICES = ("dropout", "attention_dropout", "document_attention", "initialize
 STRATEGIES = ("auto", "ddp", "fsdp")
 
 
-# The AdamW keys of `trainer.*`: `OptimizerSettings`' fields of the same names, which they feed
-# (tests/unit/flows/training/test_settings_fields.py proves the names, types and ranges agree).
+# The AdamW keys of `trainer.*`: `OptimizerSettings`' fields, declared there (their one home).
 OPTIMIZER_KEYS = ("learning_rate", "weight_decay", "warmup_steps", "schedule", "beta2")
 
 
-class TrainerSettings(Settings):
-    """`trainer.*`: the pretraining recipe and where it runs."""
+class TrainerSettings(settings_of(OptimizerSettings, OPTIMIZER_KEYS)):  # type: ignore[misc]
+    """`trainer.*`: the pretraining recipe (AdamW's keys are `OptimizerSettings`') and where it
+    runs."""
 
     section = "trainer"
-    learning_rate: Annotated[Number, bounds(gt=0)] = 2e-3
-    """Peak AdamW learning rate, reached after the warmup (the small-budget recipe's)."""
-    weight_decay: Annotated[Number, bounds(ge=0)] = 0.01
-    """AdamW's decoupled weight decay (never on biases and norms)."""
-    warmup_steps: Annotated[int, bounds(ge=0)] = 200
-    """Steps of linear warmup from 0 to `learning_rate` (10% of the default steps)."""
     warmup_ratio: Annotated[Number, bounds(ge=0, lt=1)] | None = None
     """When set, the warmup is this share of the steps and `warmup_steps` is ignored."""
-    schedule: Annotated[Schedule, one_of(get_args(Schedule))] = "linear"
-    """After the warmup: linear | cosine (decay to 0) | constant."""
-    beta2: Annotated[Number, bounds(ge=0, lt=1)] = 0.98
-    """AdamW's second-moment decay."""
     max_steps: Annotated[int, bounds(ge=1)] = 2000
     """Optimizer steps (x batch 32 x 128 tokens = 8.2 M tokens: the demo's lift in fp32 in time)."""
     max_tokens: Annotated[int, bounds(ge=1)] | None = None
@@ -187,66 +178,25 @@ class TrainerSettings(Settings):
         return steps
 
 
-class ModelSettings(Settings):
-    """`model.*`: the encoder's shape and regularisation. The fields are `EncoderConfig`'s but for
-    what only the tokenizer knows (`vocab_size`, `pad_token_id`), plus a display `name`; the
-    library's own checks validate them (tests/unit/flows/training/test_settings_fields.py proves
-    they match)."""
+# What the tokenizer supplies to `EncoderConfig`: arguments of `ModelSettings.encoder`, never
+# `model.*` keys.
+FROM_THE_TOKENIZER = ("vocab_size", "pad_token_id")
+MODEL_KEYS = tuple(
+    field.name
+    for field in dataclasses.fields(EncoderConfig)
+    if field.name not in FROM_THE_TOKENIZER
+)
+
+
+class ModelSettings(settings_of(EncoderConfig, MODEL_KEYS)):  # type: ignore[misc]
+    """`model.*`: the encoder's shape and regularisation, `EncoderConfig`'s fields (their one
+    home) but for what only the tokenizer knows, plus a display `name`; the library's own checks
+    validate them."""
 
     section = "model"
 
     name: str = ""
     """A display label (the preset's name), never part of the encoder or its key."""
-    hidden_size: int = 128
-    """Width of every layer."""
-    num_layers: int = 2
-    """Transformer layers."""
-    num_heads: int = 2
-    """Attention heads per layer; must divide `hidden_size`."""
-    intermediate_size: int = 512
-    """Feed-forward width (per half with GeGLU)."""
-    max_position_embeddings: int = 512
-    """Positions of the learned table (absolute positions), the longest row it can read."""
-    type_vocab_size: int = 2
-    """Token-type embeddings (segments A and B); 0: none (ModernBERT)."""
-    dropout: Number = 0.0
-    """Dropout on embeddings and sublayer outputs; 0: a short run underfits (BERT's is 0.1)."""
-    attention_dropout: Number = 0.0
-    """Dropout on the attention probabilities; 0, as `dropout` (BERT's is 0.1)."""
-    layer_norm_eps: Number = 1e-12
-    """LayerNorm's epsilon."""
-    norm_placement: str = "post"
-    """post: LayerNorm after each residual (BERT); pre: before each sublayer."""
-    initializer_range: Number = 0.02
-    """Standard deviation of the initial weights."""
-    embedding_size: int | None = None
-    """ALBERT's factorised embeddings: embed at this width, then project; null: no projection."""
-    share_layers: bool = False
-    """ALBERT's cross-layer sharing: one block's weights applied `num_layers` times."""
-    position_embedding: str = "absolute"
-    """absolute: a learned position table; rotary: RoPE inside attention."""
-    rope_theta: Number = 10_000.0
-    """RoPE base of the global-attention layers."""
-    local_rope_theta: Number = 10_000.0
-    """RoPE base of the sliding-window layers."""
-    feed_forward: str = "gelu"
-    """gelu: BERT's feed-forward; geglu: gated, `intermediate_size` per half."""
-    linear_bias: bool = True
-    """Biases in the attention, feed-forward and MLM-transform linears."""
-    norm_bias: bool = True
-    """Shifts in the LayerNorms."""
-    first_attention_norm: bool = True
-    """false: layer 0 reads the embedding norm's output as it is (pre-LN only; ModernBERT)."""
-    global_attention_every: int = 1
-    """Layer i attends globally when i % n == 0, else in a sliding window (1: all global)."""
-    local_attention: int = 128
-    """The sliding window's width: `local_attention` // 2 tokens each side."""
-    document_attention: bool = False
-    """Packed rows: each token attends only within its own document (between [SEP]s)."""
-    activation: str = "gelu"
-    """gelu (erf, BERT's) or gelu_tanh (transformers' gelu_new, ALBERT's); keyed only when set."""
-    tie_word_embeddings: bool = True
-    """false: the MLM decoder has its own weight (an untied checkpoint); keyed only when set."""
 
     @model_validator(mode="after")
     def _builds(self) -> ModelSettings:

@@ -7,16 +7,28 @@ imported; the collators that apply them are collator.py and span_masking.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from lightning_modules.models.config import doc
 
 
 @dataclass(frozen=True)
 class MaskingRule:
-    """The `objective.*` settings: how many tokens to select and what to do with them."""
+    """The `objective.*` settings: how many tokens to select and what to do with them (each
+    field's default and description live here alone: flows/stages/objectives.py derives them)."""
 
-    mask_rate: float = 0.15
-    replace_with_mask: float = 0.8
-    replace_with_random: float = 0.1
+    mask_rate: float = field(
+        default=0.15, metadata=doc("Share of the non-special tokens selected for the loss.")
+    )
+    replace_with_mask: float = field(
+        default=0.8, metadata=doc("Of the selected tokens: share replaced by [MASK].")
+    )
+    replace_with_random: float = field(
+        default=0.1,
+        metadata=doc(
+            "Of the selected tokens: share replaced by a random token (the rest stay as they are)."
+        ),
+    )
 
     def __post_init__(self) -> None:
         for key in ("mask_rate", "replace_with_mask", "replace_with_random"):
@@ -41,8 +53,13 @@ class SpanLengths:
     With p=0.2 and 10 words the mean is 3.8 words, the figure the SpanBERT paper reports.
     """
 
-    p: float = 0.2
-    max_words: int = 10
+    p: float = field(
+        default=0.2,
+        metadata=doc(
+            "span: SpanBERT's span length in words ~ Geometric(p), truncated at `span_max_words`."
+        ),
+    )
+    max_words: int = field(default=10, metadata=doc("span: the longest span, in words."))
 
     def __post_init__(self) -> None:
         if not 0.0 < self.p <= 1.0:

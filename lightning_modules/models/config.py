@@ -9,7 +9,7 @@ they describe live beside this module (encoder.py, heads.py, electra.py, seriali
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,48 +32,122 @@ GELU_APPROXIMATIONS = {"gelu": "none", "gelu_tanh": "tanh"}
 GLOBAL, LOCAL = "global", "local"
 
 
+def doc(description: str) -> dict[str, str]:
+    """A field's one-line description, as `conf/` and the docs show it (dataclass metadata)."""
+    return {"doc": description}
+
+
 @dataclass(frozen=True)
 class EncoderConfig:
-    """Shape of the encoder; the field names are the `model.*` config keys users edit."""
+    """Shape of the encoder; the field names are the `model.*` config keys users edit, and each
+    field's default and description (`doc`) are their one home (flows/training/settings.py
+    derives `model.*` from them). The defaults are the small-budget pretraining recipe's."""
 
-    vocab_size: int
-    hidden_size: int = 128
-    num_layers: int = 2
-    num_heads: int = 2
-    intermediate_size: int = 512
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    dropout: float = 0.1
-    attention_dropout: float = 0.1
-    layer_norm_eps: float = 1e-12
-    norm_placement: str = "post"
-    initializer_range: float = 0.02
-    pad_token_id: int = 0
-    # ALBERT's factorised embeddings: embed at this width, then project to `hidden_size`
-    # (null, or equal to `hidden_size`: no projection, as BERT).
-    embedding_size: int | None = None
-    # ALBERT's cross-layer sharing: one block's weights applied `num_layers` times.
-    share_layers: bool = False
+    vocab_size: int = field(metadata=doc("Tokens in the vocabulary (the tokenizer's)."))
+    hidden_size: int = field(default=128, metadata=doc("Width of every layer."))
+    num_layers: int = field(default=2, metadata=doc("Transformer layers."))
+    num_heads: int = field(
+        default=2, metadata=doc("Attention heads per layer; must divide `hidden_size`.")
+    )
+    intermediate_size: int = field(
+        default=512, metadata=doc("Feed-forward width (per half with GeGLU).")
+    )
+    max_position_embeddings: int = field(
+        default=512,
+        metadata=doc(
+            "Positions of the learned table (absolute positions), the longest row it can read."
+        ),
+    )
+    type_vocab_size: int = field(
+        default=2, metadata=doc("Token-type embeddings (segments A and B); 0: none (ModernBERT).")
+    )
+    dropout: float = field(
+        default=0.0,
+        metadata=doc(
+            "Dropout on embeddings and sublayer outputs; 0: a short run underfits (BERT's is 0.1)."
+        ),
+    )
+    attention_dropout: float = field(
+        default=0.0,
+        metadata=doc("Dropout on the attention probabilities; 0, as `dropout` (BERT's is 0.1)."),
+    )
+    layer_norm_eps: float = field(default=1e-12, metadata=doc("LayerNorm's epsilon."))
+    norm_placement: str = field(
+        default="post",
+        metadata=doc("post: LayerNorm after each residual (BERT); pre: before each sublayer."),
+    )
+    initializer_range: float = field(
+        default=0.02, metadata=doc("Standard deviation of the initial weights.")
+    )
+    pad_token_id: int = field(default=0, metadata=doc("The padding token's id (the tokenizer's)."))
+    embedding_size: int | None = field(
+        default=None,
+        metadata=doc(
+            "ALBERT's factorised embeddings: embed at this width, then project; null: no "
+            "projection."
+        ),
+    )
+    share_layers: bool = field(
+        default=False,
+        metadata=doc(
+            "ALBERT's cross-layer sharing: one block's weights applied `num_layers` times."
+        ),
+    )
     # ModernBERT's options (Warner et al. 2024); each default is BERT's.
-    position_embedding: str = "absolute"  # absolute: a learned table; rotary: RoPE in attention
-    rope_theta: float = 10_000.0  # RoPE base of global-attention layers
-    local_rope_theta: float = 10_000.0  # RoPE base of sliding-window layers
-    feed_forward: str = "gelu"  # gelu: BERT's; geglu: gated, intermediate_size per half
-    linear_bias: bool = True  # biases in the attention, feed-forward and MLM-transform linears
-    norm_bias: bool = True  # biases (shifts) in the LayerNorms
-    # False: layer 0 takes the embedding norm's output as it is (pre-LN only; ModernBERT).
-    first_attention_norm: bool = True
-    # Layer i attends globally when i % n == 0, else within `local_attention` (1: all global).
-    global_attention_every: int = 1
-    local_attention: int = 128  # sliding-window width: local_attention // 2 tokens each side
-    # Packed pretraining rows: each token attends only within its own document (between [SEP]s).
-    document_attention: bool = False
-    # The feed-forward's (or GeGLU's), MLM transform's and ELECTRA head's activation: gelu (erf,
-    # BERT's) or gelu_tanh (the tanh approximation, ALBERT's gelu_new), as a checkpoint has it.
-    activation: str = "gelu"
-    # False: the MLM head's decoder has its own weight instead of the input embeddings' (a
-    # checkpoint saved untied).
-    tie_word_embeddings: bool = True
+    position_embedding: str = field(
+        default="absolute",
+        metadata=doc("absolute: a learned position table; rotary: RoPE inside attention."),
+    )
+    rope_theta: float = field(
+        default=10_000.0, metadata=doc("RoPE base of the global-attention layers.")
+    )
+    local_rope_theta: float = field(
+        default=10_000.0, metadata=doc("RoPE base of the sliding-window layers.")
+    )
+    feed_forward: str = field(
+        default="gelu",
+        metadata=doc("gelu: BERT's feed-forward; geglu: gated, `intermediate_size` per half."),
+    )
+    linear_bias: bool = field(
+        default=True,
+        metadata=doc("Biases in the attention, feed-forward and MLM-transform linears."),
+    )
+    norm_bias: bool = field(default=True, metadata=doc("Shifts in the LayerNorms."))
+    first_attention_norm: bool = field(
+        default=True,
+        metadata=doc(
+            "false: layer 0 reads the embedding norm's output as it is (pre-LN only; ModernBERT)."
+        ),
+    )
+    global_attention_every: int = field(
+        default=1,
+        metadata=doc(
+            "Layer i attends globally when i % n == 0, else in a sliding window (1: all global)."
+        ),
+    )
+    local_attention: int = field(
+        default=128,
+        metadata=doc("The sliding window's width: `local_attention` // 2 tokens each side."),
+    )
+    document_attention: bool = field(
+        default=False,
+        metadata=doc(
+            "Packed rows: each token attends only within its own document (between [SEP]s)."
+        ),
+    )
+    activation: str = field(
+        default="gelu",
+        metadata=doc(
+            "gelu (erf, BERT's) or gelu_tanh (transformers' gelu_new, ALBERT's); keyed only "
+            "when set."
+        ),
+    )
+    tie_word_embeddings: bool = field(
+        default=True,
+        metadata=doc(
+            "false: the MLM decoder has its own weight (an untied checkpoint); keyed only when set."
+        ),
+    )
 
     def __post_init__(self) -> None:
         for key in (
@@ -183,9 +257,17 @@ class ElectraConfig:
     generator makes the task too hard for the discriminator to learn from early on.
     """
 
-    generator_size_fraction: float = 0.25
-    generator_hidden_size: int | None = None  # overrides the fraction when set
-    discriminator_weight: float = 50.0
+    generator_size_fraction: float = field(
+        default=0.25,
+        metadata=doc("electra: the generator's width as a fraction of the discriminator's."),
+    )
+    generator_hidden_size: int | None = field(
+        default=None, metadata=doc("electra: or the generator's width itself.")
+    )
+    discriminator_weight: float = field(
+        default=50.0,
+        metadata=doc("electra: loss = generator MLM loss + this x discriminator loss."),
+    )
 
     def __post_init__(self) -> None:
         if not 0.0 < self.generator_size_fraction <= 1.0:

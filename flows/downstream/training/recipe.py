@@ -309,6 +309,8 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
             weight_decay=settings.weight_decay,
             warmup_steps=int(settings.warmup_ratio * steps),
             total_steps=steps,
+            beta2=settings.beta2,
+            eps=settings.eps,
         ),
     )
     metric = run.spec.metric

@@ -93,7 +93,9 @@ def test_albert_masked_lm_lowers_its_loss_in_20_steps() -> None:
     torch.manual_seed(0)
     model = BertForMaskedLM(EncoderConfig(**ALBERT))
     # A higher rate than BERT's tests: the 16-wide shared embeddings learn slowly at 3e-3.
-    optimizer, _ = build_optimizer(model, OptimizerSettings(learning_rate=1e-2, total_steps=20))
+    optimizer, _ = build_optimizer(
+        model, OptimizerSettings(learning_rate=1e-2, total_steps=20, warmup_steps=0)
+    )
     input_ids = torch.randint(5, VOCAB, (8, SEQ))
     labels = torch.where(torch.rand(8, SEQ) < 0.3, input_ids, torch.full_like(input_ids, -100))
     losses = []
@@ -145,7 +147,7 @@ def test_electra_generator_is_narrower_and_shares_the_embeddings() -> None:
     assert generator.embedding_size == 64
     assert model.generator.encoder.embeddings is model.discriminator.embeddings
     assert model.generator.head.word_embeddings is model.discriminator.embeddings.word
-    optimizer, _ = build_optimizer(model, OptimizerSettings(learning_rate=1e-3))
+    optimizer, _ = build_optimizer(model, OptimizerSettings(learning_rate=1e-3, warmup_steps=0))
     listed = [id(p) for group in optimizer.param_groups for p in group["params"]]
     assert len(listed) == len(set(listed)) == len(list(model.parameters()))
 
@@ -255,7 +257,7 @@ def test_lightning_module_logs_losses_and_both_accuracies(tmp_path: Path) -> Non
     rows = list(repeated_pairs(16, torch.Generator().manual_seed(0)))
     module = ReplacedTokenDetectionModule(
         ElectraForPreTraining(EncoderConfig(**TINY), ElectraConfig()),
-        OptimizerSettings(learning_rate=1e-3, total_steps=2),
+        OptimizerSettings(learning_rate=1e-3, total_steps=2, warmup_steps=0),
         ThroughputSettings(every_steps=1, flops_per_token=1.0),
     )
     trainer = pl.Trainer(

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lightning_modules.distill import DistillationModule, DistillLosses
+from lightning_modules.distill import DistillationModule
+from lightning_modules.distill_losses import DistillLosses
 from lightning_modules.models.config import IGNORE_INDEX, EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.student_init import (
@@ -102,9 +103,19 @@ def test_distillation_trains_a_narrower_student_toward_a_frozen_teacher() -> Non
     with torch.no_grad():  # an opinionated teacher: a random init predicts almost uniformly
         teacher.head.bias.copy_(3.0 * torch.randn(VOCAB))
     teacher_state = {name: t.clone() for name, t in teacher.state_dict().items()}
-    losses = DistillLosses(kl=1.0, mlm=1.0, cosine=1.0, hidden_mse=1.0, attention_mse=1.0)
+    losses = DistillLosses(
+        kl_weight=1.0,
+        mlm_weight=1.0,
+        cosine_weight=1.0,
+        hidden_mse_weight=1.0,
+        attention_mse_weight=1.0,
+    )
     module = DistillationModule(
-        student, teacher, losses, (1, 3), OptimizerSettings(learning_rate=3e-3, total_steps=40)
+        student,
+        teacher,
+        losses,
+        (1, 3),
+        OptimizerSettings(learning_rate=3e-3, total_steps=40, warmup_steps=0),
     )
     optimizer = module.configure_optimizers()["optimizer"]
     data = batch(1)

@@ -57,7 +57,11 @@ def test_the_head_trains_alone_then_the_whole_model_and_the_drift_is_logged() ->
     base = copy.deepcopy(model.encoder)
     head = copy.deepcopy(model.head.state_dict())
     settings = OptimizerSettings(
-        learning_rate=1e-2, total_steps=TOTAL, head_only_steps=HEAD_ONLY, weight_decay=0.1
+        learning_rate=1e-2,
+        total_steps=TOTAL,
+        head_only_steps=HEAD_ONLY,
+        weight_decay=0.1,
+        warmup_steps=0,
     )
     module = MaskedLanguageModelingModule(model, settings, ThroughputSettings(100, 1.0))
     module.track_drift_from(copy.deepcopy(base))

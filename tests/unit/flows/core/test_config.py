@@ -51,7 +51,7 @@ def test_a_key_no_preset_sets_is_the_settings_classes_to_judge() -> None:
     config = compose_config(["finetune.tasks=[sst2]", "finetune.catalog.sst2.recipe.seeds=2"])
     assert config["finetune"]["catalog"]["sst2"]["recipe"] == {"seeds": 2}
     finetune = PipelinePlan.from_config(config).finetune
-    assert finetune.recipe_for(finetune.specs()[0]).seeds == 2
+    assert finetune.plan[0].recipe.seeds == 2
     # ...and a typo'd one is refused by the settings class, naming the nearest valid keys.
     typo = compose_config(["trainer.max_stepz=5"])
     with pytest.raises(ConfigError, match=r"^unknown config key trainer\.max_stepz; nearest"):

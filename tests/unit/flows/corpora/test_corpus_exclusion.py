@@ -90,7 +90,7 @@ def test_the_corpus_holds_none_of_the_validation_split_the_finetune_stage_will_c
     write_task_text(tmp_path)
     plan = plan_for(tmp_path, "corpus.exclude_validation_of=[t]")
     spec = plan.finetune.specs()[0]
-    sampling = plan.finetune.recipe_for(spec).sampling(plan.pretrain.seed)
+    sampling = plan.finetune.task(spec).recipe.sampling(plan.pretrain.seed)
     validation = [
         example.text for example in load_task(spec, tmp_path, sampling).splits["validation"]
     ]

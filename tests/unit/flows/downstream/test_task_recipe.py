@@ -21,7 +21,7 @@ def settings(*overrides: str) -> FinetuneSettings:
 
 def recipes(*overrides: str) -> dict[str, dict[str, object]]:
     finetune = settings(*overrides)
-    return {spec.name: finetune.recipe_for(spec).model_dump() for spec in finetune.specs()}
+    return {task.spec.name: task.recipe.model_dump() for task in finetune.plan}
 
 
 def test_an_added_task_runs_on_the_full_recipe_and_the_demo_task_on_its_own() -> None:
@@ -103,3 +103,29 @@ def test_recipe_own_keeps_a_task_on_its_own_recipe_whatever_the_experiment_sets(
     assert own["ncbi_disease"] == recipes("finetune=ncbi_disease")["ncbi_disease"]
     smoke = recipes("experiment=smoke", "finetune.catalog.pydoc_topics.recipe=own")
     assert smoke["pydoc_topics"] == recipes()["pydoc_topics"]  # the demo task's own, not smoke's
+
+
+def test_the_plan_holds_each_task_recipe_resolved_when_validated_and_a_copy_plans_again() -> None:
+    """Stages read `plan`; a copy with other tasks or recipe fields is validated and planned
+    anew, never left with the plan of the settings it was copied from."""
+    finetune = settings(AGNEWS, "finetune.tasks=[pydoc_topics,agnews]")
+    demo, agnews = finetune.plan
+    assert (demo.spec.name, demo.recipe.epochs, agnews.spec.name, agnews.recipe.epochs) == (
+        "pydoc_topics",
+        15,
+        "agnews",
+        20,
+    )
+    assert finetune.task(agnews.spec) is agnews
+    assert agnews.seeds(7) == [7, 8, 9, 10, 11]
+    copy = finetune.model_copy(update={"tasks": ["agnews"], "epochs": 3})
+    assert [(task.spec.name, task.recipe.epochs) for task in copy.plan] == [("agnews", 3)]
+
+
+def test_fine_tuning_adamw_beta2_and_eps_are_keys_kept_out_of_the_key_at_their_defaults() -> None:
+    trainer = TrainerSettings()
+    default = stage_settings(settings(), 1, trainer)
+    changed = stage_settings(settings("finetune.beta2=0.999", "finetune.eps=1e-8"), 1, trainer)
+    recipe = changed["specs"]["pydoc_topics"]["recipe"]
+    assert "beta2" not in default["specs"]["pydoc_topics"]["recipe"]
+    assert (recipe["beta2"], recipe["eps"]) == (0.999, 1e-8)

@@ -126,7 +126,7 @@ def test_a_run_is_flagged_capped_exactly_when_its_best_epoch_is_the_last(evaluat
     for task in ("pairs", "tags"):
         for arm in ("pretrained", "random_init"):
             runs = results[task][arm]["runs"]
-            epochs = settings.recipe_for(settings.specs()[("pairs", "tags").index(task)]).epochs
+            epochs = settings.plan[("pairs", "tags").index(task)].recipe.epochs
             assert [run["capped"] for run in runs] == [run["best_epoch"] == epochs for run in runs]
             assert ref.outputs[f"{task}.{arm}_capped_runs"] == sum(r["capped"] for r in runs)
 
@@ -259,8 +259,7 @@ def test_the_control_key_follows_the_shape_and_vocabulary_not_the_weights(
     evaluated: Any,
 ) -> None:
     settings, _, (pretrained, tokenizer, _) = evaluated
-    spec = settings.specs()[0]
-    task = task_settings(settings, spec, settings.resolved_data_dir())
+    task = task_settings(settings.plan[0], settings.resolved_data_dir())
     encoder = load_encoder_config(pretrained.path)
 
     def key(**changes: Any) -> str:

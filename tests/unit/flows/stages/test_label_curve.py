@@ -119,6 +119,6 @@ def test_a_count_sets_the_task_own_train_examples_and_all_is_the_whole_pool(
     assert settings.curve_counts == [100, None]
     for count in settings.curve_counts:
         point = at_count(settings, "tags", count)
-        (spec,) = point.specs()
-        assert point.tasks == ["tags"] and point.recipe_for(spec).train_examples == count
+        (task,) = point.plan
+        assert point.tasks == ["tags"] and task.recipe.train_examples == count
     assert [count_label(count) for count in settings.curve_counts] == ["n100", "nall"]

@@ -50,7 +50,7 @@ def final_loss(tmp_path: Path, precision: str) -> float:
     )
     module = MaskedLanguageModelingModule(
         BertForMaskedLM(config),
-        OptimizerSettings(learning_rate=2e-3, total_steps=STEPS),
+        OptimizerSettings(learning_rate=2e-3, total_steps=STEPS, warmup_steps=0),
         ThroughputSettings(every_steps=STEPS, flops_per_token=1.0),
     )
     settings = TrainerSettings(max_steps=STEPS, warmup_steps=0, precision=precision)  # type: ignore[arg-type]

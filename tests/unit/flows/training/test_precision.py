@@ -53,7 +53,7 @@ def train_clipped(tmp_path: Path, accelerator: str, precision: str = "bf16-mixed
     steps = 4
     module = MaskedLanguageModelingModule(
         BertForMaskedLM(config),
-        OptimizerSettings(learning_rate=1e-3, total_steps=steps),
+        OptimizerSettings(learning_rate=1e-3, total_steps=steps, warmup_steps=0),
         ThroughputSettings(every_steps=steps, flops_per_token=1.0),
     )
     settings = TrainerSettings(

@@ -1,8 +1,11 @@
-"""Config keys that feed a library dataclass are declared fields, and they match what they feed.
+"""Each library config is the one home of its fields; the settings class of a config group
+derives its keys from it.
 
-`trainer.*`'s optimizer keys feed `OptimizerSettings`, `model.*` feeds `EncoderConfig`: each is
-written out in its settings class (so grep and mypy see it), and this file proves the names, the
-types and the accepted ranges agree, and names every default that deliberately differs.
+`model.*` is `EncoderConfig`'s, `trainer.*`'s AdamW keys are `OptimizerSettings`', `objective.*`'s
+masking, span and ELECTRA keys are `MaskingRule`'s, `SpanLengths`' and `ElectraConfig`'s, the
+`distill.*` loss weights are `DistillLosses`' and fine-tuning's AdamW keys `OptimizerSettings`'
+again. So code that builds a library config directly gets the defaults a pipeline run gets, and
+a key accepts exactly the values its library config accepts.
 """
 
 from __future__ import annotations
@@ -15,12 +18,28 @@ import pytest
 from pydantic import ValidationError
 
 from flows.core.settings import ConfigError, Settings
-from flows.training.settings import OPTIMIZER_KEYS, ModelSettings, TrainerSettings
-from lightning_modules.models.config import EncoderConfig
+from flows.downstream.settings import Recipe
+from flows.stages.distill_plan import DistillSettings
+from flows.stages.objectives import ObjectiveSettings
+from flows.training.settings import (
+    FROM_THE_TOKENIZER,
+    OPTIMIZER_KEYS,
+    ModelSettings,
+    TrainerSettings,
+)
+from lightning_modules.data.masking_rules import MaskingRule, SpanLengths
+from lightning_modules.distill_losses import DistillLosses
+from lightning_modules.models.config import ElectraConfig, EncoderConfig
 from lightning_modules.optim_settings import OptimizerSettings
 
-# What the tokenizer supplies: arguments of `ModelSettings.encoder`, never `model.*` keys.
-FROM_THE_TOKENIZER = {"vocab_size", "pad_token_id"}
+STUDENT = {"student": {"hidden_size": 64}}  # distill.student has no default
+
+
+def test_a_library_config_and_a_pipeline_run_get_the_same_defaults() -> None:
+    assert EncoderConfig(vocab_size=8).dropout == ModelSettings().dropout == 0.0
+    assert OptimizerSettings().learning_rate == TrainerSettings().learning_rate == 2e-3
+    assert OptimizerSettings().warmup_steps == TrainerSettings().warmup_steps
+    assert DistillLosses().kl_weight == DistillSettings(**STUDENT).kl_weight
 
 
 def plain(annotation: Any) -> Any:
@@ -53,71 +72,74 @@ def accepts(build: Any, **values: Any) -> bool:
     return True
 
 
+# settings class, the library config it derives from, the library's fields it holds, the prefix
+# of their keys, a builder of the library config, the settings' other required values
 CASES = [
-    # settings class, the dataclass it feeds, the fields of the dataclass it holds, a builder
-    # of the dataclass that fills what the settings do not hold
-    (TrainerSettings, OptimizerSettings, set(OPTIMIZER_KEYS), OptimizerSettings),
+    (TrainerSettings, OptimizerSettings, set(OPTIMIZER_KEYS), "", OptimizerSettings, {}),
     (
         ModelSettings,
         EncoderConfig,
-        {field.name for field in dataclasses.fields(EncoderConfig)} - FROM_THE_TOKENIZER,
+        {field.name for field in dataclasses.fields(EncoderConfig)} - set(FROM_THE_TOKENIZER),
+        "",
         lambda **values: EncoderConfig(vocab_size=8, **values),
+        {},
     ),
+    (ObjectiveSettings, MaskingRule, None, "", MaskingRule, {}),
+    (ObjectiveSettings, SpanLengths, None, "span_", SpanLengths, {}),
+    (ObjectiveSettings, ElectraConfig, None, "", ElectraConfig, {}),
+    (DistillSettings, DistillLosses, None, "", DistillLosses, STUDENT),
+    (Recipe, OptimizerSettings, {"beta2", "eps"}, "", OptimizerSettings, {}),
 ]
+IDS = [f"{case[0].__name__}-{case[1].__name__}" for case in CASES]
 
 
-@pytest.mark.parametrize(("settings", "library", "names", "build"), CASES)
-def test_each_key_is_a_declared_field_of_the_type_the_library_reads(
-    settings: type[Settings], library: type, names: set[str], build: Any
+def library_fields(library: type, names: set[str] | None) -> list[dataclasses.Field[Any]]:
+    fields = dataclasses.fields(library)
+    return [field for field in fields if names is None or field.name in names]
+
+
+@pytest.mark.parametrize(
+    ("settings", "library", "names", "prefix", "build", "needs"), CASES, ids=IDS
+)
+def test_each_key_has_the_library_fields_default_and_description(
+    settings: type[Settings],
+    library: type,
+    names: set[str] | None,
+    prefix: str,
+    build: Any,
+    needs: dict[str, Any],
 ) -> None:
-    hints = typing.get_type_hints(library, include_extras=True)
-    fields = settings.model_fields
-    assert names <= set(fields), f"undeclared: {sorted(names - set(fields))}"
-    for name in names:
-        assert fields[name].annotation == plain(hints[name]), name
+    described = getattr(library, "__pydantic_fields__", {})
+    for field in library_fields(library, names):
+        key = settings.model_fields[prefix + field.name]
+        assert key.default == field.default, field.name
+        description = described[field.name].description if described else field.metadata["doc"]
+        assert key.description == description, field.name
 
 
-@pytest.mark.parametrize(("settings", "library", "names", "build"), CASES)
+@pytest.mark.parametrize(
+    ("settings", "library", "names", "prefix", "build", "needs"), CASES, ids=IDS
+)
 def test_each_key_accepts_exactly_the_values_the_library_accepts(
-    settings: type[Settings], library: type, names: set[str], build: Any
+    settings: type[Settings],
+    library: type,
+    names: set[str] | None,
+    prefix: str,
+    build: Any,
+    needs: dict[str, Any],
 ) -> None:
     hints = typing.get_type_hints(library, include_extras=True)
     # Room for any warmup: `trainer.warmup_steps` must stay below `trainer.max_steps`.
-    context = {"max_steps": 1000} if settings is TrainerSettings else {}
-    for name in sorted(names):
-        for value in probes(hints[name]):
-            assert accepts(settings, **context, **{name: value}) == accepts(
-                build, **{name: value}
-            ), f"{settings.__name__}.{name}={value!r}"
+    context = {"max_steps": 1000} if settings is TrainerSettings else needs
+    for field in library_fields(library, names):
+        for value in probes(hints[field.name]):
+            assert accepts(settings, **context, **{prefix + field.name: value}) == accepts(
+                build, **{field.name: value}
+            ), f"{settings.__name__}.{prefix}{field.name}={value!r}"
 
 
-def test_no_other_settings_field_shares_a_name_with_what_it_feeds() -> None:
+def test_no_other_trainer_key_shares_a_name_with_an_optimizer_field() -> None:
     """A trainer key named like an optimizer field but left out of OPTIMIZER_KEYS would be read
     by nothing that builds the optimizer."""
     optimizer = {field.name for field in dataclasses.fields(OptimizerSettings)}
     assert optimizer & set(TrainerSettings.model_fields) == set(OPTIMIZER_KEYS)
-    model = {field.name for field in dataclasses.fields(EncoderConfig)} - FROM_THE_TOKENIZER
-    assert set(ModelSettings.model_fields) == {*model, "name"}
-
-
-# Where a run's default is not the library's, and why (a library default is what code that
-# builds the dataclass directly gets: fine-tuning, the importer, tests).
-DELIBERATE = {
-    # The small-budget pretraining recipe (Cramming): a short run underfits, so no dropout, and
-    # a higher peak rate after a 10% warmup. BERT's values stay the library's (experiment=bert).
-    (ModelSettings, "dropout"),
-    (ModelSettings, "attention_dropout"),
-    (TrainerSettings, "learning_rate"),
-    (TrainerSettings, "warmup_steps"),
-}
-
-
-@pytest.mark.parametrize(("settings", "library", "names", "build"), CASES)
-def test_defaults_are_the_librarys_but_where_the_recipe_chose_otherwise(
-    settings: type[Settings], library: type, names: set[str], build: Any
-) -> None:
-    defaults = {field.name: field.default for field in dataclasses.fields(library)}
-    differ = {
-        (settings, name) for name in names if settings.model_fields[name].default != defaults[name]
-    }
-    assert differ == {(cls, name) for cls, name in DELIBERATE if cls is settings}

@@ -66,7 +66,9 @@ def test_padding_does_not_change_the_outputs_of_real_tokens() -> None:
 def test_a_few_steps_lower_the_loss_on_a_fixed_batch(norm_placement: str) -> None:
     torch.manual_seed(0)
     model = BertForMaskedLM(EncoderConfig(**TINY, norm_placement=norm_placement))
-    optimizer, _ = build_optimizer(model, OptimizerSettings(learning_rate=3e-3, total_steps=30))
+    optimizer, _ = build_optimizer(
+        model, OptimizerSettings(learning_rate=3e-3, total_steps=30, warmup_steps=0)
+    )
     input_ids = torch.randint(5, 97, (8, 16))
     labels = torch.where(torch.rand(8, 16) < 0.3, input_ids, torch.full_like(input_ids, -100))
     losses = []
@@ -81,7 +83,9 @@ def test_a_few_steps_lower_the_loss_on_a_fixed_batch(norm_placement: str) -> Non
 
 def test_no_weight_decay_on_biases_and_layer_norms() -> None:
     model = BertForMaskedLM(EncoderConfig(**TINY))
-    optimizer, _ = build_optimizer(model, OptimizerSettings(learning_rate=1e-3, weight_decay=0.1))
+    optimizer, _ = build_optimizer(
+        model, OptimizerSettings(learning_rate=1e-3, weight_decay=0.1, warmup_steps=0)
+    )
     decayed = {id(p) for p in optimizer.param_groups[0]["params"]}
     for name, parameter in model.named_parameters():
         is_norm_or_bias = parameter.ndim < 2 or "norm" in name

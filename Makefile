@@ -21,10 +21,10 @@ demo: $(STAMP)  ## the whole pipeline on the embedded default corpus (make demo 
 	$(BIN)/python -m flows $(ARGS)
 
 domain-lift: $(STAMP)  ## Wikipedia -> +PubMed -> NCBI-disease NER vs random init, 10 seeds (27 min on 2 idle CPUs)
-	$(BIN)/python -m flows.domain_lift $(ARGS)
+	$(BIN)/python -m flows.lift $(ARGS)
 
 sst2-lift: $(STAMP)  ## Wikipedia -> +SST-2 train text -> SST-2 at 500 labels vs random init, 5 seeds
-	$(BIN)/python -m flows.domain_lift --experiment sst2 $(ARGS)
+	$(BIN)/python -m flows.lift --experiment sst2 $(ARGS)
 
 test: $(STAMP)  ## fast suite: unit tests plus a tiny end-to-end pipeline
 	$(BIN)/python -m pytest -m "not slow" -q

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, stack_module_state, vmap
 
 from benchmarks.stacked_bert import stacked_logits, supported
-from flows.downstream.training.recipe import TaskRun
+from flows.downstream.finetuning.recipe import TaskRun
 from lightning_modules.optim import build_optimizer
 from lightning_modules.optim_settings import OptimizerSettings
 
@@ -101,7 +101,7 @@ def ensemble(run: TaskRun, members: int, way: str) -> tuple[list[torch.nn.Module
     """K models of the run's shape, and the logits of all K from their stacked parameters:
     `vmap` of `functional_call` over a skeleton that holds no weights, or the demo's classifier
     written out over stacked weights (`stacked_bert`), checked against each model's own logits."""
-    from flows.downstream.training.recipe import build_model
+    from flows.downstream.finetuning.recipe import build_model
 
     models = [build_model(run, "pretrained") for _ in range(members)]
     config = run.encoder

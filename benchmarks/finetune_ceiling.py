@@ -8,7 +8,7 @@ measures those on the demo's task (`finetune=pydoc_topics`, the demo's tokenizer
 `trainer.precision: auto` picks on this CPU: bf16-mixed where bf16 is native, else fp32), with a
 random encoder of the model's shape (timing does not depend on the weights):
 
-1. one run through `flows.downstream.training.recipe.train_once`, as the stage runs it (cProfile
+1. one run through `flows.downstream.finetuning.recipe.train_once`, as the stage runs it (cProfile
    on CPU time): the training steps against per-epoch validation, the test pass and the rest; and
    what the stage spends once per task (encoding the splits, the baselines);
 2. one training step's ops (torch.profiler, self time): matmuls, attention, the optimizer, the
@@ -56,7 +56,7 @@ from benchmarks.ensemble_steps import (
 )
 from benchmarks.precision_rows import auto_precision
 from benchmarks.step_timer import matmul_peaks
-from flows.downstream.training.recipe import TaskRun
+from flows.downstream.finetuning.recipe import TaskRun
 
 MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 # The demo's grid per arm: every rate on the first seed, then the other seeds at the chosen rate
@@ -119,7 +119,7 @@ def run_split(run: TaskRun, epochs: int, warm_up: bool) -> dict[str, float]:
     """Shares of one `train_once` run (cProfile, CPU time): steps, per-epoch validation, the test
     pass, the rest; with the run's CPU seconds profiled and not. `warm_up`: a one-epoch run first
     (the process's first-call costs)."""
-    from flows.downstream.training.recipe import train_once
+    from flows.downstream.finetuning.recipe import train_once
 
     if warm_up:
         one_epoch = run.settings.model_copy(update={"epochs": 1})
@@ -162,7 +162,7 @@ def run_split(run: TaskRun, epochs: int, warm_up: bool) -> dict[str, float]:
 def step_ops(run: TaskRun, bf16: bool) -> tuple[dict[str, float], list[tuple[str, float]]]:
     """Per-step self time by kind of op (wall ms inside ops, as torch.profiler times them), over
     real batches; and the top ops."""
-    from flows.downstream.training.recipe import build_model
+    from flows.downstream.finetuning.recipe import build_model
 
     step, batches = stepper(build_model(run, "pretrained"), bf16), train_batches(run, 10)
     for batch in batches[:2]:
@@ -190,7 +190,7 @@ def step_ops(run: TaskRun, bf16: bool) -> tuple[dict[str, float], list[tuple[str
 
 def per_op_floor(run: TaskRun, bf16: bool) -> tuple[float, float]:
     """CPU ms of a step on real batches, and of one at batch 1 x 8 (all overhead, no work)."""
-    from flows.downstream.training.recipe import build_model
+    from flows.downstream.finetuning.recipe import build_model
 
     step, batches = stepper(build_model(run, "pretrained"), bf16), train_batches(run, 12)
     tiny = {name: tensor[:1, :8] for name, tensor in batches[0].items() if name != "labels"}

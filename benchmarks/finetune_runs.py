@@ -3,7 +3,7 @@
 The finetune stage trains many small models (a learning-rate grid and seeds, per arm), so fixed
 costs per run (Trainer construction, loaders, loading weights, per-epoch validation, the test
 pass) weigh as much as the training steps. This runs the demo's task (`finetune=pydoc_topics`,
-bert-tiny) through `flows.downstream.training.recipe.train_once`, as the stage does, with early
+bert-tiny) through `flows.downstream.finetuning.recipe.train_once`, as the stage does, with early
 stopping off so every run trains the same number of epochs, and reports runs per CPU-minute
 (process CPU time: fair on a shared machine) beside a `cProfile` split of one run.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.finetune_ceiling import demo_task
-from flows.downstream.training.recipe import TaskRun
+from flows.downstream.finetuning.recipe import TaskRun
 
 
 def prepare(work_dir: Path, epochs: int) -> TaskRun:
@@ -35,7 +35,7 @@ def prepare(work_dir: Path, epochs: int) -> TaskRun:
 
 
 def main() -> None:
-    from flows.downstream.training.recipe import train_once
+    from flows.downstream.finetuning.recipe import train_once
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=4)

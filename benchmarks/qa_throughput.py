@@ -71,7 +71,7 @@ def windows(max_length: int, doc_stride: int) -> tuple[list[dict[str, Any]], int
 def batches(shape: dict[str, Any], count: int) -> tuple[list[Any], EncoderConfig]:
     """The first `count` batches in file order, padded by the stage's own `pad_batch`, and the
     encoder shape (`shape`: model, batch_size, max_length, doc_stride) for the tokenizer."""
-    from flows.downstream.training.recipe import pad_batch
+    from flows.downstream.finetuning.recipe import pad_batch
 
     items, pad_id, vocab_size = windows(shape["max_length"], shape["doc_stride"])
     starts = range(0, count * shape["batch_size"], shape["batch_size"])

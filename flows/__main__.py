@@ -9,7 +9,6 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from flows.base_checkpoint import adopt_init
 from flows.core.cli import SERVICE_ERROR, USAGE_ERROR, fail
 from flows.core.config import compose_config, expand_sweeps, to_yaml
 from flows.core.disk import disk_full_message
@@ -19,6 +18,7 @@ from flows.core.redaction import redact_console, redact_log_handlers
 from flows.core.settings import ConfigError, settings_from
 from flows.corpora.formats import CorpusInputError
 from flows.downstream.settings import FinetuneSettings
+from flows.init_from_config import adopt_init
 from flows.orchestration.interrupts import Interrupted, stop_on_signals, stopped_by_signal
 from flows.plan import STAGES, RunConfig, load_run_config, start_services
 from flows.refresh.promotion import RefreshSettings

@@ -47,7 +47,7 @@ COMMANDS = {
     ),
     "compare": Command("flows.compare.cli", "compare pipeline runs recorded in MLflow"),
     "lift": Command(
-        "flows.domain_lift", "general pretraining, then continued on a domain, scored for lift"
+        "flows.lift", "general pretraining, then continued on a domain, scored for lift"
     ),
     "ui": Command("flows.ui", "serve the Prefect UI and the MLflow UI over the local run stores"),
 }

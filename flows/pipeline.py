@@ -17,7 +17,6 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import State
 
-from flows.base_checkpoint import adopt_init
 from flows.core.artifacts import MANIFEST_FILE, ArtifactError, ArtifactRef, ArtifactStore
 from flows.core.config import to_yaml
 from flows.core.paths import RunPaths
@@ -25,12 +24,13 @@ from flows.core.redaction import redact_secrets, redacting_errors
 from flows.core.settings import ConfigError
 from flows.corpora import Corpus
 from flows.corpora.formats import CorpusInputError
+from flows.init_from_config import adopt_init
 from flows.orchestration.publish import TaskRuns, publish, publish_curve, publish_label_curve
 from flows.orchestration.shard_runners import prefect_unit_mapper
 from flows.plan import STAGES, PipelinePlan, load_run_config
 from flows.stages import training_stages
-from flows.stages.checkpoint_source import HUGGINGFACE_DIR, is_registry_uri
 from flows.stages.distill_plan import external_teacher
+from flows.stages.init_source import HUGGINGFACE_DIR, is_registry_uri
 from flows.stages.shards.stage import ShardOutputs, build_shards
 from flows.stages.tokenizer import train_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer

@@ -14,13 +14,13 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
-from flows.base_checkpoint import checkpoint_folder
 from flows.core.artifacts import ArtifactStore
 from flows.core.paths import PathSettings, RunPaths, configure_services
 from flows.core.settings import ConfigError, Settings, bounds, settings_from
 from flows.corpora import Corpus, CorpusSettings, open_corpus
 from flows.corpora.excluded import ExcludedTexts
 from flows.downstream.settings import FinetuneSettings, recipe_key
+from flows.init_from_config import checkpoint_folder
 from flows.stages.distill_plan import DistillSettings, plan_student
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.shards.stage import ShardSettings
@@ -39,7 +39,7 @@ STAGES = ("tokenizer", "shards", "pretrain", "distill", "finetune")
 
 class InitSettings(Settings):
     """`pretrain.*`: continue from given weights: a pretrain artifact directory, a `transformers`
-    checkpoint folder or Hub name (flows/base_checkpoint.py), or a models:/ URI."""
+    checkpoint folder or Hub name (flows/init_from_config.py), or a models:/ URI."""
 
     section = "pretrain"
 

@@ -30,7 +30,7 @@ from flows.training.hardware import Hardware
 if TYPE_CHECKING:
     import torch
 
-    from flows.downstream.training.recipe import ArmResult
+    from flows.downstream.finetuning.recipe import ArmResult
     from lightning_modules.models.config import EncoderConfig
     from lightning_modules.models.heads import BertForMaskedLM
 
@@ -273,7 +273,7 @@ SERVED_RUN = [
 
 def grid_arm(rate: float, grid: list[float], best_epochs: list[int]) -> ArmResult:
     """An arm that chose `rate` from `grid`, one seed per best epoch (10 epochs allowed)."""
-    from flows.downstream.training.recipe import ArmResult, RunResult, grid_edge
+    from flows.downstream.finetuning.recipe import ArmResult, RunResult, grid_edge
 
     runs = [
         RunResult("arm", rate, seed, 0.5, epoch, epoch == 10, {"accuracy": 0.6 + seed / 100}, [])

@@ -16,11 +16,11 @@ from prefect.runtime import flow_run
 from prefect.states import Failed, State
 from pydantic import ValidationError
 
-from flows.base_checkpoint import adopt_init
 from flows.core.config import compose_config
 from flows.core.logs import SaidOnce
 from flows.core.settings import ConfigError
 from flows.corpora.formats import CorpusInputError
+from flows.init_from_config import adopt_init
 from flows.orchestration.run_form import RunForm
 from flows.plan import load_run_config, start_services
 from flows.tracking.links import TIMESTAMP_FORMAT, run_label

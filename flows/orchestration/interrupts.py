@@ -1,6 +1,6 @@
 """A command line run stopped by SIGTERM or SIGINT: unwound like Ctrl-C, its runs marked KILLED,
 one line that says how to resume, exit 128 + the signal (shared by `python -m flows` and
-`python -m flows.domain_lift`)."""
+`python -m flows.lift`)."""
 
 from __future__ import annotations
 

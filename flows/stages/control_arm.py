@@ -3,7 +3,7 @@
 Random init reads nothing of pretraining but the encoder's shape and the vocabulary: its runs
 depend on the task (spec, recipe, data), the seeds, the tokenizer and the architecture, and on
 nothing the pretrained weights hold. Keyed by exactly those, one arm serves every encoder it can
-control: `flows.domain_lift`'s general and domain-continued models, a scheduled re-pretraining on
+control: `flows.lift`'s general and domain-continued models, a scheduled re-pretraining on
 new data, a recipe sweep. Each is then fitted once per store instead of once per pretraining run,
 and two lifts against it pair by seed with the very same control runs.
 
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
+from flows.downstream.finetuning.recipe import ArmResult, TaskRun, evaluate_arm
 from flows.downstream.tasks.spec import BASE_ARM
-from flows.downstream.training.recipe import ArmResult, TaskRun, evaluate_arm
 from flows.training.settings import TrainerSettings
 from lightning_modules.models.config import EncoderConfig
 

@@ -1,7 +1,7 @@
 """Stage: distill a teacher (a pretrain artifact) into a smaller student on the run's shards.
 
 The student reads the same masked batches as pretraining (dynamic masking, the objective's
-collator); the losses are those of lightning_modules/distill.py, weighted by `distill.*`. The
+collator); the losses are those of lightning_modules/distill_module.py, weighted by `distill.*`. The
 artifact is laid out like a pretrain artifact (weights, config, Hugging Face export), so the
 finetune stage, the exporter and `distill.teacher` of a later run all read it as they read one.
 Its key holds the teacher's weights hash, the student's shape and init, and the recipe.
@@ -32,11 +32,11 @@ from flows.stages.distill_plan import (
 from flows.stages.pretrain import check_shards_match, resumable_trainer, save_and_export
 from flows.stages.tokenizer import load_tokenizer
 from flows.stages.training_types import DistillOutputs, DistillStageSettings
-from flows.training.checkpoints import resumable_checkpoint
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
 from flows.training.settings import TrainerSettings, encoder_config, model_in_key
+from flows.training.training_checkpoints import resumable_checkpoint
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
-from lightning_modules.distill import DistillationModule
+from lightning_modules.distill_module import DistillationModule
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import count_parameters, load_masked_lm
 from lightning_modules.models.student_init import init_from_teacher

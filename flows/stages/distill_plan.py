@@ -31,7 +31,7 @@ from flows.core.settings import (
     settings_of,
 )
 from flows.stages.checkpoint_preflight import read_shape
-from flows.stages.checkpoint_source import (
+from flows.stages.init_source import (
     is_checkpoint_folder,
     is_hub_name,
     is_registry_uri,

@@ -1,8 +1,8 @@
 """Downstream evaluation, from the pretrained encoder and from random init.
 
 Every task in `finetune.tasks` runs both arms with one recipe over `finetune.seeds` seeds, each arm
-with its own learning rate and epoch chosen on validation (flows/downstream/training/recipe.py),
-beside baselines without an encoder (flows/downstream/training/baselines.py). The lift gets a
+with its own learning rate and epoch chosen on validation (flows/downstream/finetuning/recipe.py),
+beside baselines without an encoder (flows/downstream/finetuning/baselines.py). The lift gets a
 paired t-interval over seeds and a paired bootstrap interval over test examples. The outputs are
 flat `<task>.<key>` figures; `summary.md`, `lift.png` and `results.json` (every run) are written
 into the artifact.
@@ -17,6 +17,10 @@ from typing import Any
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.settings import output_settings
+from flows.downstream.finetuning.baselines import BaselineResult, evaluate_baselines
+from flows.downstream.finetuning.caps import caps_outputs, caps_record
+from flows.downstream.finetuning.qa_runs import unanswerable_mode
+from flows.downstream.finetuning.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_arm
 from flows.downstream.settings import (
     RECIPE_FIELDS,
     FinetuneSettings,
@@ -51,10 +55,6 @@ from flows.downstream.tasks.relation import (
     type_matrix,
 )
 from flows.downstream.tasks.spec import BASE_ARM, TaskSpec
-from flows.downstream.training.baselines import BaselineResult, evaluate_baselines
-from flows.downstream.training.caps import caps_outputs, caps_record
-from flows.downstream.training.qa_runs import unanswerable_mode
-from flows.downstream.training.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_arm
 from flows.stages.control_arm import CONTROL_ARM, base_record, cached_arm, control_record
 from flows.stages.finetune_progress import FinishedTasks
 from flows.stages.tokenizer import TrainedTokenizer, load_tokenizer

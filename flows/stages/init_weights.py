@@ -15,7 +15,7 @@ from typing import Any
 
 from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, read_manifest
 from flows.core.settings import ConfigError
-from flows.stages.checkpoint import load_discriminator_head, read_lineage
+from flows.stages.public_import import load_discriminator_head, read_lineage
 from flows.stages.tokenizer import TrainedTokenizer
 from flows.training.settings import RUN_CHOICES, encoder_config
 from lightning_modules.models.config import (

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
+from flows.downstream.finetuning.recipe import LoggerFactory
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.statistics.label_points import (
     count_label,
@@ -26,7 +27,6 @@ from flows.downstream.statistics.label_points import (
     plot,
     point,
 )
-from flows.downstream.training.recipe import LoggerFactory
 from flows.stages.finetune import finetune
 from flows.stages.training_types import FinetuneOutputs
 from flows.training.settings import TrainerSettings

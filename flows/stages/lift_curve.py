@@ -17,10 +17,10 @@ from typing import Any
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.settings import ConfigError
+from flows.downstream.finetuning.recipe import ArmResult, LoggerFactory, evaluate_arm
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.statistics.lift_points import CURVE_STAGE, flat_points, plot_curves, point
 from flows.downstream.statistics.task_figures import TaskFigures
-from flows.downstream.training.recipe import ArmResult, LoggerFactory, evaluate_arm
 from flows.stages.finetune import (
     PREDICTIONS_FILE,
     RESULTS_FILE,

@@ -24,9 +24,8 @@ from flows.core.artifacts import (
 )
 from flows.core.settings import output_settings
 from flows.corpora.formats import CorpusInputError
-from flows.stages.checkpoint import LINEAGE_FILE, export_as_base_class, read_lineage
-from flows.stages.checkpoint_source import HUGGINGFACE_DIR
 from flows.stages.collators import make_collator
+from flows.stages.init_source import HUGGINGFACE_DIR
 from flows.stages.init_weights import (
     InitSource,
     check_same_tokenizer,
@@ -34,16 +33,17 @@ from flows.stages.init_weights import (
     load_initial_weights,
     run_encoder_config,
 )
+from flows.stages.public_import import LINEAGE_FILE, export_as_base_class, read_lineage
 from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokenizer
 from flows.stages.training_types import PretrainOutputs, PretrainSettings
-from flows.training.checkpoints import resumable_checkpoint
-from flows.training.divergence import divergence_guard
+from flows.training.divergence_report import divergence_guard
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
 from flows.training.settings import TrainerSettings, model_in_key
 from flows.training.trainer import make_trainer
+from flows.training.training_checkpoints import resumable_checkpoint
 from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
 from lightning_modules.data.shard_format import ShardIndex
-from lightning_modules.electra import ReplacedTokenDetectionModule
+from lightning_modules.electra_module import ReplacedTokenDetectionModule
 from lightning_modules.export import can_export, export_huggingface
 from lightning_modules.flops import electra_training_flops_per_token, mlm_training_flops_per_token
 from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings

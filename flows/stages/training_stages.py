@@ -16,24 +16,24 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from flows.stages.checkpoint import (
-        import_checkpoint,
-        lineage_params,
-        lineage_text,
-        read_lineage,
-    )
     from flows.stages.distill import distill
     from flows.stages.finetune import finetune
     from flows.stages.label_curve import label_curve
     from flows.stages.lift_curve import lift_curve
     from flows.stages.pretrain import pretrain
+    from flows.stages.public_import import (
+        import_checkpoint,
+        lineage_params,
+        lineage_text,
+        read_lineage,
+    )
 
 # Each name and the module it lives in.
 HOMES = {
-    "import_checkpoint": "flows.stages.checkpoint",
-    "lineage_params": "flows.stages.checkpoint",
-    "lineage_text": "flows.stages.checkpoint",
-    "read_lineage": "flows.stages.checkpoint",
+    "import_checkpoint": "flows.stages.public_import",
+    "lineage_params": "flows.stages.public_import",
+    "lineage_text": "flows.stages.public_import",
+    "read_lineage": "flows.stages.public_import",
     "distill": "flows.stages.distill",
     "finetune": "flows.stages.finetune",
     "label_curve": "flows.stages.label_curve",

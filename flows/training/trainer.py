@@ -12,9 +12,9 @@ from lightning_fabric.plugins.environments import TorchElasticEnvironment
 from pytorch_lightning.loggers import Logger
 from pytorch_lightning.strategies import Strategy
 
-from flows.training.checkpoints import AtomicCheckpointIO
 from flows.training.precision import ClippingMixedPrecision
 from flows.training.settings import TrainerSettings
+from flows.training.training_checkpoints import AtomicCheckpointIO
 
 
 def make_trainer(
@@ -33,7 +33,7 @@ def make_trainer(
     """
     if settings.threads:
         torch.set_num_threads(settings.threads)
-    plugins: list[Any] = [AtomicCheckpointIO()]  # flows/training/checkpoints.py says why
+    plugins: list[Any] = [AtomicCheckpointIO()]  # flows/training/training_checkpoints.py says why
     placement: dict[str, Any] = {"devices": 1, "num_nodes": 1, "strategy": "auto"}
     if distributed:
         placement = {

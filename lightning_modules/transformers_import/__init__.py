@@ -2,10 +2,10 @@
 model back to the same `transformers` class. Pure torch, safetensors and json: `transformers`
 itself is needed only to make the checkpoints, never to read or write them."""
 
-from lightning_modules.transformers_import.checkpoint import ImportedCheckpoint, read_checkpoint
 from lightning_modules.transformers_import.errors import CheckpointError
 from lightning_modules.transformers_import.export_like import export_like
 from lightning_modules.transformers_import.families import SUPPORTED_MODEL_TYPES
+from lightning_modules.transformers_import.read_weights import ImportedCheckpoint, read_checkpoint
 from lightning_modules.transformers_import.shape import CheckpointShape, peek_checkpoint, shape_of
 
 __all__ = [

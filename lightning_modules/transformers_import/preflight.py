@@ -15,10 +15,10 @@ from pathlib import Path
 
 from lightning_modules.hf_layouts import encoder_layout
 from lightning_modules.models.encoder import BertEncoder
-from lightning_modules.transformers_import.checkpoint import Unfilled, listed
 from lightning_modules.transformers_import.config_json import position_offset
 from lightning_modules.transformers_import.errors import CheckpointError
 from lightning_modules.transformers_import.mapping import normalised
+from lightning_modules.transformers_import.read_weights import Unfilled, listed
 from lightning_modules.transformers_import.shape import CheckpointShape
 from lightning_modules.transformers_import.weights import read_bin
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from flows.base_checkpoint import shape_keys
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.corpora import Corpus, CorpusSettings, open_corpus
-from flows.stages.checkpoint import import_checkpoint
+from flows.init_from_config import shape_keys
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import pretrain
+from flows.stages.public_import import import_checkpoint
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from flows.training.checkpoints import resumable_checkpoint
+from flows.training.training_checkpoints import resumable_checkpoint
 
 pytestmark = pytest.mark.slow
 WRITER = """
 import sys, torch
 from pathlib import Path
-from flows.training.checkpoints import AtomicCheckpointIO
+from flows.training.training_checkpoints import AtomicCheckpointIO
 last, writer = Path(sys.argv[1]), AtomicCheckpointIO()
 step = 0
 while True:

@@ -19,9 +19,9 @@ import torch
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
-from flows.base_checkpoint import adopt_init
 from flows.continuation import CONTINUATION
 from flows.core.config import compose_config
+from flows.init_from_config import adopt_init
 from flows.training.settings import TrainerSettings
 from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings
 from lightning_modules.models.heads import BertForSequenceClassification

@@ -44,7 +44,7 @@ ORPHAN_SECONDS = 20.0  # after a SIGKILL of the run, no process of it may be ali
 
 
 # `make domain-lift`'s command on a small budget: its first step reads the shared Wikipedia files.
-DOMAIN_LIFT = ["flows.domain_lift", *TINY[1:]]
+DOMAIN_LIFT = ["flows.lift", *TINY[1:]]
 WIKIPEDIA = Path(os.environ.get("CLOZE_DATA_DIR", "../shared/data")) / "wikipedia_en_wikiextractor"
 
 

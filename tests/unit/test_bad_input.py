@@ -27,12 +27,12 @@ from flows.corpora.formats import CorpusInputError
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.tasks.spec import TaskInputError
 from flows.plan import PipelinePlan
-from flows.stages.checkpoint import import_checkpoint
 from flows.stages.distill_plan import DistillSettings, external_teacher
 from flows.stages.finetune import finetune
 from flows.stages.lift_curve import lift_curve
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import pretrain
+from flows.stages.public_import import import_checkpoint
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer
@@ -1106,13 +1106,13 @@ def test_bad_arm_pairs(
 def test_an_unknown_two_step_experiment_is_refused_before_any_run(
     capsys: pytest.CaptureFixture[str], arguments: list[str]
 ) -> None:
-    from flows.domain_lift import main as domain_lift
+    from flows.lift import main as domain_lift
 
     with pytest.raises(SystemExit) as refused:  # argparse's usage line, then its error line
         domain_lift(arguments)
     assert refused.value.code == 2
     error = capsys.readouterr().err.splitlines()[-1]
-    assert error.startswith("python -m flows.domain_lift: error: argument --experiment")
+    assert error.startswith("python -m flows.lift: error: argument --experiment")
     assert "pubmed" in error or "expected one argument" in error
 
 

@@ -11,8 +11,8 @@ from flows.core.artifacts import ArtifactStore
 from flows.core.config import compose_config
 from flows.corpora import open_corpus
 from flows.plan import PipelinePlan
-from flows.stages.checkpoint_source import HUGGINGFACE_DIR
 from flows.stages.finetune import finetune
+from flows.stages.init_source import HUGGINGFACE_DIR
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import pretrain
 from flows.stages.shards.stage import build_shards

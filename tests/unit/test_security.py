@@ -66,7 +66,7 @@ def test_artifacts_hold_no_pickles_and_a_tampered_checkpoint_runs_no_code(
     torch.save({"state_dict": Payload(marker)}, planted)
     # Its checksum too, as a tamperer would write it: so it is the load that must refuse it.
     planted.with_name(planted.name + ".sha256").write_text(file_sha256(planted))
-    with caplog.at_level(logging.WARNING, logger="flows.training.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="flows.training.training_checkpoints"):
         retrained = pretrain(settings, shards, tokenizer, store)  # set aside, trained afresh
     assert not marker.exists() and not retrained.outputs["resumed"]
     assert f"checkpoint {planted} does not load" in caplog.text

@@ -4,7 +4,7 @@ A finetune artifact's `results.json` keeps every run's seed and test scores. A f
 the labelled sample, the head's init and the data order, so two arms scored on the same task at
 the same seeds pair like the two arms of one run: their per-seed differences remove that shared
 noise, and a paired t-interval over them is the claim's interval. Examples: the domain-continued
-model against the general one (`flows/domain_lift.py`), a distilled student against the same
+model against the general one (`flows/lift.py`), a distilled student against the same
 student pretrained from scratch (`python -m flows.compare.arms`).
 """
 

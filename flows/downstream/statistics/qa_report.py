@@ -17,8 +17,8 @@ from flows.core.tables import markdown_table
 from flows.downstream.statistics.report import std
 
 if TYPE_CHECKING:
-    from flows.downstream.training.baselines import BaselineResult
-    from flows.downstream.training.recipe import ArmResult
+    from flows.downstream.finetuning.baselines import BaselineResult
+    from flows.downstream.finetuning.recipe import ArmResult
 
 QA_COLUMNS = ("exact_match", "f1", "has_ans_f1", "no_ans_accuracy", "null_threshold")
 # The arms a run may have (flows/downstream/tasks/spec.py), as the table names them.

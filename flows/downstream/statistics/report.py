@@ -23,8 +23,8 @@ from flows.downstream.statistics.task_figures import TaskFigures
 from flows.downstream.tasks.spec import ARMS
 
 if TYPE_CHECKING:
-    from flows.downstream.training.baselines import BaselineResult
-    from flows.downstream.training.recipe import ArmResult
+    from flows.downstream.finetuning.baselines import BaselineResult
+    from flows.downstream.finetuning.recipe import ArmResult
 
 ARM_NAMES = {"pretrained": "pretrained", "random_init": "random init"}
 

@@ -3,7 +3,7 @@
 Tagging follows BERT's NER recipe: a word's tag goes on its first sub-token, the other
 sub-tokens get -100 (ignored by the loss). Plain lists, no torch: the up-front check of a run's
 task files encodes rows before any training library is imported; training pads the ids into
-tensors (flows/downstream/training/recipe.py) and scores predictions (scores.py).
+tensors (flows/downstream/finetuning/recipe.py) and scores predictions (scores.py).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ class TaskData:
     """A task's splits; `labels` in id order, where they came from, and train labels that the
     test split never shows (their test scores are empty: reported, not an error). `pools` holds
     each split's size before `finetune.validation_examples`/`test_examples` capped it; `caps`
-    the caps that bit, once the splits are encoded (flows/downstream/training/caps.py)."""
+    the caps that bit, once the splits are encoded (flows/downstream/finetuning/caps.py)."""
 
     spec: TaskSpec
     labels: list[str]

@@ -68,7 +68,7 @@ QA_FIELDS = ("qa_columns", "unanswerable")
 # question when that scores best on validation, and records each run's null-score threshold.
 QA_DECODING = 2
 # What a task of each kind is compared against besides random init
-# (flows/downstream/training/baselines.py).
+# (flows/downstream/finetuning/baselines.py).
 BASELINES = {
     "classification": ("majority", "tfidf_logreg"),
     "token_classification": ("seen_entities",),

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from flows.__main__ import main as cli_main
-from flows.base_checkpoint import adopt_init
 from flows.continuation import CONTINUATION, HEAD_WARMUP_STEPS
 from flows.core.config import compose_config
+from flows.init_from_config import adopt_init
 from flows.plan import PipelinePlan, load_run_config
 from tests.checkpoint_tokenizers import write_tokenizer
 from tests.checkpoints import tiny_checkpoint

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 from lightning_modules.data.collator import MaskingCollator
 from lightning_modules.data.masking_rules import MaskingRule
-from lightning_modules.electra import ReplacedTokenDetectionModule
+from lightning_modules.electra_module import ReplacedTokenDetectionModule
 from lightning_modules.export import export_huggingface
 from lightning_modules.mlm import ThroughputSettings
 from lightning_modules.models.config import (

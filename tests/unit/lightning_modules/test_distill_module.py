@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lightning_modules.distill import DistillationModule
 from lightning_modules.distill_losses import DistillLosses
+from lightning_modules.distill_module import DistillationModule
 from lightning_modules.models.config import IGNORE_INDEX, EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.student_init import (

@@ -10,7 +10,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
-from flows.stages.checkpoint_source import HUGGINGFACE_DIR
+from flows.stages.init_source import HUGGINGFACE_DIR
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import pretrain
 from flows.stages.training_types import PretrainSettings

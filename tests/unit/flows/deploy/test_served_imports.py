@@ -51,7 +51,7 @@ def step(name):
 import flows.deploy.entrypoints
 step("import")
 
-from flows.base_checkpoint import adopt_init
+from flows.init_from_config import adopt_init
 from flows.core.artifacts import ArtifactStore
 from flows.core.config import compose_config
 from flows.core.paths import RunPaths

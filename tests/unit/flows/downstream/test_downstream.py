@@ -12,6 +12,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from flows.core.config import compose_config
 from flows.core.settings import ConfigError, settings_from
+from flows.downstream.finetuning.recipe import pad_batch
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.statistics.report import paired_figures, paired_interval
 from flows.downstream.tasks.encoding import encode
@@ -25,7 +26,6 @@ from flows.downstream.tasks.readers import (
 )
 from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import TaskSpec, default_data_dir
-from flows.downstream.training.recipe import pad_batch
 from lightning_modules.label_metrics import entity_scores, entity_spans
 from lightning_modules.metrics import binary_f1, matthews_corrcoef
 

@@ -12,6 +12,9 @@ import numpy as np
 import pytest
 import torch
 
+from flows.downstream.finetuning import recipe
+from flows.downstream.finetuning.baselines import C_GRID, evaluate_baselines, seen_entities
+from flows.downstream.finetuning.recipe import RunResult, TaskRun
 from flows.downstream.settings import Recipe
 from flows.downstream.statistics.bootstrap import (
     bootstrap_lift,
@@ -22,9 +25,6 @@ from flows.downstream.tasks.load import train_sample
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
 from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import TaskSpec
-from flows.downstream.training import recipe
-from flows.downstream.training.baselines import C_GRID, evaluate_baselines, seen_entities
-from flows.downstream.training.recipe import RunResult, TaskRun
 from lightning_modules.models.config import EncoderConfig
 
 NER_LABELS = ["O", "B-Disease", "I-Disease", "B-Chemical", "I-Chemical"]

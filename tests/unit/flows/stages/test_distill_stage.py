@@ -11,9 +11,9 @@ import pytest
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.core.settings import ConfigError
 from flows.corpora import CorpusSettings, open_corpus
-from flows.stages.checkpoint_source import HUGGINGFACE_DIR
 from flows.stages.distill import distill
 from flows.stages.distill_plan import DistillSettings
+from flows.stages.init_source import HUGGINGFACE_DIR
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import pretrain
 from flows.stages.shards.stage import ShardSettings, build_shards

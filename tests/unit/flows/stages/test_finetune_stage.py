@@ -238,7 +238,7 @@ def test_another_encoder_of_the_same_shape_reuses_the_random_init_runs(
     evaluated: Any, word_shards: WordShards
 ) -> None:
     """Random init reads nothing of pretraining but the shape and vocabulary: a second
-    pretrained model (here another seed; in flows.domain_lift the domain-continued one) is
+    pretrained model (here another seed; in flows.lift the domain-continued one) is
     scored against the same control runs, fitted once."""
     settings, ref, (_, tokenizer, store) = evaluated
     other = pretrain(

@@ -10,7 +10,7 @@ import torch
 
 from flows.core.artifacts import ArtifactStore
 from flows.corpora import Corpus, CorpusSettings, open_corpus
-from flows.stages.checkpoint import import_checkpoint
+from flows.stages.public_import import import_checkpoint
 from flows.stages.tokenizer import load_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer, read_extension
 from lightning_modules.models.serialization import load_masked_lm

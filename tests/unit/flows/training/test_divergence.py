@@ -20,9 +20,9 @@ from flows.core.artifacts import ArtifactStore, file_sha256
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import LAST_CHECKPOINT, pretrain
 from flows.stages.training_types import PretrainSettings
-from flows.training.checkpoints import checksum_file
-from flows.training.divergence import remedy
+from flows.training.divergence_report import remedy
 from flows.training.settings import TrainerSettings
+from flows.training.training_checkpoints import checksum_file
 from lightning_modules.divergence import DivergenceGuard, TrainingDiverged
 from tests.fakes import TINY_ENCODER, WordShards
 
@@ -141,7 +141,7 @@ def test_a_checkpoint_overwritten_with_nan_bytes_is_not_resumed_from(
     size = last.stat().st_size
     overwrite_with_nan(last)
     assert last.stat().st_size == size  # the same size, and it loads: only its checksum differs
-    with caplog.at_level(logging.WARNING, logger="flows.training.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="flows.training.training_checkpoints"):
         ref = pretrain(settings, word_shards.shards, word_shards.tokenizer, store)
     assert f"checkpoint {last} does not match its checksum" in caplog.text
     assert ref.outputs["resumed"] and math.isfinite(ref.outputs["val_loss"])
@@ -155,7 +155,7 @@ def test_a_checkpoint_with_nan_weights_and_a_valid_checksum_is_set_aside_not_res
     store, settings, last = killed_at_step_6(tmp_path, word_shards)
     overwrite_with_nan(last)
     checksum_file(last).write_text(file_sha256(last))  # the bytes now match their checksum
-    with caplog.at_level(logging.INFO, logger="flows.training.checkpoints"):
+    with caplog.at_level(logging.INFO, logger="flows.training.training_checkpoints"):
         ref = pretrain(settings, word_shards.shards, word_shards.tokenizer, store)
     assert f"checkpoint {last} holds non-finite values (" in caplog.text
     # Kept beside the others until the stage publishes (its work dir then goes).

@@ -7,6 +7,8 @@ from typing import Any
 
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from flows.downstream.finetuning.caps import caps_outputs, caps_record
+from flows.downstream.finetuning.recipe import ArmResult, RunResult, grid_edge
 from flows.downstream.settings import Recipe
 from flows.downstream.statistics.base_report import base_outputs, base_verdict, is_worse_than_base
 from flows.downstream.statistics.report import markdown_table
@@ -14,8 +16,6 @@ from flows.downstream.statistics.task_figures import TaskFigures
 from flows.downstream.tasks.encoding import encode
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
 from flows.downstream.tasks.spec import BASE_ARM
-from flows.downstream.training.caps import caps_outputs, caps_record
-from flows.downstream.training.recipe import ArmResult, RunResult, grid_edge
 from flows.refresh.promotion import decide
 from flows.summary import downstream_result
 from tests.fakes import finetune_outputs as outputs_of

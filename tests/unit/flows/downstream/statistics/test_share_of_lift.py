@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from flows.downstream.finetuning.recipe import ArmResult, RunResult
 from flows.downstream.statistics.distill_report import share_text, student_outputs
 from flows.downstream.statistics.report import paired_interval, ratio_interval
 from flows.downstream.tasks.spec import STUDENT_ARM
-from flows.downstream.training.recipe import ArmResult, RunResult
 
 TEACHER_LIFTS = [0.10, 0.14, 0.12, 0.15, 0.11]
 STUDENT_LIFTS = [0.06, 0.09, 0.05, 0.10, 0.08]

@@ -26,7 +26,7 @@ from flows.continuation import continuation_recipe, explicit_trainer_keys
 from flows.core.config import OVERRIDES_KEY
 from flows.core.settings import ConfigError
 from flows.stages.checkpoint_preflight import read_shape
-from flows.stages.checkpoint_source import (
+from flows.stages.init_source import (
     HF_CONFIG_FILE,
     HUGGINGFACE_DIR,
     is_checkpoint_folder,

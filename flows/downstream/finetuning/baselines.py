@@ -21,11 +21,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from flows.downstream.finetuning.qa_baselines import fit_qa_baseline
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
 from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import TaskSpec
 from flows.downstream.tasks.squad import QAExample
-from flows.downstream.training.qa_baselines import fit_qa_baseline
 from lightning_modules.label_metrics import entity_spans
 
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)

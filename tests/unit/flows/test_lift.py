@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flows.domain_lift import ADAPTATIONS, parse_args, render
+from flows.lift import ADAPTATIONS, parse_args, render
 
 
 def summary(

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from flows.training import checkpoints
-from flows.training.checkpoints import AtomicCheckpointIO, resumable_checkpoint
+from flows.training import training_checkpoints as checkpoints
+from flows.training.training_checkpoints import AtomicCheckpointIO, resumable_checkpoint
 
 
 def state(step: int) -> dict:

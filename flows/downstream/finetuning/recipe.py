@@ -24,6 +24,7 @@ from pytorch_lightning.loggers import Logger
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from flows.downstream.finetuning.qa_runs import decoded_answers
 from flows.downstream.settings import Recipe
 from flows.downstream.tasks.encoding import EncodedSplit, Item
 from flows.downstream.tasks.load import train_sample
@@ -31,7 +32,6 @@ from flows.downstream.tasks.prompting import PromptIds
 from flows.downstream.tasks.relation import MarkerIds
 from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import ARMS, BASE_ARM, STUDENT_ARM, TaskSpec
-from flows.downstream.training.qa_runs import decoded_answers
 from flows.training.settings import TrainerSettings
 from flows.training.trainer import make_trainer
 from lightning_modules.classifier import BestEpoch, FinetuneModule, predict, predict_spans

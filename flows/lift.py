@@ -1,4 +1,4 @@
-"""`python -m flows.domain_lift [--experiment pubmed|sst2] [--via-transformers] [OVERRIDE ...]`:
+"""`python -m flows.lift [--experiment pubmed|sst2] [--via-transformers] [OVERRIDE ...]`:
 general pretraining, then pretraining continued on the task's own domain, each scored against
 random init: one command.
 
@@ -36,8 +36,8 @@ from flows.downstream.statistics.pairing import ArmScores, paired_difference, re
 from flows.downstream.tasks.spec import ARMS, BASE_ARM
 from flows.orchestration.interrupts import Interrupted, stop_on_signals, stopped_by_signal
 from flows.plan import load_run_config, start_services
-from flows.stages.checkpoint_source import HUGGINGFACE_DIR
 from flows.stages.finetune import RESULTS_FILE
+from flows.stages.init_source import HUGGINGFACE_DIR
 from flows.stages.training_types import FinetuneOutputs
 from flows.tracking.links import run_label
 from flows.tracking.temporary_server import bind_temporary_server_to_this_run
@@ -172,7 +172,7 @@ def base_check(general: dict[str, Any], domain: dict[str, Any], experiment: Adap
     )
 
 
-def parse_args(argv: list[str], prog: str = "python -m flows.domain_lift") -> argparse.Namespace:
+def parse_args(argv: list[str], prog: str = "python -m flows.lift") -> argparse.Namespace:
     """`--experiment NAME` (default pubmed), `--via-transformers`, and the overrides."""
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -198,7 +198,7 @@ def parse_args(argv: list[str], prog: str = "python -m flows.domain_lift") -> ar
     return parser.parse_intermixed_args(argv)
 
 
-def main(argv: list[str], prog: str = "python -m flows.domain_lift") -> int:
+def main(argv: list[str], prog: str = "python -m flows.lift") -> int:
     """Both steps, then the table; the exit code."""
     args = parse_args(argv, prog)  # a bad flag: argparse's usage line and exit 2
     redact_console()  # before any handler keeps a reference to the streams

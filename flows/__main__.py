@@ -175,11 +175,15 @@ def run_all(
             if code is None:
                 raise
             return code
-        except EXPECTED_ERRORS as error:
-            return fail_expected(error, verbose)
-        except TrainingDiverged as error:
-            return fail_expected(error, verbose, SERVICE_ERROR)
         except Exception as error:
+            # A signal to the whole process group also stops the temporary servers, so the
+            # unwinding can fail on them: the signal, received first, decides the exit.
+            if (code := stopped_by_signal()) is not None:
+                return code
+            if isinstance(error, EXPECTED_ERRORS):
+                return fail_expected(error, verbose)
+            if isinstance(error, TrainingDiverged):
+                return fail_expected(error, verbose, SERVICE_ERROR)
             code = environment_failure(error, root, log_file)
             if code is None:
                 raise

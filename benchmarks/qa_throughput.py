@@ -110,7 +110,9 @@ def run_cloze(
     network = BertForQuestionAnswering(config)
     module = FinetuneModule(
         network,
-        OptimizerSettings(learning_rate=LEARNING_RATE, total_steps=steps, schedule="constant"),
+        OptimizerSettings(
+            learning_rate=LEARNING_RATE, total_steps=steps, schedule="constant", warmup_steps=0
+        ),
     )
     loader: DataLoader[Any] = DataLoader(data, batch_size=None)  # type: ignore[arg-type]  # the stage's batches, already padded
     settings = TrainerSettings(

@@ -103,7 +103,7 @@ def task_outputs(
     confidence: float,
     max_epochs: int,
 ) -> dict[str, Any]:
-    """The flat `<task>.*` keys of the stage's outputs (listed in docs/guides/downstream.md)."""
+    """The flat `<task>.*` keys of the stage's outputs (listed in docs/downstream-reference.md)."""
     outputs: dict[str, Any] = {
         f"{task}.metric": metric,
         f"{task}.seeds": len(arms["pretrained"].runs),

@@ -197,4 +197,5 @@ def set_off_default(name: str, value: object) -> tuple[Any, Any]:
 def test_an_opt_in_set_off_its_default_enters_the_key(name: str, value: object) -> None:
     """The other half of the rule: once set, the output changes and so does the key."""
     default, changed = set_off_default(name, value)
-    assert name not in default and changed[name] == value
+    assert name not in default, f"{name} at its default entered the key"
+    assert changed.get(name, "left out") == value, f"{name} set off its default is not keyed"

@@ -78,7 +78,7 @@ def demo_task(work_dir: Path, model: str) -> Prepared:
     from flows.core.settings import settings_from
     from flows.corpora import CorpusSettings, open_corpus
     from flows.downstream.settings import FinetuneSettings
-    from flows.stages.finetune import prepare_task, run_baselines, run_seeds
+    from flows.stages.finetune import prepare_task, run_baselines
     from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
     from flows.training.settings import TrainerSettings, encoder_config
     from lightning_modules.models.heads import BertForMaskedLM
@@ -100,18 +100,19 @@ def demo_task(work_dir: Path, model: str) -> Prepared:
         save_masked_lm(BertForMaskedLM(shape), encoder_dir)
     settings = settings_from(FinetuneSettings, config["finetune"], "finetune")
     trainer = settings_from(TrainerSettings, config["trainer"], "trainer")
+    task = settings.plan[0]  # the demo task, with the recipe and seeds the stage runs it on
     started = time.process_time()
     data, run, _ = prepare_task(
-        settings.specs()[0],
+        task.spec,
         settings,
         config["seed"],
         tokenizer,
         encoder_dir,
         trainer,
         work_dir / "runs",
-        lambda task, label: (),
+        lambda name, label: (),
     )
-    run_baselines(data, settings, run_seeds(run.settings, config["seed"]))
+    run_baselines(data, settings, task.seeds(config["seed"]))
     return Prepared(run, time.process_time() - started)
 
 

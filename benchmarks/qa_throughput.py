@@ -92,7 +92,12 @@ def timed_figures(timer: StepTimer, data: list[Any], config: EncoderConfig) -> d
 
 
 def run_cloze(
-    precision: str, steps: int, warmup: int, threads: int, **shape: Any
+    precision: str,
+    steps: int,
+    warmup: int,
+    threads: int,
+    learning_rate: float = LEARNING_RATE,
+    **shape: Any,
 ) -> dict[str, Any]:
     """The finetune stage's QA module, loader and trainer, timed per step."""
     from torch.utils.data import DataLoader
@@ -111,7 +116,7 @@ def run_cloze(
     module = FinetuneModule(
         network,
         OptimizerSettings(
-            learning_rate=LEARNING_RATE, total_steps=steps, schedule="constant", warmup_steps=0
+            learning_rate=learning_rate, total_steps=steps, schedule="constant", warmup_steps=0
         ),
     )
     loader: DataLoader[Any] = DataLoader(data, batch_size=None)  # type: ignore[arg-type]  # the stage's batches, already padded
@@ -135,7 +140,12 @@ def run_cloze(
 
 
 def run_transformers(
-    precision: str, steps: int, warmup: int, threads: int, **shape: Any
+    precision: str,
+    steps: int,
+    warmup: int,
+    threads: int,
+    learning_rate: float = LEARNING_RATE,
+    **shape: Any,
 ) -> dict[str, Any]:
     """`AutoModelForQuestionAnswering` in a plain torch loop on the same batches."""
     from transformers import AutoModelForQuestionAnswering, BertConfig
@@ -154,7 +164,7 @@ def run_transformers(
         attn_implementation="sdpa",  # type: ignore[call-arg]
     )
     network = AutoModelForQuestionAnswering.from_config(peer)
-    optimizer = torch.optim.AdamW(network.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
+    optimizer = torch.optim.AdamW(network.parameters(), lr=learning_rate, weight_decay=0.01)
     network.train()
     bf16 = precision == "bf16-mixed"
     for step, batch in enumerate(data):

@@ -15,6 +15,7 @@ import pytest
 
 from flows import init_from_config
 from flows.__main__ import parse_args, resolve_runs
+from flows.core.config import compose_config
 from flows.core.settings import ConfigError
 from flows.orchestration import flow_runs
 from flows.orchestration.run_form import RunForm
@@ -136,7 +137,35 @@ def test_a_bad_key_in_a_served_run_is_refused_with_the_key_named_before_its_serv
     assert state.message.startswith("unknown config key trainer.max_stepz; nearest valid keys")
 
 
-def test_a_registry_uri_waits_for_the_tracker_and_is_then_adopted(tmp_path: Path) -> None:
+def test_a_registered_checkpoint_is_adopted_once_by_the_pipeline_with_its_tracker(
+    checkpoint: Path,
+    greek_corpus: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    services: None,
+) -> None:
+    from flows.core.paths import RunPaths
+    from flows.pipeline import pretraining_pipeline
+    from flows.plan import load_run_config
+    from flows.tracking.runs import Tracker
+
+    overrides = tokenizer_run(tmp_path, greek_corpus, "pretrain.init_from=models:/medical@base")
+    run = load_run_config(compose_config(overrides))
+    tracker = Tracker.for_run(run.tracking, RunPaths.from_settings(run.paths))
+    logged = tracker.client.create_run(tracker.experiment_id)
+    tracker.client.log_artifacts(logged.info.run_id, str(checkpoint), "model")
+    tracker.client.create_registered_model("medical")
+    source = f"{logged.info.artifact_uri}/model"
+    version = tracker.client.create_model_version("medical", source, logged.info.run_id)
+    tracker.client.set_registered_model_alias("medical", "base", version.version)
+    adoptions = counted(monkeypatch, init_from_config, "adopt_checkpoint")
+    summary = pretraining_pipeline(resolve_run(overrides, "tokenizer"))
+    assert len(adoptions) == 1 and "checkpoint" in summary["stages"]  # imported, as a folder's
+    assert caplog.text.count("pretrain.init_from: continuing the bert") == 1
+
+
+def test_a_registry_uri_waits_for_the_tracker_and_a_bad_key_beside_it_still_fails_first() -> None:
     """Until the pipeline's tracker can look it up, a `models:/` run is the config as composed
     (validated, so a bad key still fails first) and says what it waits for."""
     waiting = resolve_run(["pretrain.init_from=models:/cloze@champion"], until=None)

@@ -74,45 +74,40 @@ class Prepared:
 def demo_task(work_dir: Path, model: str) -> Prepared:
     """The demo's task as the stage prepares it; a random `model` encoder as 'pretrained'."""
     from flows.core.artifacts import ArtifactStore
-    from flows.core.config import compose_config
-    from flows.core.settings import settings_from
-    from flows.corpora import CorpusSettings, open_corpus
-    from flows.downstream.settings import FinetuneSettings
+    from flows.corpora import open_corpus
+    from flows.resolve import resolve_run
     from flows.stages.finetune import prepare_task, run_baselines
-    from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
-    from flows.training.settings import TrainerSettings, encoder_config
+    from flows.stages.tokenizer import load_tokenizer, train_tokenizer
+    from flows.training.settings import encoder_config
     from lightning_modules.models.heads import BertForMaskedLM
     from lightning_modules.models.serialization import save_masked_lm
 
-    config = compose_config([f"model={model}"])
+    config = resolve_run([f"model={model}"], until=None).run
     tokenizer = train_tokenizer(
-        settings_from(TokenizerSettings, config["tokenizer"], "tokenizer"),
-        open_corpus(settings_from(CorpusSettings, config["corpus"], "corpus")),
-        ArtifactStore(work_dir / "store"),
+        config.tokenizer, open_corpus(config.corpus), ArtifactStore(work_dir / "store")
     )
     trained = load_tokenizer(tokenizer)
     encoder_dir = work_dir / f"encoder-{model}"
     if not encoder_dir.exists():
         shape = encoder_config(
-            config["model"], trained.tokenizer.get_vocab_size(), trained.special.pad
+            config.model, trained.tokenizer.get_vocab_size(), trained.special.pad
         )
         encoder_dir.mkdir(parents=True)
         save_masked_lm(BertForMaskedLM(shape), encoder_dir)
-    settings = settings_from(FinetuneSettings, config["finetune"], "finetune")
-    trainer = settings_from(TrainerSettings, config["trainer"], "trainer")
+    settings, trainer = config.finetune, config.trainer
     task = settings.plan[0]  # the demo task, with the recipe and seeds the stage runs it on
     started = time.process_time()
     data, run, _ = prepare_task(
         task.spec,
         settings,
-        config["seed"],
+        config.seed,
         tokenizer,
         encoder_dir,
         trainer,
         work_dir / "runs",
         lambda name, label: (),
     )
-    run_baselines(data, settings, task.seeds(config["seed"]))
+    run_baselines(data, settings, task.seeds(config.seed))
     return Prepared(run, time.process_time() - started)
 
 

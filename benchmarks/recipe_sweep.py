@@ -15,18 +15,18 @@ import sys
 import time
 from pathlib import Path
 
-from flows.core.config import compose_config
 from flows.core.logs import setup_logging
-from flows.plan import load_run_config, start_services
+from flows.plan import start_services
+from flows.resolve import resolve_run
 
 
 def screen(overrides: list[str]) -> dict[str, object]:
-    config = compose_config(overrides)
-    start_services(load_run_config(config))
+    resolved = resolve_run(overrides, until="pretrain")
+    start_services(resolved.run)
     from flows.pipeline import pretraining_pipeline  # after start_services (Prefect env)
 
     started = time.perf_counter()
-    summary = pretraining_pipeline(config, until="pretrain")
+    summary = pretraining_pipeline(resolved)
     pre = summary["stages"]["pretrain"]
     return {
         "overrides": overrides,

@@ -99,10 +99,10 @@ def held_out(shard_dir: Path, tokenizer_dir: Path, overrides: list[str]) -> dict
 
 
 def plan_for(overrides: list[str]) -> Any:
-    from flows.core.config import compose_config
     from flows.plan import PipelinePlan
+    from flows.resolve import resolve_run
 
-    return PipelinePlan.from_config(compose_config(overrides))
+    return PipelinePlan.from_run_config(resolve_run(overrides, until=None).run)
 
 
 def prepare(work_dir: Path, overrides: list[str]) -> tuple[Path, Path]:

@@ -7,21 +7,18 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
 
 from flows.core.cli import SERVICE_ERROR, USAGE_ERROR, fail
-from flows.core.config import compose_config, expand_sweeps, to_yaml
+from flows.core.config import expand_sweeps, to_yaml
 from flows.core.disk import disk_full_message
 from flows.core.logs import run_log_file, setup_logging
 from flows.core.paths import RunPaths
 from flows.core.redaction import redact_console, redact_log_handlers
-from flows.core.settings import ConfigError, settings_from
+from flows.core.settings import ConfigError
 from flows.corpora.formats import CorpusInputError
-from flows.downstream.settings import FinetuneSettings
-from flows.init_from_config import adopt_init
 from flows.orchestration.interrupts import Interrupted, stop_on_signals, stopped_by_signal
-from flows.plan import STAGES, RunConfig, load_run_config, start_services
-from flows.refresh.promotion import RefreshSettings
+from flows.plan import STAGES, start_services
+from flows.resolve import ResolvedRun, resolve_run
 from flows.tracking.links import run_label
 from flows.tracking.prefect_logs import quiet_expected_errors
 from flows.tracking.retry import lost_prefect_api, service_outage_message
@@ -64,33 +61,22 @@ def parse_args(argv: list[str], prog: str = "python -m flows") -> argparse.Names
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ConfigError, CorpusInputError)
 
 
-def validate(config: dict[str, Any], until: str = STAGES[-1]) -> RunConfig:
-    """The whole config, `refresh.*` and the task files of a run that fine-tunes included,
-    before any service or stage starts."""
-    run = load_run_config(adopt_init(config)[0])  # the pipeline adopts again, and says so
-    settings_from(RefreshSettings, run.refresh, "refresh")
-    if until == "finetune":
-        run.finetune.check_task_files(run.seed)  # task files read now: a bad one costs seconds
-    return run
+def resolve_runs(args: argparse.Namespace) -> list[ResolvedRun]:
+    """Each run the command line asks for (several with --multirun), resolved once and all up
+    front (flows/resolve.py): a bad key in the last fails before the first starts. `--cfg`
+    runs no stage, so reads no task file."""
+    runs = expand_sweeps(args.overrides) if args.multirun else [args.overrides]
+    return [resolve_run(run, None if args.cfg else args.until) for run in runs]
 
 
-def task_recipes(config: dict[str, Any]) -> str:
-    """`--cfg`'s last lines: the recipe each task runs on, as YAML comments (a task's catalog
-    entry may set recipe fields over `finetune.*`); none for a config that does not validate."""
-    try:
-        settings = settings_from(FinetuneSettings, config.get("finetune", {}), "finetune")
-    except ConfigError:
-        return ""
-    lines = [f"#   {task.spec.name}: {task.text()}" for task in settings.plan]
-    return "\n".join(["# The recipe of each task in finetune.tasks:", *lines])
-
-
-def adopted_text(config: dict[str, Any]) -> str:
+def resolved_text(resolved: ResolvedRun) -> str:
     """`--cfg`'s output: the config that will run (a checkpoint's shape and recipe adopted), its
-    notes as YAML comments first, the task recipes last."""
-    adopted, notes = adopt_init(config)
-    comments = "".join(f"# {note}\n" for note in notes)
-    return comments + to_yaml(adopted) + task_recipes(adopted)
+    notes as YAML comments first, the recipe each task runs on (a task's catalog entry may set
+    recipe fields over `finetune.*`) as comments last."""
+    comments = "".join(f"# {note}\n" for note in resolved.notes)
+    lines = [f"#   {task.spec.name}: {task.text()}" for task in resolved.run.finetune.plan]
+    recipes = "\n".join(["# The recipe of each task in finetune.tasks:", *lines])
+    return comments + to_yaml(resolved.config) + recipes
 
 
 def environment_message(error: BaseException, root: Path) -> str | None:
@@ -127,26 +113,22 @@ def main(argv: list[str], prog: str = "python -m flows") -> int:
     redact_console()  # before any handler keeps a reference to the streams
     args = parse_args(argv, prog)
     try:
-        runs = expand_sweeps(args.overrides) if args.multirun else [args.overrides]
-        configs = [compose_config(run) for run in runs]
-        if args.cfg:
-            print("\n---\n".join(adopted_text(config) for config in configs))
-            return 0
-        validated = [validate(config, args.until) for config in configs]  # all, up front
+        resolved = resolve_runs(args)
     except EXPECTED_ERRORS as error:
         return fail_expected(error, args.verbose)
+    if args.cfg:
+        print("\n---\n".join(resolved_text(run) for run in resolved))
+        return 0
     try:
-        paths = start_services(validated[0])
+        paths = start_services(resolved[0].run)
     except ConfigError as error:  # the run root cannot be written
         return fail(error)
     bind_temporary_server_to_this_run()
     setup_logging()
-    return run_all(runs, configs, paths.root, args)
+    return run_all(resolved, paths.root, args)
 
 
-def run_all(
-    runs: list[list[str]], configs: list[dict[str, Any]], root: Path, args: argparse.Namespace
-) -> int:
+def run_all(resolved: list[ResolvedRun], root: Path, args: argparse.Namespace) -> int:
     """Runs the pipeline once per config (several with --multirun) through `--until`; the exit
     code."""
     verbose = args.verbose
@@ -163,12 +145,12 @@ def run_all(
     redact_log_handlers()  # Prefect's own handlers, made when it was imported
     summaries = []
     stop_on_signals()
-    for run_overrides, config in zip(runs, configs, strict=True):
-        name = run_label(run_overrides, adopt_init(config)[0])  # a checkpoint's name
+    for run in resolved:
+        name = run_label(run.run.overrides, run.config)  # a checkpoint names the model
         log_file = RunPaths(root).logs / f"{name}.log"
         try:
             with run_log_file(log_file):
-                summaries.append(pretraining_pipeline(config, args.until, name=name))
+                summaries.append(pretraining_pipeline(run, name=name))
         except (Interrupted, SystemExit):
             # Lightning turns Ctrl-C (a KeyboardInterrupt) into `exit(1)` after its own cleanup.
             code = stopped_by_signal()
@@ -191,7 +173,7 @@ def run_all(
     if args.multirun and args.until == STAGES[-1]:  # the table compares what finetuning bought
         from flows.summary import render_comparison
 
-        print(render_comparison(runs, summaries))
+        print(render_comparison([run.run.overrides for run in resolved], summaries))
     return 0
 
 

@@ -167,8 +167,9 @@ def adopt_init(
 ) -> tuple[dict[str, Any], list[str]]:
     """`config` adopting the checkpoint `pretrain.init_from` names, with the notes to print.
 
-    A folder or a Hub name is adopted at once (the CLI and the run form do so before anything
-    starts); a `models:/` URI once `resolve` (the pipeline's tracker) can look it up. A pretrain
+    Called once per run, by `resolve_run` (flows/resolve.py) where the run enters: a folder or a
+    Hub name is adopted at once, before anything starts; a `models:/` URI once `resolve` (the
+    pipeline's tracker) can look it up. A pretrain
     artifact of this store needs nothing: its run already fixed the shape.
     """
     check_teacher(config.get("distill") or {})

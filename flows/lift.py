@@ -26,16 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from flows.core.cli import fail
-from flows.core.config import compose_config
 from flows.core.logs import setup_logging
 from flows.core.redaction import redact_console, redact_log_handlers
 from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
+from flows.corpora.formats import CorpusInputError
 from flows.downstream.statistics.base_report import base_verdict
 from flows.downstream.statistics.pairing import ArmScores, paired_difference, read_arm
 from flows.downstream.tasks.spec import ARMS, BASE_ARM
 from flows.orchestration.interrupts import Interrupted, stop_on_signals, stopped_by_signal
-from flows.plan import load_run_config, start_services
+from flows.plan import start_services
+from flows.resolve import ResolvedRun, resolve_run
 from flows.stages.finetune import RESULTS_FILE
 from flows.stages.init_source import HUGGINGFACE_DIR
 from flows.stages.training_types import FinetuneOutputs
@@ -66,16 +67,16 @@ ADAPTATIONS = {
 }  # fmt: skip
 
 
-def run_step(experiment: str, overrides: list[str]) -> tuple[dict[str, Any], float]:
+def run_step(resolved: ResolvedRun) -> tuple[dict[str, Any], float]:
     """One pipeline run and its wall time (small when every stage is a cache hit)."""
-    arguments = [f"experiment={experiment}", *overrides]
-    config = compose_config(arguments)
-    start_services(load_run_config(config))
+    start_services(resolved.run)
     from flows.pipeline import pretraining_pipeline  # after start_services, as in __main__
 
     redact_log_handlers()  # Prefect's own handlers, made when it was imported
     started = time.perf_counter()
-    summary = pretraining_pipeline(config, name=run_label(arguments, config))
+    summary = pretraining_pipeline(
+        resolved, name=run_label(resolved.run.overrides, resolved.config)
+    )
     return summary, time.perf_counter() - started
 
 
@@ -208,19 +209,19 @@ def main(argv: list[str], prog: str = "python -m flows.lift") -> int:
     stop_on_signals()  # Ctrl-C or SIGTERM: runs marked KILLED, servers stopped, one line
     try:
         # One temporary Prefect server for both steps, bound to this process as in __main__.
-        start_services(
-            load_run_config(compose_config([f"experiment={experiment.general}", *overrides]))
-        )
+        general_run = resolve_run([f"experiment={experiment.general}", *overrides])
+        start_services(general_run.run)
         bind_temporary_server_to_this_run()
-        general, general_seconds = run_step(experiment.general, overrides)
+        general, general_seconds = run_step(general_run)
         start = general["stages"]["pretrain"]["path"]
         reuse = (
             [f"pretrain.init_from={start}/{HUGGINGFACE_DIR}"]
             if via_transformers
             else [f"pretrain.init_from={start}", f"tokenizer.from_artifact={start}"]
         )
-        domain, domain_seconds = run_step(experiment.adapted, reuse + overrides)
-    except ConfigError as error:
+        domain_run = resolve_run([f"experiment={experiment.adapted}", *reuse, *overrides])
+        domain, domain_seconds = run_step(domain_run)
+    except (ConfigError, CorpusInputError) as error:
         return fail(error)
     except (Interrupted, SystemExit):
         # Lightning turns Ctrl-C (a KeyboardInterrupt) into `exit(1)` after its own cleanup.

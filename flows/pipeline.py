@@ -24,13 +24,13 @@ from flows.core.redaction import redact_secrets, redacting_errors
 from flows.core.settings import ConfigError
 from flows.corpora import Corpus
 from flows.corpora.formats import CorpusInputError
-from flows.init_from_config import adopt_init
 from flows.orchestration.publish import TaskRuns, publish, publish_curve, publish_label_curve
 from flows.orchestration.shard_runners import prefect_unit_mapper
-from flows.plan import STAGES, PipelinePlan, load_run_config
+from flows.plan import STAGES, PipelinePlan
+from flows.resolve import ResolvedRun, resolve_run
 from flows.stages import training_stages
 from flows.stages.distill_plan import external_teacher
-from flows.stages.init_source import HUGGINGFACE_DIR, is_registry_uri
+from flows.stages.init_source import HUGGINGFACE_DIR
 from flows.stages.shards.stage import ShardOutputs, build_shards
 from flows.stages.tokenizer import train_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer
@@ -386,7 +386,7 @@ def version_description(
             f"Data: {corpus_label(plan.corpus.model_dump())} ({plan.corpus.kind}), "
             f"{data.train_documents:,} documents, {data.train_tokens:,} training tokens "
             f"(shards {shards.key}).",
-            f"Recipe: model {settings.model.get('name')}, objective {settings.objective.name}, "
+            f"Recipe: model {settings.model.name}, objective {settings.objective.name}, "
             f"{outputs.steps:,} steps over {outputs.train_tokens:,} tokens, seed {settings.seed}, "
             f"{start}.",
             f"Scores: validation loss {outputs.initial_val_loss:.3f} -> {outputs.val_loss:.3f}"
@@ -400,32 +400,35 @@ def version_description(
     )
 
 
-# The full config of the flow run in progress in this process; Prefect only ever sees it redacted.
-_UNREDACTED: ContextVar[dict[str, Any] | None] = ContextVar("cloze_unredacted", default=None)
+# The run in progress in this process, resolved by its entry point; Prefect only ever sees its
+# config redacted.
+_RESOLVED: ContextVar[ResolvedRun | None] = ContextVar("cloze_resolved", default=None)
 
 
-def pretraining_pipeline(
-    config: dict[str, Any], until: str = "finetune", name: str | None = None, **options: Any
-) -> Any:
-    """Runs the `cloze-pipeline` flow; `options` go to the flow call (`return_state`).
+def pretraining_pipeline(resolved: ResolvedRun, name: str | None = None, **options: Any) -> Any:
+    """Runs the `cloze-pipeline` flow on a resolved run (flows/resolve.py) through its `until`;
+    `options` go to the flow call (`return_state`).
 
     `name` names the flow run (the CLI's `<experiment>-<corpus>-<timestamp>`); its MLflow runs
     take the same name. Prefect stores a flow's parameters in its database and shows them in the
-    UI, so the flow is given the redacted config; the secrets it masks stay in this process (a
-    context variable) and the flow takes them back from there.
+    UI, so the flow is given the redacted config; the resolved run, secrets and all, stays in
+    this process (a context variable) and the flow takes it back from there.
     """
     flow_object = pipeline_flow.with_options(flow_run_name=name) if name else pipeline_flow
-    token = _UNREDACTED.set(config)
+    token = _RESOLVED.set(resolved)
     try:
-        return flow_object(redact_secrets(config), until, **options)
+        return flow_object(redact_secrets(resolved.config), resolved.until, **options)
     finally:
-        _UNREDACTED.reset(token)
+        _RESOLVED.reset(token)
 
 
-def unredacted(config: dict[str, Any]) -> dict[str, Any]:
-    """The config this process redacted into `config`, or `config` itself (a run from the UI)."""
-    full = _UNREDACTED.get()
-    return full if full is not None and redact_secrets(full) == config else config
+def resolved_here(config: dict[str, Any], until: str) -> ResolvedRun:
+    """The run this process resolved into `config`, or `config` resolved now: a flow run
+    started some other way (the UI) goes through the same one function, once."""
+    held = _RESOLVED.get()
+    if held is not None and held.until == until and redact_secrets(held.config) == config:
+        return held
+    return resolve_run(config, until)
 
 
 # One job, one flow: a run from the CLI and a deployment's run (flows/deploy/entrypoints.py) are
@@ -440,38 +443,31 @@ def pipeline_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
     `until` stops after that stage (a stage deployment): the stages before it are computed or,
     through the content-addressed store, reused.
     """
-    return run_stages(unredacted(config), until)
+    return run_stages(resolved_here(config, until))
 
 
 @redacting_errors()  # the flow run's state message and logged traceback hold no secret
-def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any]:
-    """The pipeline's stages as tasks of the flow run this is called in (the CLI's flow, or a
-    deployment's own run, whose graph then shows them); its MLflow runs take that run's name."""
-    if until not in STAGES:
-        raise ConfigError(f"until={until!r} must be one of {STAGES}")
+def run_stages(resolved: ResolvedRun) -> dict[str, Any]:
+    """The pipeline's stages through `resolved.until`, as tasks of the flow run this is called
+    in (the CLI's flow, or a deployment's own run, whose graph then shows them); its MLflow runs
+    take that run's name. The config is read as resolved: nothing here adopts or validates it
+    again, but for a `models:/` URI, which only the tracker opened here can look up."""
+    until = resolved.until
+    assert until is not None, "resolve_run(..., until=None) runs no stage"
     report_progress_to_prefect()
-    config, notes = adopt_init(config)  # a checkpoint folder's shape, before anything starts
-    run = load_run_config(config)
-    paths = RunPaths.from_settings(run.paths)
+    paths = RunPaths.from_settings(resolved.run.paths)
     tracker: Tracker | None = None
-    registry_uri = run.pretrain.init_from if is_registry_uri(run.pretrain.init_from) else None
-    if registry_uri is not None:  # only the registry can say what the URI holds
-        tracker = Tracker.for_run(run.tracking, paths)
-        config, notes = adopt_init(config, tracker.resolve_model_uri)
-        run = load_run_config(config)
-    for note in notes:
+    registry_uri = resolved.registry_uri
+    if registry_uri is not None:
+        tracker = Tracker.for_run(resolved.run.tracking, paths)
+        resolved = resolved.from_registry(tracker.resolve_model_uri)
+    for note in resolved.notes:
         print(note)
-    plan = PipelinePlan.from_run_config(run)
+    plan = PipelinePlan.from_run_config(resolved.run)
     if plan.precision is not None:  # what every stage trains in, and why
         plan.precision.report(log)
-    if until == "distill" and plan.distill is None:
-        raise ConfigError(
-            "until=distill: this config has no distill stage; add the override distill=default "
-            "(distils this run's model) or pick experiment=distilbert_smoke"
-        )
     corpus = plan.open_corpus()  # a missing path or empty glob fails here, before tracking
-    if until == "finetune":  # deployment runs skip the CLI: task files are checked here too
-        plan.finetune.check_task_files(run.seed)
+    if until == "finetune":
         for note in plan.finetune.recipe_notes():  # before any stage, not after the run
             log.info(note)
     store = ArtifactStore(paths.artifacts)
@@ -492,12 +488,12 @@ def run_stages(config: dict[str, Any], until: str = "finetune") -> dict[str, Any
     parent = tracker.start_run(
         "pipeline",
         tags={
-            "cloze.model": str(plan.pretrain.model.get("name")),
+            "cloze.model": plan.pretrain.model.name,
             "cloze.corpus": plan.corpus.kind,
             **({"cloze.init_from": registry_uri} if registry_uri else {}),
         },
     )
-    log_config(parent, config)
+    log_config(parent, resolved.config)
     if plan.precision is not None:
         parent.log_params(precision_params(plan.precision))
     ctx = StageContext(plan, store, tracker, parent)

@@ -21,6 +21,7 @@ from flows.corpora import Corpus, CorpusSettings, open_corpus
 from flows.corpora.excluded import ExcludedTexts
 from flows.downstream.settings import FinetuneSettings, recipe_key
 from flows.init_from_config import checkpoint_folder
+from flows.refresh.promotion import RefreshSettings
 from flows.stages.distill_plan import DistillSettings, plan_student
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.shards.stage import ShardSettings
@@ -29,7 +30,7 @@ from flows.stages.training_types import DistillStageSettings, PretrainSettings
 from flows.tracking.settings import TrackingSettings
 from flows.training.hardware import Hardware
 from flows.training.precision_choice import PrecisionChoice, resolve_precision
-from flows.training.settings import TrainerSettings, encoder_config
+from flows.training.settings import ModelSettings, TrainerSettings, encoder_config
 from lightning_modules.models.config import EncoderConfig
 
 # The pipeline's stages in order (`until` stops after one). distill runs only when configured
@@ -50,18 +51,18 @@ class InitSettings(Settings):
 
 
 class RunConfig(Settings):
-    """Everything `conf/config.yaml` composes; `refresh.*` is checked by the refresh flow's
-    `RefreshSettings` (a higher layer), which the CLI also validates up front."""
+    """Everything `conf/config.yaml` composes, each section typed: what the stages read (built
+    once per run where it enters: flows/resolve.py)."""
 
     paths: PathSettings
     corpus: CorpusSettings
     tokenizer: TokenizerSettings
-    model: dict[str, Any]
+    model: ModelSettings
     objective: ObjectiveSettings
     trainer: TrainerSettings
     finetune: FinetuneSettings
     tracking: TrackingSettings
-    refresh: dict[str, Any] = Field(default_factory=dict)
+    refresh: RefreshSettings = RefreshSettings()
     seed: Annotated[int, bounds(ge=0, lt=1 << 32)]
     pretrain: InitSettings = InitSettings()
     shards: ShardSettings
@@ -131,7 +132,7 @@ class RunConfig(Settings):
                 f"distill=... needs a masked-LM teacher, but objective={self.objective.name} "
                 "pretrains ELECTRA; use objective=mlm or give distill.teacher"
             )
-        plan_student(distill, student, teacher, f"(this run's model={self.model.get('name')})")
+        plan_student(distill, student, teacher, f"(this run's model={self.model.name})")
 
 
 def check_sequence_fits(shape: EncoderConfig, seq_len: int) -> None:
@@ -176,8 +177,6 @@ class PipelinePlan:
     def from_run_config(cls, run: RunConfig, hardware: Hardware | None = None) -> PipelinePlan:
         """The stages' settings, `trainer.precision` resolved on this machine (`hardware`, a
         test's stand-in, instead of the detected one; a timed probe is cached in the store)."""
-        # `model` stays the section as given: its keys (not the library's defaults) are what
-        # enters the pretrain artifact key.
         checkpoint = checkpoint_folder(run.pretrain.init_from)
         store = ArtifactStore(RunPaths.from_settings(run.paths).artifacts)
         precision = resolve_precision(

@@ -65,11 +65,10 @@ def parse_args(argv: Sequence[str], prog: str = "python -m flows.ui") -> argpars
 
 def settings_from(args: argparse.Namespace) -> UiSettings:
     """The ports given, and the run root and experiment of `conf/` (as the pipeline uses)."""
-    from flows.core.config import compose_config
     from flows.core.paths import RunPaths
-    from flows.plan import load_run_config
+    from flows.resolve import resolve_run
 
-    run = load_run_config(compose_config([]))
+    run = resolve_run([], until=None).run
     root = RunPaths.from_settings(run.paths).root
     settings = UiSettings(root, run.tracking.experiment, args.prefect_port, args.mlflow_port)
     for flag, port in (("--prefect-port", args.prefect_port), ("--mlflow-port", args.mlflow_port)):

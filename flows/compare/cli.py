@@ -374,11 +374,10 @@ def parse_args(argv: Sequence[str], prog: str = "python -m flows.compare") -> ar
 
 def settings_from_args(args: argparse.Namespace) -> CompareSettings:
     """Flags, with the pipeline's own defaults (from `conf/`) for the store and experiment."""
-    from flows.core.config import compose_config
     from flows.core.paths import RunPaths
-    from flows.plan import load_run_config
+    from flows.resolve import resolve_run
 
-    run = load_run_config(compose_config([]))
+    run = resolve_run([], until=None).run
     paths = RunPaths.from_settings(run.paths)
     return CompareSettings(
         tracking_uri=args.tracking_uri or paths.tracking_uri(run.tracking.uri),

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.core.cli import fail
-from flows.core.config import CONF_DIR, compose_config
+from flows.core.config import CONF_DIR
 from flows.core.logs import PROJECT_LOGGERS
 from flows.core.paths import REPO_ROOT
 from flows.core.settings import ConfigError
@@ -69,11 +69,11 @@ def config_path(config: str) -> Path:
 def check_overrides(settings: DeploySettings) -> None:
     """Each deployment's default overrides compose into a valid config, so a scheduled run
     cannot fail on them (a typo'd key among them is named here, not at 2 a.m.)."""
-    from flows.plan import load_run_config
+    from flows.resolve import resolve_run
 
     for name, item in settings.enabled().items():
         try:
-            load_run_config(compose_config(item.overrides))
+            resolve_run(item.overrides, until=None)  # no stage runs here: no task file read
         except ConfigError as error:
             raise ConfigError(f"deployments.{name}.overrides: {error}") from error
 

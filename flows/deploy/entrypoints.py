@@ -2,10 +2,9 @@
 the CLI does.
 
 `python -m flows experiment=smoke trainer.max_steps=5` and a deployment run with
-`experiment="smoke", max_steps=5` compose the same config, because both go through
-`compose_config` with the same list (`RunForm.to_overrides`). Composition happens inside the
-flow run, so a run triggered from the UI is validated (and fails with the config key named) like
-a shell run.
+`experiment="smoke", max_steps=5` resolve the same config, because both go through `resolve_run`
+with the same list (`RunForm.to_overrides`). Resolution happens inside the flow run, so a run
+triggered from the UI is validated (and fails with the config key named) like a shell run.
 """
 
 from __future__ import annotations
@@ -19,9 +18,9 @@ from prefect.states import State
 from flows.core.tables import markdown_table
 from flows.orchestration.flow_runs import (
     EXPECTED_ERRORS,
-    compose_run_config,
     read_form,
     refused,
+    resolve_form,
     run_name,
 )
 from flows.orchestration.run_form import (
@@ -93,7 +92,7 @@ def pipeline_deployment(
             tasks=tasks,
             overrides=overrides,
         )
-        summary = run_stages(compose_run_config(form), form.until)
+        summary = run_stages(resolve_form(form))
     except EXPECTED_ERRORS as error:
         return refused(error)
     create_markdown_artifact(

@@ -1,5 +1,6 @@
-"""What every deployed flow does with its run form: read it, name the run after it, compose the
-config from it exactly as the CLI would, and end a run refused on a user's error with that one line.
+"""What every deployed flow does with its run form: read it, resolve the config from it exactly
+as the CLI does (flows/resolve.py), name the run after it, and end a run refused on a user's error
+with that one line.
 
 The pipeline deployment (flows/deploy/entrypoints.py) and the domain refresh (flows/refresh/flow.py)
 share these, so neither imports the other.
@@ -16,21 +17,13 @@ from prefect.runtime import flow_run
 from prefect.states import Failed, State
 from pydantic import ValidationError
 
-from flows.core.config import compose_config
 from flows.core.logs import SaidOnce
 from flows.core.settings import ConfigError
 from flows.corpora.formats import CorpusInputError
-from flows.init_from_config import adopt_init
 from flows.orchestration.run_form import RunForm
-from flows.plan import load_run_config, start_services
+from flows.plan import start_services
+from flows.resolve import ResolvedRun, resolve_run
 from flows.tracking.links import TIMESTAMP_FORMAT, run_label
-
-
-def compose_run_config(form: RunForm) -> dict[str, Any]:
-    config = compose_config(form.to_overrides())
-    start_services(load_run_config(config))
-    return config
-
 
 # A user's error, named by its message (a bad form value, config key or input file): the run
 # fails with that one line as its state message, and no traceback in its logs.
@@ -57,16 +50,46 @@ def read_form(**parameters: Any) -> RunForm:
         ) from None
 
 
+# Runs this process resolved already, for the flow body to take rather than resolve again: by
+# flow run id once `run_name` resolved one (Prefect names a run before its body starts, in the
+# same process), and under CALLER the one a command line resolved before calling the flow.
+_RESOLVED: dict[str, ResolvedRun] = {}
+CALLER = ""
+
+
+def hand_over(resolved: ResolvedRun) -> None:
+    """A command line's resolved run, for the flow it calls next in this process."""
+    _RESOLVED[CALLER] = resolved
+
+
+def taken(key: str | None, form: RunForm) -> ResolvedRun | None:
+    """The run resolved under `key`, if it is the one `form` configures."""
+    held = _RESOLVED.pop(key, None) if key is not None else None
+    if held is None or (held.run.overrides, held.until) != (form.to_overrides(), form.until):
+        return None
+    return held
+
+
 def run_name() -> str:
     """`<model>[-<experiment>]-<corpus or domain>-<UTC timestamp>` from the run's parameters.
 
-    An invalid override must not fail here, where the error would be obscure; the flow body
-    composes again and reports it with the config key named.
+    An invalid config must not fail here, where the error would be obscure: the run is named
+    `invalid-config-...`, and the flow body resolves again and reports it with the key named.
     """
     try:
         form = read_form(**flow_run.get_parameters())
-        overrides = form.to_overrides()
-        config = adopt_init(compose_config(overrides))[0]  # a checkpoint names the model
-    except ConfigError:
+        resolved = taken(CALLER, form) or resolve_run(form.to_overrides(), form.until)
+    except EXPECTED_ERRORS:
         return f"invalid-config-{datetime.now(UTC).strftime(TIMESTAMP_FORMAT)}"
-    return run_label(overrides, config)
+    run_id = flow_run.get_id()
+    if run_id:
+        _RESOLVED[run_id] = resolved
+    return run_label(resolved.run.overrides, resolved.config)  # a checkpoint names the model
+
+
+def resolve_form(form: RunForm) -> ResolvedRun:
+    """The run `form` configures, resolved once in this process (by `run_name`, or now), with
+    the services pointed at its home."""
+    resolved = taken(flow_run.get_id(), form) or resolve_run(form.to_overrides(), form.until)
+    start_services(resolved.run)
+    return resolved

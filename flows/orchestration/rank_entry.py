@@ -18,12 +18,12 @@ from typing import Any
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.core.cli import fail
-from flows.core.config import compose_config
 from flows.core.logs import setup_logging
 from flows.core.paths import RunPaths
 from flows.core.redaction import redact_secrets
 from flows.core.settings import ConfigError
-from flows.plan import PipelinePlan, load_run_config, start_services
+from flows.plan import PipelinePlan, start_services
+from flows.resolve import resolve_run
 from flows.stages.pretrain import pretrain
 from flows.stages.shards.stage import build_shards
 from flows.stages.tokenizer import train_tokenizer
@@ -60,8 +60,8 @@ def pretrain_as_rank(config: dict[str, Any], plan: PipelinePlan, paths: RunPaths
 def main(argv: list[str]) -> int:
     prepare_only = "--prepare-only" in argv
     try:
-        config = compose_config([arg for arg in argv if arg != "--prepare-only"])
-        run = load_run_config(config)
+        resolved = resolve_run([arg for arg in argv if arg != "--prepare-only"], "pretrain")
+        config, run = resolved.config, resolved.run
         plan = PipelinePlan.from_run_config(run)
         if is_rank_zero() and plan.precision is not None:
             plan.precision.report(log)

@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 
 from flows.core.cli import SERVICE_ERROR, fail
-from flows.core.config import compose_config
 from flows.core.logs import setup_logging
 from flows.core.redaction import redact_console
-from flows.core.settings import ConfigError, settings_from
+from flows.core.settings import ConfigError
 from flows.corpora.formats import CorpusInputError
-from flows.plan import load_run_config, start_services
-from flows.refresh.promotion import RefreshSettings
+from flows.plan import start_services
+from flows.resolve import resolve_run
 from flows.tracking.temporary_server import bind_temporary_server_to_this_run
 
 
@@ -43,14 +42,17 @@ def main(argv: list[str], prog: str = "python -m flows.refresh.cli") -> int:
     args = parse_args(argv, prog)
     redact_console()  # before any handler keeps a reference to the streams
     try:
-        run = load_run_config(compose_config(args.overrides))
-        settings_from(RefreshSettings, run.refresh, "refresh").require_domain()
-        start_services(run)
+        resolved = resolve_run(args.overrides)
+        resolved.run.refresh.require_domain()
+        start_services(resolved.run)
     except (ConfigError, CorpusInputError) as error:
         return fail(error)
     bind_temporary_server_to_this_run()
     setup_logging()
+    from flows.orchestration.flow_runs import hand_over
     from flows.refresh.flow import domain_refresh  # after start_services: Prefect reads env
+
+    hand_over(resolved)  # the flow takes it rather than resolving again
 
     state = domain_refresh(overrides=args.overrides, return_state=True)
     if state.is_completed():

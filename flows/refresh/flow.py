@@ -24,15 +24,15 @@ from prefect.states import State
 
 from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, file_lock
 from flows.core.paths import RunPaths
-from flows.core.settings import ConfigError, settings_from
+from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
 from flows.corpora.file_source import resolve_paths
 from flows.downstream.statistics.base_report import is_worse_than_base
 from flows.orchestration.flow_runs import (
     EXPECTED_ERRORS,
-    compose_run_config,
     read_form,
     refused,
+    resolve_form,
     run_name,
 )
 from flows.orchestration.run_form import NO_EXPERIMENT, Experiment, described_by_form
@@ -44,7 +44,7 @@ from flows.pipeline import (
     shards_task,
     tokenizer_task,
 )
-from flows.plan import PipelinePlan, RunConfig, load_run_config
+from flows.plan import PipelinePlan, RunConfig
 from flows.refresh.fingerprints import (
     CorpusChanges,
     compare,
@@ -229,20 +229,18 @@ def domain_refresh(
     """One refresh of `refresh.domain`; a run without new or changed files trains nothing."""
     report_progress_to_prefect()
     try:
-        config = compose_run_config(read_form(experiment=experiment, overrides=overrides))
-        run = load_run_config(config)
-        refresh = settings_from(RefreshSettings, run.refresh, "refresh")
-        domain = refresh.require_domain()
+        resolved = resolve_form(read_form(experiment=experiment, overrides=overrides))
+        run = resolved.run
+        domain = run.refresh.require_domain()
         with one_refresh_at_a_time(run, domain):
-            return refresh_domain(config, run, refresh, domain)
+            return refresh_domain(resolved.config, run, domain)
     except EXPECTED_ERRORS as error:
         return refused(error)
 
 
-def refresh_domain(
-    config: dict[str, Any], run: RunConfig, refresh: RefreshSettings, domain: str
-) -> dict[str, Any]:
+def refresh_domain(config: dict[str, Any], run: RunConfig, domain: str) -> dict[str, Any]:
     """Scan, train and decide if anything changed, record, and move the manifest forward."""
+    refresh = run.refresh
     manifest, changes = scan(run, domain)
     print(f"domain {domain}: {changes.describe()}")
     base = PipelinePlan.from_run_config(run)

@@ -39,7 +39,7 @@ from flows.stages.init_source import (
     transformer_module,
 )
 from flows.stages.tokenizer import TokenizerSettings, reused_tokenizer
-from flows.training.settings import TrainerSettings, encoder_config
+from flows.training.settings import ModelSettings, TrainerSettings, encoder_config
 from lightning_modules.distill_losses import DistillLosses
 from lightning_modules.models.config import (
     ELECTRA_CONFIG_FILE,
@@ -61,7 +61,7 @@ class DistillSettings(settings_of(DistillLosses)):  # type: ignore[misc]
 
     teacher: str | None = None
     """null: this run's pretrain artifact; else an artifact directory, a checkpoint or models:/."""
-    student: dict[str, Any]
+    student: ModelSettings
     """The student's `model.*`: a model preset (model@distill.student=bert-mini) and overrides."""
     student_init: Annotated[Literal["auto", "teacher", "random"], one_of(INITS)] = "auto"
     """auto: the teacher's layers when the shapes allow, else random | teacher | random."""

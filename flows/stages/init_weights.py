@@ -11,13 +11,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, read_manifest
 from flows.core.settings import ConfigError
 from flows.stages.public_import import load_discriminator_head, read_lineage
 from flows.stages.tokenizer import TrainedTokenizer
-from flows.training.settings import RUN_CHOICES, encoder_config
+from flows.training.settings import RUN_CHOICES, ModelSettings, encoder_config
 from lightning_modules.models.config import (
     CONFIG_FILE,
     ELECTRA_CONFIG_FILE,
@@ -73,7 +72,7 @@ def check_same_tokenizer(init: InitSource, tokenizer_ref: ArtifactRef) -> None:
 
 
 def run_encoder_config(
-    model: dict[str, Any], trained: TrainedTokenizer, init: InitSource | None
+    model: ModelSettings, trained: TrainedTokenizer, init: InitSource | None
 ) -> EncoderConfig:
     """`model.*` for this run's vocabulary, fitted to the weights it continues (if any)."""
     config = encoder_config(model, trained.vocab_size, trained.special.pad)

@@ -17,7 +17,7 @@ from flows.core.outputs import StageOutputs
 from flows.downstream.statistics.task_figures import TaskFigures
 from flows.stages.distill_plan import DistillSettings
 from flows.stages.objectives import ObjectiveSettings
-from flows.training.settings import TrainerSettings
+from flows.training.settings import ModelSettings, TrainerSettings
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class PretrainSettings:
     """What the pretrain stage trains with: `model.*`, `objective.*`, `trainer.*`, the seed, and
     where it starts."""
 
-    model: dict[str, Any]
+    model: ModelSettings
     objective: ObjectiveSettings
     trainer: TrainerSettings
     seed: int

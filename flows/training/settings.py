@@ -218,12 +218,19 @@ class ModelSettings(settings_of(EncoderConfig, MODEL_KEYS)):  # type: ignore[mis
 OPT_IN_MODEL_FIELDS = ("activation", "tie_word_embeddings")
 
 
-def model_in_key(model: Mapping[str, Any]) -> dict[str, Any]:
+def model_settings(model: ModelSettings | Mapping[str, Any]) -> ModelSettings:
+    """The run's typed `model.*` as is; a mapping (a library caller's, a test's) validated."""
+    return (
+        model if isinstance(model, ModelSettings) else settings_from(ModelSettings, model, "model")
+    )
+
+
+def model_in_key(model: ModelSettings | Mapping[str, Any]) -> dict[str, Any]:
     """`model.*` as an artifact key holds it: every encoder option, validated (so `0` and `0.0`,
     or a default spelled out in a preset and one left out, key the same), without the display
     `name`, and the opt-in options only when set. Renaming a preset moves no key. `vocab_size`
     and `pad_token_id` come in with the tokenizer's key."""
-    settings = settings_from(ModelSettings, model, "model")
+    settings = model_settings(model)
     keyed = settings.model_dump(
         exclude={"name", *opt_ins_at_default(settings, OPT_IN_MODEL_FIELDS)}
     )
@@ -234,9 +241,11 @@ def model_in_key(model: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def encoder_config(model: Mapping[str, Any], vocab_size: int, pad_token_id: int) -> EncoderConfig:
+def encoder_config(
+    model: ModelSettings | Mapping[str, Any], vocab_size: int, pad_token_id: int
+) -> EncoderConfig:
     """`model.*` (minus its display `name`) plus what only the tokenizer knows."""
-    settings = settings_from(ModelSettings, model, "model")
+    settings = model_settings(model)
     try:
         return settings.encoder(vocab_size, pad_token_id)
     except ValueError as error:  # what only the vocabulary decides (the padding id's range)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from flows.core.config import compose_config
+from flows.resolve import resolve_run
 from flows.summary import render_summary
 from tests.checkpoint_tokenizers import write_tokenizer
 from tests.checkpoints import tiny_checkpoint
@@ -43,8 +43,8 @@ def checkpoint_folder(root: Path, model_type: str) -> Path:
 def run_pipeline(root: Path, *overrides: str) -> dict[str, Any]:
     from flows.pipeline import pretraining_pipeline
 
-    config = compose_config([*TINY, f"paths.root={root}", *overrides])
-    return pretraining_pipeline(config)  # type: ignore[no-any-return]
+    run = resolve_run([*TINY, f"paths.root={root}", *overrides])
+    return pretraining_pipeline(run)  # type: ignore[no-any-return]
 
 
 # BERT in the fast suite; RoBERTa (a second full pipeline, about as long) with the slow checks.

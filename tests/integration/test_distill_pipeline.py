@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from flows.core.config import compose_config
+from flows.resolve import resolve_run
 from lightning_modules.models.serialization import load_masked_lm
 from tests.fakes import logits_match
 
@@ -30,8 +30,8 @@ SMALLER = [
 def run_pipeline(root: Path, *overrides: str) -> dict[str, Any]:
     from flows.pipeline import pretraining_pipeline
 
-    config = compose_config([*SMALLER, f"paths.root={root}", *overrides])
-    return pretraining_pipeline(config)  # type: ignore[no-any-return]
+    run = resolve_run([*SMALLER, f"paths.root={root}", *overrides])
+    return pretraining_pipeline(run)  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")

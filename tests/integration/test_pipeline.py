@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from flows.core.config import compose_config
+from flows.resolve import resolve_run
 from flows.tracking.links import run_role
 from flows.training.precision_choice import resolve_precision
 from lightning_modules.models.serialization import load_masked_lm
@@ -32,8 +32,8 @@ STAGES = ("tokenizer", "shards", "pretrain", "finetune")
 def run_pipeline(root: Path, *overrides: str) -> Any:
     from flows.pipeline import pretraining_pipeline
 
-    config = compose_config([*TINY, f"paths.root={root}", *overrides])
-    return pretraining_pipeline(config, return_state=True)
+    run = resolve_run([*TINY, f"paths.root={root}", *overrides])
+    return pretraining_pipeline(run, return_state=True)
 
 
 def child_runs(root: Path, parent_run_id: str) -> dict[str, Any]:

@@ -30,6 +30,10 @@ LAYERS: list[tuple[str, ...]] = [
         "flows.pipeline",
         "flows.summary",
         "flows.plan",
+        "flows.resolve",
+        # `refresh.*`'s settings and the promotion rule are pure (flows.core only): the run
+        # config holds the section typed, as it holds every other.
+        "flows.refresh.promotion",
         "flows.init_from_config",
         "flows.continuation",
         "flows.orchestration",

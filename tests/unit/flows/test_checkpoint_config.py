@@ -17,6 +17,7 @@ from flows.continuation import CONTINUATION, HEAD_WARMUP_STEPS
 from flows.core.config import compose_config
 from flows.init_from_config import adopt_init
 from flows.plan import PipelinePlan, load_run_config
+from flows.resolve import resolve_run
 from tests.checkpoint_tokenizers import write_tokenizer
 from tests.checkpoints import tiny_checkpoint
 
@@ -59,7 +60,8 @@ def test_an_explicit_value_equal_to_the_checkpoints_is_accepted(checkpoint: Path
 
 
 def test_adoption_is_idempotent(checkpoint: Path) -> None:
-    """The CLI adopts to validate, the pipeline again: the second must change nothing."""
+    """A config adopted by one entry point, resolved again where a flow run is started with it
+    (flows/pipeline.py `resolved_here`), is the same config."""
     once, _ = adopted(f"pretrain.init_from={checkpoint}", "model.dropout=0.0")
     twice, _ = adopt_init(once)
     assert twice == once
@@ -217,16 +219,17 @@ def test_a_registered_checkpoint_without_a_store_artifact_is_downloaded_and_adop
     source = f"{run.info.artifact_uri}/model"
     version = tracker.client.create_model_version("foreign", source, run.info.run_id)
     tracker.client.set_registered_model_alias("foreign", "base", version.version)
-    config, notes = adopt_init(
-        compose_config(["pretrain.init_from=models:/foreign@base"]), tracker.resolve_model_uri
-    )
-    folder = Path(config["pretrain"]["init_from"])
+    # Where the run enters, the URI waits for the tracker; the pipeline adopts it with one.
+    overrides = ["pretrain.init_from=models:/foreign@base", "shards.seq_len=64"]  # its range
+    waiting = resolve_run(overrides, until=None)
+    assert waiting.registry_uri == "models:/foreign@base" and waiting.notes == ()
+    resolved = waiting.from_registry(tracker.resolve_model_uri)
+    folder = Path(resolved.run.pretrain.init_from or "")
     assert folder.is_relative_to(tmp_path / "downloads") and (folder / "config.json").is_file()
-    assert config["model"]["hidden_size"] == 32 and "continuing the bert checkpoint" in notes[0]
-    again, _ = adopt_init(
-        compose_config(["pretrain.init_from=models:/foreign@base"]), tracker.resolve_model_uri
-    )
-    assert again["pretrain"]["init_from"] == str(folder)  # one download serves every run
+    assert resolved.run.model.hidden_size == 32
+    assert "continuing the bert checkpoint" in resolved.notes[0]
+    again = waiting.from_registry(tracker.resolve_model_uri)
+    assert again.run.pretrain.init_from == str(folder)  # one download serves every run
 
 
 def test_a_cloze_export_is_named_by_its_family_and_artifact_key(
@@ -275,13 +278,16 @@ def test_a_sentence_transformers_folder_continues_its_transformer_module(
     assert config["model"]["hidden_size"] == 32 and "continuing the bert checkpoint" in notes[0]
 
 
-def test_cfg_prints_the_shape_that_will_run(
+def test_cfg_prints_the_shape_that_will_run_and_refuses_one_that_would_not(
     checkpoint: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli_main(["--cfg", f"pretrain.init_from={checkpoint}"]) == 0
+    assert cli_main(["--cfg", f"pretrain.init_from={checkpoint}", "shards.seq_len=64"]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith(f"# pretrain.init_from: continuing the bert checkpoint {checkpoint}")
     assert "  hidden_size: 32\n" in printed and "  num_layers: 2\n" in printed
+    # the default rows are longer than the checkpoint's 64 positions: the run would be refused
+    assert cli_main(["--cfg", f"pretrain.init_from={checkpoint}"]) == 2
+    assert capsys.readouterr().err.startswith("error: shards.seq_len=128 exceeds model.max_pos")
 
 
 def test_a_checkpoint_continues_on_the_continuation_recipe(checkpoint: Path) -> None:

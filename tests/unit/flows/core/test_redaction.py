@@ -7,6 +7,7 @@ import logging
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,6 +72,7 @@ def test_prefect_stores_the_flow_parameter_redacted_while_the_run_sees_the_secre
 
     from flows import pipeline
     from flows.core.config import compose_config
+    from flows.resolve import resolve_run
 
     text = "\n\n".join(f"some words number {n} here" for n in range(50))
     (tmp_path / "text.txt").write_text(text)
@@ -82,12 +84,12 @@ def test_prefect_stores_the_flow_parameter_redacted_while_the_run_sees_the_secre
     config["tracking"]["uri"] = "http://cloze:hunter2@127.0.0.1:9"
     seen: list[dict] = []
 
-    def load_from(config: dict) -> None:  # stop the flow at once, keeping what it was given
-        seen.append(config)
+    def stages_of(resolved: Any) -> None:  # stop the flow at once, keeping what it was given
+        seen.append(resolved.config)
         raise pipeline.ConfigError("stopped by the test")
 
-    monkeypatch.setattr(pipeline, "load_run_config", load_from)
-    state = pipeline.pretraining_pipeline(config, return_state=True)
+    monkeypatch.setattr(pipeline, "run_stages", stages_of)
+    state = pipeline.pretraining_pipeline(resolve_run(config, "tokenizer"), return_state=True)
     assert state.is_failed() and "hunter2" in seen[0]["tracking"]["uri"]
     with get_client(sync_client=True) as client:
         stored = client.read_flow_run(state.state_details.flow_run_id).parameters

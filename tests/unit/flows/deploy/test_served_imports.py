@@ -33,10 +33,10 @@ TRAINING_LIBRARIES = (
     "scipy.stats",
 )
 # What a served run's process does up to its first two stages, outside Prefect: the imports, the
-# config composed, adopted and validated, the plan and the task files checked (what
-# `run_stages` does before any stage), the MLflow store opened with the pipeline's run, then the
-# tokenizer and shards stages, each in its child run. After each step: what of TRAINING_LIBRARIES
-# is loaded.
+# config resolved (composed, adopted, validated, the task files checked: flows/resolve.py) and
+# the plan built (what `run_stages` does before any stage), the MLflow store opened with the
+# pipeline's run, then the tokenizer and shards stages, each in its child run. After each step:
+# what of TRAINING_LIBRARIES is loaded.
 PROBE = """
 import json, sys
 from pathlib import Path
@@ -51,11 +51,11 @@ def step(name):
 import flows.deploy.entrypoints
 step("import")
 
-from flows.init_from_config import adopt_init
 from flows.core.artifacts import ArtifactStore
 from flows.core.config import compose_config
 from flows.core.paths import RunPaths
-from flows.plan import PipelinePlan, load_run_config
+from flows.plan import PipelinePlan
+from flows.resolve import resolve_run
 from flows.stages.shards.stage import build_shards
 from flows.stages.tokenizer import train_tokenizer
 from flows.tracking.runs import Tracker, final_status
@@ -68,10 +68,8 @@ config = compose_config(
 )
 config["finetune"]["catalog"].update(write_word_tasks(root))
 config["finetune"].update(tasks=["pairs", "tags"], data_dir=str(root))
-config, _ = adopt_init(config)
-run = load_run_config(config)
+run = resolve_run(config).run
 plan = PipelinePlan.from_run_config(run)
-plan.finetune.check_task_files(run.seed)
 corpus = plan.open_corpus()
 tracker = Tracker.for_run(plan.tracking, RunPaths.from_settings(run.paths))
 tracker.close_stale_runs()

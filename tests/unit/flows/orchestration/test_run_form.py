@@ -11,8 +11,9 @@ from flows.core.config import CONF_DIR, compose_config
 from flows.core.settings import ConfigError
 from flows.deploy.entrypoints import pipeline_deployment
 from flows.orchestration.run_form import DEFAULT_MODEL, DEFAULT_STEPS, DEFAULT_TASKS, RunForm
-from flows.pipeline import STAGES, run_stages
+from flows.pipeline import STAGES
 from flows.refresh.flow import domain_refresh
+from flows.resolve import resolve_run
 
 
 def schema(flow_object: object) -> dict:
@@ -93,7 +94,7 @@ def test_fields_left_at_their_defaults_keep_the_experiment_s_own_values() -> Non
 
 def test_until_distill_without_a_distill_config_is_refused_before_any_stage() -> None:
     with pytest.raises(ConfigError, match=r"^until=distill: this config has no distill stage; add"):
-        run_stages(compose_config(["experiment=smoke"]), "distill")
+        resolve_run(["experiment=smoke"], "distill")
 
 
 def test_a_checkpoint_on_the_form_is_pretrain_init_from() -> None:

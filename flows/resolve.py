@@ -1,0 +1,79 @@
+"""Where a run enters, its config is resolved once: composed, the checkpoint adopted, validated.
+
+`python -m flows`, a served run (the pipeline deployment, the domain refresh), the refresh CLI,
+the lift experiments and the torchrun entry each call `resolve_run` once per run; the pipeline and
+the stages read what it returns. Nothing downstream composes Hydra, adopts a checkpoint or
+validates the config again, so a note is printed once and a bad key fails once, before any
+service starts.
+
+One case resolves in two steps: `pretrain.init_from=models:/<name>@<alias>`. Only the MLflow
+registry can say which checkpoint that URI holds, and the tracker that asks it exists only once
+the services run (the pipeline opens it). Until then the config is validated as composed, so a bad
+key still fails first; the pipeline then adopts the registry's checkpoint and validates that once
+(`ResolvedRun.from_registry`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flows.core.config import compose_config
+from flows.core.settings import ConfigError
+from flows.init_from_config import adopt_init
+from flows.plan import STAGES, RunConfig, load_run_config
+from flows.stages.init_source import is_registry_uri
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """One run's config, resolved: what its entry point hands the pipeline."""
+
+    config: dict[str, Any]
+    """The adopted config as a plain dict: a Prefect flow's parameter, logged whole to MLflow."""
+    run: RunConfig
+    """The same, typed and validated: what the stages read."""
+    notes: tuple[str, ...] = ()
+    """What adopting a checkpoint changed, to print once before any stage."""
+    until: str | None = STAGES[-1]
+    """The last stage the run reaches; None for a tool that runs none (it reads the paths)."""
+
+    @property
+    def registry_uri(self) -> str | None:
+        """The `models:/` URI still to adopt once the pipeline's tracker can look it up."""
+        init_from = self.run.pretrain.init_from
+        return init_from if is_registry_uri(init_from) else None
+
+    def from_registry(self, resolve: Callable[[str], Path]) -> ResolvedRun:
+        """The registry's checkpoint adopted and validated (see the module's docstring)."""
+        return resolve_run(self.config, self.until, resolve)
+
+
+def resolve_run(
+    source: Sequence[str] | Mapping[str, Any],
+    until: str | None = STAGES[-1],
+    resolve: Callable[[str], Path] | None = None,
+) -> ResolvedRun:
+    """`source` (Hydra overrides, or a config composed from them) as the run it configures.
+
+    Composed from `conf/` once; the checkpoint `pretrain.init_from` names adopted once (a
+    `models:/` URI only given `resolve`, the pipeline's registry lookup); validated whole:
+    every section, `until` against the config, and the task files of a run that fine-tunes
+    (read now: a bad one costs seconds, not a pretraining). A problem is a ConfigError naming
+    the key.
+    """
+    if until is not None and until not in STAGES:
+        raise ConfigError(f"until={until!r} must be one of {STAGES}")
+    config = dict(source) if isinstance(source, Mapping) else compose_config(list(source))
+    adopted, notes = adopt_init(config, resolve)
+    run = load_run_config(adopted)
+    if until == "distill" and run.distill is None:
+        raise ConfigError(
+            "until=distill: this config has no distill stage; add the override distill=default "
+            "(distils this run's model) or pick experiment=distilbert_smoke"
+        )
+    if until == STAGES[-1]:
+        run.finetune.check_task_files(run.seed)
+    return ResolvedRun(adopted, run, tuple(notes), until)

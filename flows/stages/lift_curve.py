@@ -4,14 +4,18 @@ Each fraction's encoder weights (kept by the pretrain stage) get the finetune st
 arm: the same seeds, data, learning-rate grid and early stopping. Its control is the random-init
 arm the finetune stage already ran (random init does not depend on how long pretraining ran), read
 back with its test predictions, so each point's lift is paired by seed and bootstrapped over the
-same test examples. Each point is its own content-addressed artifact (`finetune_checkpoint`), so
-adding a fraction evaluates only that one; the curve (`lift_curve`: lift_curve.png, curve.json)
+same test examples. A run that continued a checkpoint reads the finetune stage's `base` arm too:
+each point then also says what that much continuation bought over the checkpoint (adapted over
+base, both intervals), on the grid for pretrained encoders, which tells "how many steps pay".
+Each point is its own content-addressed artifact (`finetune_checkpoint`), so adding a fraction
+evaluates only that one; the curve (`lift_curve`: lift_curve.png, curve.json)
 is one more artifact over them.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +23,15 @@ from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.settings import ConfigError
 from flows.downstream.finetuning.recipe import ArmResult, LoggerFactory, evaluate_arm
 from flows.downstream.settings import FinetuneSettings
+from flows.downstream.statistics.base_report import OVER_BASE, base_outputs
 from flows.downstream.statistics.lift_points import CURVE_STAGE, flat_points, plot_curves, point
 from flows.downstream.statistics.task_figures import TaskFigures
+from flows.downstream.tasks.spec import BASE_ARM
+from flows.stages.control_arm import CONTROL_ARM
 from flows.stages.finetune import (
     PREDICTIONS_FILE,
     RESULTS_FILE,
+    bootstrap_outputs,
     lift_figures,
     prepare_task,
     stage_settings,
@@ -35,6 +43,7 @@ from flows.training.settings import TrainerSettings
 CHECKPOINT_STAGE = "finetune_checkpoint"
 VERSION = 1
 CURVE_CHART = "lift_curve.png"
+OVER_BASE_CHART = "over_base_curve.png"  # a continuation's: adapted over base
 CURVE_FILE = "curve.json"
 
 
@@ -53,12 +62,17 @@ def kept_weights(settings: FinetuneSettings, pretrain_ref: ArtifactRef) -> dict[
     return paths
 
 
-def control_arms(finetune_ref: ArtifactRef) -> dict[str, ArmResult]:
-    """Each task's random-init arm of the finetune stage, with its test predictions."""
+def reference_arms(finetune_ref: ArtifactRef) -> dict[str, dict[str, ArmResult]]:
+    """Each task's arms of the finetune stage that do not depend on how long pretraining ran
+    (random init, and a continued checkpoint's base), with their test predictions."""
     results = json.loads((finetune_ref.path / RESULTS_FILE).read_text())
     predictions = json.loads((finetune_ref.path / PREDICTIONS_FILE).read_text())
     return {
-        task: ArmResult.from_record(record["random_init"], predictions[task]["random_init"])
+        task: {
+            arm: ArmResult.from_record(record[arm], predictions[task][arm])
+            for arm in (CONTROL_ARM, BASE_ARM)
+            if arm in record
+        }
         for task, record in results.items()
     }
 
@@ -74,14 +88,19 @@ def evaluate_checkpoint(
     loggers_for: LoggerFactory,
 ) -> ArtifactRef:
     """The finetune outputs (`<task>.lift_*`, intervals) of the weights kept at `fraction`."""
+    base = refs.get("checkpoint")
     record: dict[str, Any] = {
         "settings": {**stage_settings(settings, seed, trainer), "fraction": fraction},
         "inputs": {name: ref.key for name, ref in refs.items()},
     }
+    if base is not None:  # as in the finetune stage's key: absent otherwise, keys stay put
+        record["settings"]["checkpoint_grids"] = {
+            task.spec.name: task.recipe.checkpoint_grid() for task in settings.plan
+        }
     key = stage_key(CHECKPOINT_STAGE, VERSION, record["settings"], record["inputs"])
 
     def build(directory: Path) -> dict[str, Any]:
-        controls = control_arms(refs["finetune"])
+        references = reference_arms(refs["finetune"])
         outputs: dict[str, Any] = {"fraction": fraction}
         for task in settings.plan:
             spec, seeds = task.spec, task.seeds(seed)
@@ -95,11 +114,15 @@ def evaluate_checkpoint(
                 store.work_dir(CHECKPOINT_STAGE, key),
                 lambda task, label: loggers_for(task, f"at{fraction:g}-{label}"),
             )
-            arms = {
-                "pretrained": evaluate_arm(task_run, "pretrained", seeds),
-                "random_init": controls[spec.name],
-            }
+            if base is not None:  # the pretrained arm tunes on the checkpoint grid, as at 1.0
+                task_run = replace(task_run, base_dir=base.path)
+            arms = {"pretrained": evaluate_arm(task_run, "pretrained", seeds)}
+            arms |= references[spec.name]
             outputs.update(lift_figures(task_run, arms, settings, seed))
+            if base is not None:
+                outputs.update(base_outputs(spec.name, arms, settings.confidence))
+                pair = ("pretrained", BASE_ARM)
+                outputs.update(bootstrap_outputs(task_run, arms, settings, seed, pair, OVER_BASE))
         return outputs
 
     return store.get_or_build(CHECKPOINT_STAGE, key, build, record)
@@ -131,6 +154,7 @@ def lift_curve(
         "inputs": {f"{fraction:g}": ref.key for fraction, ref in points.items()},
     }
     key = stage_key(CURVE_STAGE, VERSION, record["settings"], record["inputs"])
+    base = refs.get("checkpoint")
     kept = PretrainOutputs.of(refs["pretrain"]).kept_checkpoints
     tokens = {fraction: kept[f"{fraction:g}"]["tokens"] for fraction in points}
     final = FinetuneOutputs.of(refs["finetune"]).figures
@@ -146,6 +170,8 @@ def lift_curve(
             outputs.update(flat_points(task, task_points))
             series[f"{task} ({final[task].metric})"] = list(task_points.values())
         plot_curves(series, directory / CURVE_CHART)
+        if base is not None:
+            plot_curves(series, directory / OVER_BASE_CHART, OVER_BASE)
         (directory / CURVE_FILE).write_text(json.dumps(outputs, indent=2))
         return outputs
 

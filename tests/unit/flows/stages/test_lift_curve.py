@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from flows.core.artifacts import MANIFEST_FILE, read_manifest
 from flows.downstream.statistics.lift_points import read_points
 from flows.stages.finetune import finetune, stage_settings
-from flows.stages.lift_curve import lift_curve
+from flows.stages.lift_curve import CHECKPOINT_STAGE, lift_curve
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import KEPT_DIR, pretrain
 from flows.stages.training_types import PretrainSettings
@@ -70,3 +71,50 @@ def test_a_second_request_is_a_cache_hit_and_the_fractions_stay_out_of_the_finet
     final_only = settings.model_copy(update={"checkpoints": [1.0]})
     assert stage_settings(final_only, 5, TRAINER) == stage_settings(settings, 5, TRAINER)
     assert lift_curve(final_only, 5, TRAINER, refs, store) is None
+
+
+@pytest.fixture(scope="module")
+def continued_curve(curve: Any, word_encoder: Any) -> dict[str, Any]:
+    """The same pretraining read as the continuation of a checkpoint: `word_encoder` stands for
+    the checkpoint it continued (the base arm loads whatever encoder weights a ref holds)."""
+    settings, refs, store = curve["settings"], curve["refs"], curve["store"]
+    settings = settings.model_copy(update={"pretrained_learning_rates": [3e-3]})
+    finetuned = finetune(
+        settings, 5, TRAINER, refs["pretrain"], refs["tokenizer"], store, base_ref=word_encoder
+    )
+    refs = {**refs, "finetune": finetuned, "checkpoint": word_encoder}
+    ref = lift_curve(settings, 5, TRAINER, refs, store)
+    assert ref is not None
+    return {"ref": ref, "finetune": finetuned, "plain": curve["ref"]}
+
+
+def test_a_continued_checkpoint_gets_adapted_over_base_at_each_point(continued_curve: Any) -> None:
+    ref, finetuned = continued_curve["ref"], continued_curve["finetune"]
+    points = read_points(ref.outputs)["pairs"]
+    final = points[-1]
+    assert final["over_base"] == finetuned.outputs["pairs.over_base_accuracy"]
+    assert (
+        final["over_base_bootstrap_low"]
+        == (finetuned.outputs["pairs.over_base_accuracy_bootstrap_low"])
+    )
+    base = finetuned.outputs["pairs.base_accuracy_mean"]
+    for point in points:
+        assert point["over_base"] == pytest.approx(point["pretrained_mean"] - base)
+        assert point["over_base_ci_low"] <= point["over_base"] <= point["over_base_ci_high"]
+        assert point["over_base_bootstrap_low"] <= point["over_base_bootstrap_high"]
+    assert (ref.path / "over_base_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_continued_checkpoints_points_tune_on_the_checkpoint_grid(
+    continued_curve: Any, curve: Any
+) -> None:
+    """The arms that start from a checkpoint's weights tune on `pretrained_learning_rates` at
+    every point, not only at 1.0 (3e-3 here; the task's grid is 1e-2)."""
+    store = curve["store"]
+
+    def halfway(curve_ref: Any) -> Any:
+        inputs = read_manifest(curve_ref.path / MANIFEST_FILE)["inputs"]
+        return store.lookup(CHECKPOINT_STAGE, inputs["0.5"]).outputs
+
+    assert halfway(continued_curve["ref"])["pairs.pretrained_learning_rate"] == 3e-3
+    assert halfway(continued_curve["plain"])["pairs.pretrained_learning_rate"] == 1e-2

@@ -94,11 +94,17 @@ class BestEpoch(pl.Callback):
         score: Callable[[Predictions], float],
         patience: int,
         predictor: Callable[[nn.Module, DataLoader], Predictions] = predict,
+        behind: Callable[[int, float], bool] | None = None,
     ) -> None:
+        """`behind(epoch, best score so far)` says when the run trails a rival too far to go on
+        (a grid's pruning rule); None: only patience stops it."""
         self.loader = loader
         self.predictor = predictor
         self.score = score
         self.patience = patience
+        self.behind = behind
+        self.scores: list[float] = []  # after each epoch: what pruning a later run reads
+        self.pruned = False
         self.best_score = float("-inf")
         self.best_epoch = 0
         self.best_state: dict[str, torch.Tensor] | None = None
@@ -107,11 +113,14 @@ class BestEpoch(pl.Callback):
         score = self.score(self.predictor(module.model, self.loader))
         epoch = trainer.current_epoch + 1
         module.log("val/score", score)
+        self.scores.append(score)
         if score > self.best_score:
             self.best_score, self.best_epoch = score, epoch
             self.best_state = copy.deepcopy(module.model.state_dict())
         elif epoch - self.best_epoch >= self.patience:
             trainer.should_stop = True
+        if self.behind is not None and self.behind(epoch, self.best_score):
+            self.pruned = trainer.should_stop = True
 
     def restore(self, model: nn.Module) -> None:
         if self.best_state is not None:

@@ -77,6 +77,8 @@ class Recipe(settings_of(OptimizerSettings, FINETUNE_OPTIMIZER_KEYS)):  # type: 
     """Epochs at most for those arms (a pretrained encoder needs fewer)."""
     grid_seeds: Annotated[int, bounds(ge=1)] = 1
     """Seeds each grid rate is scored on (mean validation score); 1: the first seed only."""
+    grid_pruning_margin: Annotated[Number, bounds(gt=0, lt=1)] | None = None
+    """Drop a grid rate trailing the leading rate's validation by more than this; null: off."""
     max_length: Annotated[int, bounds(ge=8)] = 128
     """Tokens per example at most."""
     epochs: Annotated[int, bounds(ge=1)] = 20
@@ -141,7 +143,15 @@ class Recipe(settings_of(OptimizerSettings, FINETUNE_OPTIMIZER_KEYS)):  # type: 
 
 # Recipe fields the key holds only when set off their default (Recipe.key_record); the grid of
 # arms that start from a checkpoint enters a run's key whenever it has such arms (finetune.py).
-OPT_IN_RECIPE_FIELDS = ("grid_seeds", "encoder_dropout", "prompt", "doc_stride", "beta2", "eps")
+OPT_IN_RECIPE_FIELDS = (
+    "grid_seeds",
+    "grid_pruning_margin",
+    "encoder_dropout",
+    "prompt",
+    "doc_stride",
+    "beta2",
+    "eps",
+)
 CHECKPOINT_GRID_FIELDS = ("pretrained_learning_rates", "pretrained_epochs")
 
 
@@ -395,6 +405,8 @@ def recipe_text(recipe: Recipe, from_task: list[str]) -> str:
         if value is not None
     )
     scored = f" (chosen on {plural(recipe.grid_seeds, 'seed')})" if recipe.grid_seeds > 1 else ""
+    if recipe.grid_pruning_margin is not None:
+        scored += f" (a rate {recipe.grid_pruning_margin:g} behind the leader dropped)"
     dropout = (
         "" if recipe.encoder_dropout is None else f", encoder dropout {recipe.encoder_dropout:g}"
     )

@@ -177,6 +177,7 @@ def set_off_default(name: str, value: object) -> tuple[Any, Any]:
         "activation": lambda **v: model_in_key(v),
         "tie_word_embeddings": lambda **v: model_in_key(v),
         "grid_seeds": lambda **v: Recipe(**v).key_record(set()),
+        "grid_pruning_margin": lambda **v: Recipe(**v).key_record(set()),
         "doc_stride": lambda **v: Recipe(**v).key_record(set()),
         "drop_contained_rows": lambda **v: TaskSpec(name="t", **TASK, **v).key_record(),
     }
@@ -190,6 +191,7 @@ def set_off_default(name: str, value: object) -> tuple[Any, Any]:
         ("activation", "gelu_tanh"),
         ("tie_word_embeddings", False),
         ("grid_seeds", 2),
+        ("grid_pruning_margin", 0.02),
         ("doc_stride", 64),
         ("drop_contained_rows", True),
     ],

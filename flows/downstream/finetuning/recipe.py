@@ -24,6 +24,7 @@ from pytorch_lightning.loggers import Logger
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from flows.downstream.finetuning.pruning import GridPruning
 from flows.downstream.finetuning.qa_runs import decoded_answers
 from flows.downstream.settings import Recipe
 from flows.downstream.tasks.encoding import EncodedSplit, Item
@@ -106,6 +107,8 @@ class RunResult:
     # Question answering with unanswerable questions: the null-score margin above which the run
     # answered nothing, fitted on validation (qa_decoding.fit_threshold); None for other runs.
     null_threshold: float | None = None
+    validation_scores: list[float] = field(default_factory=list)  # after each epoch
+    pruned: bool = False  # a grid run stopped for trailing its seed's leader (pruning.py)
 
 
 @dataclass
@@ -295,8 +298,11 @@ def relation_model(run: TaskRun, config: EncoderConfig, source: Path | None) -> 
     return model
 
 
-def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunResult:
-    """One fine-tuning run; the same seed gives both arms the same head init and data order."""
+def train_once(
+    run: TaskRun, arm: str, learning_rate: float, seed: int, pruning: GridPruning | None = None
+) -> RunResult:
+    """One fine-tuning run; the same seed gives both arms the same head init and data order.
+    With `pruning`, a grid run stops once it trails its seed's leader too far."""
     settings = run.settings
     epochs = run.grid(arm)[1]
     pl.seed_everything(seed, workers=True, verbose=False)
@@ -319,6 +325,7 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
         lambda outputs: run.metrics("validation", run.answers("validation", outputs))[metric],
         settings.patience,
         run.predictor(),
+        None if pruning is None else pruning.behind,
     )
     label = f"{arm}-lr{learning_rate:g}-seed{seed}"
     trainer = make_trainer(
@@ -342,25 +349,40 @@ def train_once(run: TaskRun, arm: str, learning_rate: float, seed: int) -> RunRe
         run.metrics("test", predictions),
         predictions,
         threshold,
+        selector.scores,
+        selector.pruned,
     )
 
 
 def evaluate_arm(run: TaskRun, arm: str, seeds: list[int]) -> ArmResult:
     """Each rate of the grid scored on the first `grid_seeds` seeds (mean validation score; the
-    first of equals wins), then the other seeds at the chosen rate."""
+    first of equals wins; a rate with a pruned run is out), then the other seeds at the chosen
+    rate."""
     rates = run.grid(arm)[0]
     tuning = seeds[: run.settings.grid_seeds]
     total = len(rates) * len(tuning) + len(seeds) - len(tuning)
+    finished: list[RunResult] = []
     with runs_progress(f"finetune/{run.spec.name}/{arm} grid", total) as progress:
 
-        def timed(rate: float, seed: int) -> RunResult:
-            result = train_once(run, arm, rate, seed)
-            progress.finished(f"lr {rate:g}, seed {seed}")
+        def timed(rate: float, seed: int, pruning: GridPruning | None = None) -> RunResult:
+            result = train_once(run, arm, rate, seed, pruning)
+            finished.append(result)
+            progress.finished(f"lr {rate:g}, seed {seed}" + (", pruned" if result.pruned else ""))
             return result
 
-        grid = [(rate, [timed(rate, seed) for seed in tuning]) for rate in rates]
+        def rival(seed: int) -> GridPruning | None:
+            """The bar for a grid run of `seed`: the best finished unpruned run of that seed."""
+            margin = run.settings.grid_pruning_margin
+            runs = [r for r in finished if r.seed == seed and not r.pruned]
+            if margin is None or not runs:
+                return None
+            leader = max(runs, key=lambda r: r.validation_score)
+            return GridPruning(tuple(leader.validation_scores), margin)
+
+        grid = [(rate, [timed(rate, seed, rival(seed)) for seed in tuning]) for rate in rates]
         scores = [fmean(result.validation_score for result in runs) for _, runs in grid]
-        best = scores.index(max(scores))
+        whole = [i for i, (_, runs) in enumerate(grid) if not any(r.pruned for r in runs)]
+        best = max(whole, key=lambda i: scores[i])  # the first of equals
         chosen, runs = grid[best]
         result = ArmResult(
             chosen,

@@ -148,7 +148,7 @@ def test_the_grid_is_scored_on_the_mean_of_grid_seeds_and_no_run_is_trained_twic
     """Fine-tuning itself is replaced by the table above: this is the choice, not the training."""
     calls: list[tuple[float, int]] = []
 
-    def scored(run: TaskRun, arm: str, rate: float, seed: int) -> RunResult:
+    def scored(run: TaskRun, arm: str, rate: float, seed: int, pruning: object) -> RunResult:
         calls.append((rate, seed))
         return RunResult(arm, rate, seed, NOISY_GRID[rate, seed], 1, False, {}, [])
 

@@ -1,8 +1,9 @@
 """Dropping a grid rate that is clearly behind, instead of training it to its last epoch.
 
 A per-arm grid trains each rate to early stopping, though a rate that trails the best one by a
-wide margin after an epoch or two almost never catches up: on a 2-core CPU those runs were a third
-of a verdict's time (docs/results/2026-12-06-adaptation-verdict.md). This is the median stopping
+wide margin after an epoch or two rarely catches up. Whether it does on a task, and what the rule
+saves, is measured by replaying a finished run (benchmarks/grid_pruning.py; all-MiniLM-L6-v2 on
+NCBI-disease in docs/results/2026-12-04-checkpoint-adaptation.md). This is the median stopping
 rule of Google Vizier (Golovin et al. 2017) with one rival instead of the median: a later grid run
 of a seed stops at the end of an epoch from `AFTER_EPOCHS` on when its best validation score so far
 trails the best score the leader (the best finished run of that seed) had reached by the same

@@ -24,6 +24,7 @@ from flows.core.redaction import redact_secrets, redacting_errors
 from flows.core.settings import ConfigError
 from flows.corpora import Corpus
 from flows.corpora.formats import CorpusInputError
+from flows.orchestration.data_inputs import shards_input, task_inputs
 from flows.orchestration.publish import TaskRuns, publish, publish_curve, publish_label_curve
 from flows.orchestration.shard_runners import prefect_unit_mapper
 from flows.plan import STAGES, PipelinePlan
@@ -216,6 +217,7 @@ def pretrain_task(
     """Pretrains from random init, from a pretrain artifact, or from an imported `checkpoint`."""
 
     def pretrain_and_publish(run: RunHandle) -> ArtifactRef:
+        run.log_inputs([shards_input(shards)])
         settings = ctx.plan.pretrain
         if checkpoint is not None:
             settings = replace(settings, init_from=str(checkpoint.path))
@@ -252,6 +254,7 @@ def distill_task(
     assert settings is not None
 
     def distill_and_publish(run: RunHandle) -> ArtifactRef:
+        run.log_inputs([shards_input(shards)])
         run.set_tags({"cloze.teacher": settings.distill.teacher or teacher.key})
         ref = training_stages.distill(
             settings, teacher, shards, tokenizer, ctx.store, [run.lightning_logger()]
@@ -308,6 +311,8 @@ def finetune_task(
         except BaseException:
             task_runs.fail_open()
             raise
+        for name, inputs in task_inputs(plan.finetune).items():
+            task_runs.get(name).log_inputs(inputs)
         publish(ref, run, task_runs)
         return ref
 
@@ -504,6 +509,7 @@ def run_stages(resolved: ResolvedRun) -> dict[str, Any]:
             refs["checkpoint"] = checkpoint_task(ctx, refs["tokenizer"])
         if "shards" in wanted:
             refs["shards"] = shards_task(ctx, corpus, refs["tokenizer"])
+            parent.log_inputs([shards_input(refs["shards"])])
         if "pretrain" in wanted:
             refs["pretrain"] = teacher or pretrain_task(
                 ctx, refs["shards"], refs["tokenizer"], refs.get("checkpoint")
@@ -511,6 +517,9 @@ def run_stages(resolved: ResolvedRun) -> dict[str, Any]:
         if "distill" in wanted and plan.distill is not None:
             refs["distill"] = distill_task(ctx, refs["pretrain"], refs["shards"], refs["tokenizer"])
         if "finetune" in wanted:
+            parent.log_inputs(
+                [item for items in task_inputs(plan.finetune).values() for item in items]
+            )
             refs["finetune"] = finetune_task(
                 ctx,
                 refs["pretrain"],

@@ -124,6 +124,11 @@ def test_mlm_loss_falls_and_the_curve_reaches_mlflow(root: Path, first: Any) -> 
     assert len(history) >= 3
     assert history[-1].value < history[0].value
     assert client.get_metric_history(run_id, "train/loss")
+    # MLflow's Dataset column: the shards the stage read, by their key (issue 53, case 24).
+    shards = summary["stages"]["shards"]["key"]
+    for run in (run_id, summary["mlflow_run_id"]):
+        inputs = client.get_run(run).inputs.dataset_inputs
+        assert [(i.dataset.name, i.dataset.digest) for i in inputs] == [("shards", shards)]
 
 
 def test_the_encoder_is_exported_for_transformers_and_registered(root: Path, first: Any) -> None:

@@ -28,10 +28,11 @@ def test_runs_carry_their_shards_and_task_files_and_filter_by_them(tmp_path: Pat
     client = MlflowClient(tracker.tracking_uri)
 
     def logged(run_id: str) -> list[tuple[str, str, str, str]]:
-        inputs = client.get_run(run_id).inputs.dataset_inputs
+        inputs = client.get_run(run_id).inputs
+        assert inputs is not None
         return [
             (item.dataset.name, item.dataset.digest, item.dataset.source, item.tags[0].value)
-            for item in inputs
+            for item in inputs.dataset_inputs
         ]
 
     assert logged(pretrain.run_id) == [
@@ -50,6 +51,7 @@ def test_runs_carry_their_shards_and_task_files_and_filter_by_them(tmp_path: Pat
         ]
     )
     # A person filters the runs table by data: the runs that trained on these shards.
-    experiment = client.get_experiment_by_name("data").experiment_id
-    found = client.search_runs([experiment], f"dataset.digest = '{shards.key}'")
+    experiment = client.get_experiment_by_name("data")
+    assert experiment is not None
+    found = client.search_runs([experiment.experiment_id], f"dataset.digest = '{shards.key}'")
     assert [run.info.run_id for run in found] == [pretrain.run_id]

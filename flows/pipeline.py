@@ -25,7 +25,13 @@ from flows.core.settings import ConfigError
 from flows.corpora import Corpus
 from flows.corpora.formats import CorpusInputError
 from flows.orchestration.data_inputs import shards_input, task_inputs
-from flows.orchestration.publish import TaskRuns, publish, publish_curve, publish_label_curve
+from flows.orchestration.publish import (
+    TaskRuns,
+    publish,
+    publish_curve,
+    publish_label_curve,
+    publish_prefect_markdown,
+)
 from flows.orchestration.shard_runners import prefect_unit_mapper
 from flows.plan import STAGES, PipelinePlan
 from flows.resolve import ResolvedRun, resolve_run
@@ -36,7 +42,7 @@ from flows.stages.shards.stage import ShardOutputs, build_shards
 from flows.stages.tokenizer import train_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer
 from flows.stages.training_types import PretrainOutputs, PretrainSettings
-from flows.summary import build_summary, render_summary, stage_figures
+from flows.summary import build_summary, render_summary, stage_figures, summary_markdown
 from flows.tracking.links import child_title, corpus_label, current_identity, stage_title
 from flows.tracking.prefect_logs import report_progress_to_prefect
 from flows.tracking.runs import (
@@ -546,6 +552,12 @@ def run_stages(resolved: ResolvedRun) -> dict[str, Any]:
     )
     parent.finish()
     print(render_summary(summary))  # through `until`: a run that stops early says so too
+    # The run's one artifact in Prefect (a CLI run's and a deployment's alike): headline first.
+    publish_prefect_markdown(
+        summary_markdown(summary, until),
+        key=f"cloze-{until}-summary",
+        description="Cloze pipeline run: the verdict per task, the stages, the MLflow run",
+    )
     return summary
 
 

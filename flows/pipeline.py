@@ -25,6 +25,7 @@ from flows.core.settings import ConfigError
 from flows.corpora import Corpus
 from flows.corpora.formats import CorpusInputError
 from flows.orchestration.data_inputs import shards_input, task_inputs
+from flows.orchestration.interrupts import note_flow_run
 from flows.orchestration.publish import (
     TaskRuns,
     publish,
@@ -465,6 +466,7 @@ def run_stages(resolved: ResolvedRun) -> dict[str, Any]:
     again, but for a `models:/` URI, which only the tracker opened here can look up."""
     until = resolved.until
     assert until is not None, "resolve_run(..., until=None) runs no stage"
+    note_flow_run()  # a signal marks it Cancelled (interrupts.py)
     report_progress_to_prefect()
     paths = RunPaths.from_settings(resolved.run.paths)
     tracker: Tracker | None = None

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import logging
 import signal
+from uuid import UUID
 
 from flows.core.cli import fail
 
 log = logging.getLogger(__name__)
 # The Prefect flow runs this process started (`note_flow_run`): the ones a signal cancels.
-FLOW_RUNS: list[str] = []
+FLOW_RUNS: list[UUID] = []
 
 
 class Interrupted(KeyboardInterrupt):
@@ -44,7 +45,7 @@ def note_flow_run() -> None:
     from prefect.runtime import flow_run
 
     if (flow_run_id := flow_run.get_id()) is not None:
-        FLOW_RUNS.append(str(flow_run_id))
+        FLOW_RUNS.append(UUID(str(flow_run_id)))
 
 
 def cancel_flow_runs(signum: int) -> None:

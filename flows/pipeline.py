@@ -35,6 +35,7 @@ from flows.orchestration.publish import (
 )
 from flows.orchestration.shard_runners import prefect_unit_mapper
 from flows.plan import STAGES, PipelinePlan
+from flows.refresh.promotion import CHAMPION
 from flows.resolve import ResolvedRun, resolve_run
 from flows.stages import training_stages
 from flows.stages.distill_plan import external_teacher
@@ -114,6 +115,9 @@ class StageContext:
     store: ArtifactStore
     tracker: Tracker
     parent: RunHandle
+    # A model's first registered version becomes `@champion` (what `distill`'s default teacher
+    # names); the domain refresh moves that alias itself, on its own rule.
+    first_version_champion: bool = True
 
     def tracked(
         self,
@@ -185,7 +189,9 @@ def shards_task(ctx: StageContext, corpus: Corpus, tokenizer: ArtifactRef) -> Ar
 def publish_model(
     ctx: StageContext, run: RunHandle, ref: ArtifactRef, name: str | None, description: str
 ) -> None:
-    """Logs a freshly trained model's Hugging Face export; registers it under `name` if given."""
+    """Logs a freshly trained model's Hugging Face export; registers it under `name` if given,
+    the first version as `@champion`, and tags the parent run with the version too (the
+    pipeline's run is the one a person opens)."""
     export = ref.path / HUGGINGFACE_DIR
     if ref.cache_hit or not export.is_dir():
         return
@@ -198,7 +204,12 @@ def publish_model(
             {ARTIFACT_KEY_TAG: ref.key, ARTIFACT_PATH_TAG: str(ref.path)},
             description,
         )
-        run.set_tags({"cloze.registered_model": f"{name}/{version}"})
+        registered = {"cloze.registered_model": f"{name}/{version}"}
+        if ctx.first_version_champion and ctx.tracker.version_by_alias(name, CHAMPION) is None:
+            ctx.tracker.set_alias(name, CHAMPION, version)
+            log.info("registered %s version %s as models:/%s@%s", name, version, name, CHAMPION)
+        run.set_tags(registered)
+        ctx.parent.set_tags(registered)
 
 
 def pretrain_task_run_name() -> str:

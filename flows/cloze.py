@@ -22,10 +22,10 @@ class Command:
 
     module: str
     summary: str
-    after: tuple[str, ...] = ()  # arguments it always passes last (`serve`: deploy's serve)
+    entry: str = "main"  # the module's function `(argv, prog) -> exit code`
 
     def main(self) -> Callable[[list[str], str], int]:
-        return importlib.import_module(self.module).main  # type: ignore[no-any-return]
+        return getattr(importlib.import_module(self.module), self.entry)  # type: ignore[no-any-return]
 
 
 COMMANDS = {
@@ -37,7 +37,7 @@ COMMANDS = {
     "serve": Command(
         "flows.deploy.cli",
         "register the Prefect deployments and run their flow runs from here",
-        after=("serve",),
+        entry="serve_main",
     ),
     "deploy": Command(
         "flows.deploy.cli", "register the Prefect deployments to a work pool (or serve them)"
@@ -82,8 +82,6 @@ def main(argv: list[str] | None = None) -> int:
         print(usage(), file=sys.stderr)
         print(f"error: unknown command {name!r}; one of {', '.join(COMMANDS)}", file=sys.stderr)
         return USAGE_ERROR
-    if not {"-h", "--help"} & set(rest):  # help: the module's own, which lists `after` too
-        rest = [*rest, *command.after]
     return command.main()(rest, f"cloze {name}")
 
 

@@ -24,9 +24,18 @@ from flows.core.redaction import redact_secrets, redacting_errors
 from flows.core.settings import ConfigError
 from flows.corpora import Corpus
 from flows.corpora.formats import CorpusInputError
-from flows.orchestration.publish import TaskRuns, publish, publish_curve, publish_label_curve
+from flows.orchestration.data_inputs import shards_input, task_inputs
+from flows.orchestration.interrupts import note_flow_run
+from flows.orchestration.publish import (
+    TaskRuns,
+    publish,
+    publish_curve,
+    publish_label_curve,
+    publish_prefect_markdown,
+)
 from flows.orchestration.shard_runners import prefect_unit_mapper
 from flows.plan import STAGES, PipelinePlan
+from flows.refresh.promotion import CHAMPION
 from flows.resolve import ResolvedRun, resolve_run
 from flows.stages import training_stages
 from flows.stages.distill_plan import external_teacher
@@ -35,7 +44,7 @@ from flows.stages.shards.stage import ShardOutputs, build_shards
 from flows.stages.tokenizer import train_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer
 from flows.stages.training_types import PretrainOutputs, PretrainSettings
-from flows.summary import build_summary, render_summary, stage_figures
+from flows.summary import build_summary, render_summary, stage_figures, summary_markdown
 from flows.tracking.links import child_title, corpus_label, current_identity, stage_title
 from flows.tracking.prefect_logs import report_progress_to_prefect
 from flows.tracking.runs import (
@@ -106,6 +115,9 @@ class StageContext:
     store: ArtifactStore
     tracker: Tracker
     parent: RunHandle
+    # A model's first registered version becomes `@champion` (what `distill`'s default teacher
+    # names); the domain refresh moves that alias itself, on its own rule.
+    first_version_champion: bool = True
 
     def tracked(
         self,
@@ -177,7 +189,9 @@ def shards_task(ctx: StageContext, corpus: Corpus, tokenizer: ArtifactRef) -> Ar
 def publish_model(
     ctx: StageContext, run: RunHandle, ref: ArtifactRef, name: str | None, description: str
 ) -> None:
-    """Logs a freshly trained model's Hugging Face export; registers it under `name` if given."""
+    """Logs a freshly trained model's Hugging Face export; registers it under `name` if given,
+    the first version as `@champion`, and tags the parent run with the version too (the
+    pipeline's run is the one a person opens)."""
     export = ref.path / HUGGINGFACE_DIR
     if ref.cache_hit or not export.is_dir():
         return
@@ -190,7 +204,12 @@ def publish_model(
             {ARTIFACT_KEY_TAG: ref.key, ARTIFACT_PATH_TAG: str(ref.path)},
             description,
         )
-        run.set_tags({"cloze.registered_model": f"{name}/{version}"})
+        registered = {"cloze.registered_model": f"{name}/{version}"}
+        if ctx.first_version_champion and ctx.tracker.version_by_alias(name, CHAMPION) is None:
+            ctx.tracker.set_alias(name, CHAMPION, version)
+            log.info("registered %s version %s as models:/%s@%s", name, version, name, CHAMPION)
+        run.set_tags(registered)
+        ctx.parent.set_tags(registered)
 
 
 def pretrain_task_run_name() -> str:
@@ -216,6 +235,7 @@ def pretrain_task(
     """Pretrains from random init, from a pretrain artifact, or from an imported `checkpoint`."""
 
     def pretrain_and_publish(run: RunHandle) -> ArtifactRef:
+        run.log_inputs([shards_input(shards)])
         settings = ctx.plan.pretrain
         if checkpoint is not None:
             settings = replace(settings, init_from=str(checkpoint.path))
@@ -252,6 +272,7 @@ def distill_task(
     assert settings is not None
 
     def distill_and_publish(run: RunHandle) -> ArtifactRef:
+        run.log_inputs([shards_input(shards)])
         run.set_tags({"cloze.teacher": settings.distill.teacher or teacher.key})
         ref = training_stages.distill(
             settings, teacher, shards, tokenizer, ctx.store, [run.lightning_logger()]
@@ -308,6 +329,8 @@ def finetune_task(
         except BaseException:
             task_runs.fail_open()
             raise
+        for name, inputs in task_inputs(plan.finetune).items():
+            task_runs.get(name).log_inputs(inputs)
         publish(ref, run, task_runs)
         return ref
 
@@ -454,6 +477,7 @@ def run_stages(resolved: ResolvedRun) -> dict[str, Any]:
     again, but for a `models:/` URI, which only the tracker opened here can look up."""
     until = resolved.until
     assert until is not None, "resolve_run(..., until=None) runs no stage"
+    note_flow_run()  # a signal marks it Cancelled (interrupts.py)
     report_progress_to_prefect()
     paths = RunPaths.from_settings(resolved.run.paths)
     tracker: Tracker | None = None
@@ -504,6 +528,7 @@ def run_stages(resolved: ResolvedRun) -> dict[str, Any]:
             refs["checkpoint"] = checkpoint_task(ctx, refs["tokenizer"])
         if "shards" in wanted:
             refs["shards"] = shards_task(ctx, corpus, refs["tokenizer"])
+            parent.log_inputs([shards_input(refs["shards"])])
         if "pretrain" in wanted:
             refs["pretrain"] = teacher or pretrain_task(
                 ctx, refs["shards"], refs["tokenizer"], refs.get("checkpoint")
@@ -511,6 +536,9 @@ def run_stages(resolved: ResolvedRun) -> dict[str, Any]:
         if "distill" in wanted and plan.distill is not None:
             refs["distill"] = distill_task(ctx, refs["pretrain"], refs["shards"], refs["tokenizer"])
         if "finetune" in wanted:
+            parent.log_inputs(
+                [item for items in task_inputs(plan.finetune).values() for item in items]
+            )
             refs["finetune"] = finetune_task(
                 ctx,
                 refs["pretrain"],
@@ -537,6 +565,12 @@ def run_stages(resolved: ResolvedRun) -> dict[str, Any]:
     )
     parent.finish()
     print(render_summary(summary))  # through `until`: a run that stops early says so too
+    # The run's one artifact in Prefect (a CLI run's and a deployment's alike): headline first.
+    publish_prefect_markdown(
+        summary_markdown(summary, until),
+        key=f"cloze-{until}-summary",
+        description="Cloze pipeline run: the verdict per task, the stages, the MLflow run",
+    )
     return summary
 
 

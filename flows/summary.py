@@ -226,21 +226,68 @@ def render_summary(summary: dict[str, Any]) -> str:
 
 def finetune_result(stages: dict[str, Any], origin: str) -> list[str]:
     """The finetune stage's lines: each task's arms, lift and baselines."""
-    fine = FinetuneOutputs.from_manifest(stages["finetune"])
     return [
-        f"  finetune   [{origin}] {len(fine.tasks)} task(s), "
-        f"{arms_named(stages['finetune'])}, each arm at its own validation-chosen learning rate:",
-        *(
-            f"    {text}"
-            for line in fine.figures.values()
-            for text in [
-                *base_verdict(stages["finetune"], line.task, fine.confidence),
-                *downstream_result(line, fine.confidence),
-                *student_result(stages["finetune"], line.task, fine.confidence),
-                *qa_summary_lines(stages["finetune"], line.task),
-            ]
-        ),
+        f"  finetune   [{origin}] {finetune_figures(stages['finetune'])}, each arm at its own "
+        "validation-chosen learning rate:",
+        *(f"    {text}" for lines in task_verdicts(stages["finetune"]) for text in lines),
     ]
+
+
+def finetune_figures(outputs: dict[str, Any]) -> str:
+    """`1 task(s), pretrained vs random init`."""
+    return f"{len(FinetuneOutputs.from_manifest(outputs).tasks)} task(s), {arms_named(outputs)}"
+
+
+def task_verdicts(outputs: dict[str, Any]) -> list[list[str]]:
+    """Per task: its verdict line (the arms, the lift), then the lines under it (the intervals,
+    the baselines, warnings), each of those indented by two spaces."""
+    fine = FinetuneOutputs.from_manifest(outputs)
+    return [
+        [
+            *base_verdict(outputs, line.task, fine.confidence),
+            *downstream_result(line, fine.confidence),
+            *student_result(outputs, line.task, fine.confidence),
+            *qa_summary_lines(outputs, line.task),
+        ]
+        for line in fine.figures.values()
+    ]
+
+
+def summary_markdown(summary: dict[str, Any], until: str) -> str:
+    """The run's one Prefect artifact, in the CLI summary's shape: the verdict per task first,
+    then the stages as a table (each with its figures in words), then the MLflow run. A table
+    cell of raw `key value` pairs, about 40 per stage, hid the result."""
+    stages = summary["stages"]
+    verdicts = task_verdicts(stages["finetune"]) if "finetune" in stages else []
+    headline = [
+        f"{'  ' if text.startswith('  ') else ''}- {text.strip()}"
+        for lines in verdicts
+        for text in lines
+    ]
+    rows = []
+    for name, outputs in stages.items():
+        origin = "reused" if outputs["cache_hit"] else "computed"
+        if name == "finetune":
+            figures = finetune_figures(outputs)
+        elif name == "distill":
+            figures = distill_result(stages)[0].split("] ", 1)[1]
+        else:
+            figures = stage_figures(outputs["stage"], outputs)
+        rows.append((name, origin, figures, f"`{outputs['key']}`"))
+    url = summary.get("mlflow_run_url")
+    run = f"[{summary['mlflow_run_id']}]({url})" if url else summary["mlflow_run_id"]
+    return "\n".join(
+        [
+            f"# Cloze pipeline (through `{until}`)",
+            "",
+            *(["## Verdict", "", *headline, ""] if headline else []),
+            "## Stages",
+            "",
+            markdown_table(["stage", "origin", "result", "artifact key"], rows),
+            "",
+            f"MLflow: experiment `{summary['experiment']}`, run {run}",
+        ]
+    )
 
 
 def render_comparison(runs: list[list[str]], summaries: list[dict[str, Any]]) -> str:

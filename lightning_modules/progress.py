@@ -12,7 +12,7 @@ import logging
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -22,9 +22,13 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 log = logging.getLogger("cloze.training")
-# The plan's duration is measured over this many first steps; a shorter run (a fine-tuning run of
-# a few steps) is over by then, and its step lines carry the ETA.
-TIMED_STEPS = 10
+# A fit's first steps carry its warm-up (compilation, allocator and data-loader start, the
+# optimizer's state): timed with the rest, they put the first forecast of `make demo` at 8m08s
+# for a 2m15s stage. The forecast and every later ETA use the pace after them; a fit shorter
+# than twice this (a fine-tuning run of a few steps) has no forecast line, its step lines carry
+# the ETA.
+WARMUP_STEPS = 10
+TIMED_STEPS = 10  # the steps after the warm-up that the forecast is measured over
 
 
 def duration(seconds: float) -> str:
@@ -69,19 +73,30 @@ def new_bar(total: int, label: str, unit: str, initial: int = 0) -> tqdm:
 
 class StepClock:
     """Wall time and tokens since the first step of this fit (a resumed fit starts its own
-    clock at the step it resumed from): the ETA is the steps left at the pace so far."""
+    clock at the step it resumed from). The ETA is the steps left at the pace since the warm-up
+    steps ended, or, until then, at the pace so far."""
 
-    def __init__(self, first_step: int, total_steps: int) -> None:
-        self.first_step, self.total_steps = first_step, total_steps
-        self.started = time.perf_counter()
+    def __init__(
+        self, first_step: int, total_steps: int, now: Callable[[], float] = time.perf_counter
+    ) -> None:
+        self.first_step, self.total_steps, self.now = first_step, total_steps, now
+        self.started = now()
+        self.warmed: float | None = None  # when the warm-up steps ended
         self.tokens: int | torch.Tensor = 0
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self.started
+        return self.now() - self.started
+
+    def step_done(self, step: int) -> None:
+        if step == self.first_step + WARMUP_STEPS:
+            self.warmed = self.elapsed()
 
     def eta(self, step: int) -> float:
-        done = max(step - self.first_step, 1)
-        return self.elapsed() / done * max(self.total_steps - step, 0)
+        if self.warmed is not None and step > self.first_step + WARMUP_STEPS:
+            pace = (self.elapsed() - self.warmed) / (step - self.first_step - WARMUP_STEPS)
+        else:
+            pace = self.elapsed() / max(step - self.first_step, 1)
+        return pace * max(self.total_steps - step, 0)
 
     def tokens_per_second(self) -> float:
         return float(self.tokens) / max(self.elapsed(), 1e-9)
@@ -114,17 +129,19 @@ class ProgressLog(pl.Callback):
         label: str,
         tokens_per_step: int | None = None,
         bar: bool | None = None,
+        now: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.every_steps, self.label, self.tokens_per_step = every_steps, label, tokens_per_step
         self.bar_wanted = terminal_bars() if bar is None else bar
-        self.clock = StepClock(0, 0)
+        self.now = now
+        self.clock = StepClock(0, 0, now)
         self.bar: tqdm | None = None
         self.last_step = 0
         self.resources = ExitStack()
 
     def on_train_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
         total, step = planned_steps(trainer), trainer.global_step
-        self.clock, self.last_step = StepClock(step, total), step
+        self.clock, self.last_step = StepClock(step, total, self.now), step
         tokens = "" if self.tokens_per_step is None else self.plan_tokens(total - step)
         resumed = f", resuming at step {step}" if step else ""
         log.info("%s plan: %d steps%s%s", self.label, total - step, tokens, resumed)
@@ -149,8 +166,9 @@ class ProgressLog(pl.Callback):
         if step == self.last_step:  # a micro-batch of a step still accumulating
             return
         self.last_step = step
+        self.clock.step_done(step)
         done = step - self.clock.first_step
-        if done == TIMED_STEPS and step < self.clock.total_steps:
+        if done == WARMUP_STEPS + TIMED_STEPS and step < self.clock.total_steps:
             self.log_timed_plan(step)
         if self.bar is not None:
             self.bar.update(step - self.bar.n)
@@ -159,14 +177,20 @@ class ProgressLog(pl.Callback):
             self.log_step(trainer, step)
 
     def log_timed_plan(self, step: int) -> None:
-        total = self.clock.elapsed() + self.clock.eta(step)
+        """The stage's expected duration, from the pace after the warm-up, which it names."""
+        clock = self.clock
+        assert clock.warmed is not None  # the warm-up steps are behind
+        first = clock.first_step + WARMUP_STEPS
         log.info(
-            "%s: the first %d steps took %s: expect about %s for all %d",
+            "%s: steps %d-%d took %s, after %d warm-up steps (%s): expect about %s for all %d",
             self.label,
-            TIMED_STEPS,
-            duration(self.clock.elapsed()),
-            duration(total),
-            self.clock.total_steps - self.clock.first_step,
+            first + 1,
+            step,
+            duration(clock.elapsed() - clock.warmed),
+            WARMUP_STEPS,
+            duration(clock.warmed),
+            duration(clock.elapsed() + clock.eta(step)),
+            clock.total_steps - clock.first_step,
         )
 
     def log_step(self, trainer: pl.Trainer, step: int) -> None:

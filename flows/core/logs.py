@@ -37,6 +37,9 @@ def show_progress(level: int = logging.INFO) -> None:
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
+    # A fine-tuning epoch shorter than `trainer.log_every_steps`: Lightning counts the interval
+    # in global steps across epochs, so nothing is lost, but it warns once per fit.
+    warnings.filterwarnings("ignore", message=r".*smaller than the logging interval")
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import os
 import signal
 import urllib.error
@@ -37,18 +38,29 @@ ENTRYPOINTS = {
     "refresh": "flows/refresh/flow.py:domain_refresh",
 }
 TAGS = ["cloze"]
+SERVE_HELP = """Registers every enabled deployment of conf/deploy/<config>.yaml and runs their flow
+runs from this process (local use: no work pool, no worker), until Ctrl-C (exit 130): the runs
+in progress are cancelled first. `cloze deploy register --pool NAME` registers them to a work
+pool instead."""
 # How long `serve` and `register` wait for the server's health check before saying it is down.
 HEALTH_TIMEOUT_SECONDS = 5
 RUNNER_POLL_SECONDS = 1
 
 
-def parse_args(argv: list[str], prog: str = "python -m flows.deploy") -> argparse.Namespace:
+def parse_args(
+    argv: list[str], prog: str = "python -m flows.deploy", command: str | None = None
+) -> argparse.Namespace:
+    """`command` fixed (`cloze serve`): its options alone, with no subcommand to name."""
     parser = argparse.ArgumentParser(
-        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=prog,
+        description=__doc__ if command is None else SERVE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--config", default="default", help="conf/deploy/CONFIG.yaml, or a path to a YAML file"
     )
+    if command is not None:
+        return argparse.Namespace(**vars(parser.parse_args(argv)), command=command)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="register the deployments and run them from here")
     register = commands.add_parser("register", help="register the deployments to a work pool")
@@ -149,9 +161,20 @@ def deployment_options(name: str, item: DeploymentSettings) -> dict[str, Any]:
         "parameters": parameters,
         "schedules": [Cron(item.cron, timezone=item.timezone)] if item.cron else None,
         "tags": [*TAGS, name],
-        "description": f"Cloze {name}: a typed run form (experiment, stage, model, corpus, "
-        "steps, tasks) plus raw Hydra overrides",
+        "description": description(name),
     }
+
+
+def description(name: str) -> str:
+    """What the deployment's form holds, read from its flow's parameters: a hand-written list
+    promised `domain-refresh` a form (model, corpus, steps, tasks) it does not have."""
+    fields = [field for field in form_fields(name) if field != "overrides"]
+    return f"Cloze {name}: a typed run form ({', '.join(fields)}) plus raw Hydra overrides"
+
+
+def form_fields(name: str) -> list[str]:
+    """The parameters of the flow a deployment runs: the fields of its form, in order."""
+    return list(inspect.signature(flow_of(name).fn).parameters)
 
 
 def with_timeout(flow_object: Any, item: DeploymentSettings) -> Any:
@@ -275,8 +298,13 @@ def set_training_limit(settings: DeploySettings) -> None:
     print(f"at most {settings.training_concurrency} '{TRAINING_TAG}' task(s) at a time")
 
 
-def main(argv: list[str], prog: str = "python -m flows.deploy") -> int:
-    args = parse_args(argv, prog)
+def serve_main(argv: list[str], prog: str = "cloze serve") -> int:
+    """`cloze serve`: `serve` with its own usage line (`cloze serve [-h] [--config CONFIG]`)."""
+    return main(argv, prog, command="serve")
+
+
+def main(argv: list[str], prog: str = "python -m flows.deploy", command: str | None = None) -> int:
+    args = parse_args(argv, prog, command)
     if not os.environ.get("PREFECT_API_URL"):
         return fail(
             "set PREFECT_API_URL to a Prefect server (e.g. `prefect server start`, then "

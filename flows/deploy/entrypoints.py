@@ -12,10 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow
-from prefect.artifacts import create_markdown_artifact
 from prefect.states import State
 
-from flows.core.tables import markdown_table
 from flows.orchestration.flow_runs import (
     EXPECTED_ERRORS,
     read_form,
@@ -38,29 +36,6 @@ from flows.orchestration.run_form import (
     described_by_form,
 )
 from flows.pipeline import PIPELINE_FLOW, run_stages
-
-
-def pipeline_markdown(summary: dict[str, Any], until: str) -> str:
-    rows = []
-    for stage, outputs in summary["stages"].items():
-        figures = ", ".join(
-            f"{name} {value:.4g}"
-            for name, value in outputs.items()
-            if isinstance(value, int | float) and not isinstance(value, bool)
-        )
-        origin = "reused" if outputs["cache_hit"] else "computed"
-        rows.append((stage, origin, f"`{outputs['key']}`", figures))
-    return "\n".join(
-        [
-            f"# Cloze pipeline (through `{until}`)",
-            "",
-            markdown_table(["stage", "origin", "artifact key", "figures"], rows),
-            "",
-            f"MLflow: experiment `{summary['experiment']}`, run "
-            f"[{summary['mlflow_run_id']}]({summary['mlflow_run_url']}) on "
-            f"{summary['tracking_uri']}",
-        ]
-    )
 
 
 @flow(name=PIPELINE_FLOW, flow_run_name=run_name, log_prints=True)
@@ -92,12 +67,6 @@ def pipeline_deployment(
             tasks=tasks,
             overrides=overrides,
         )
-        summary = run_stages(resolve_form(form))
+        return run_stages(resolve_form(form))  # its one artifact: run_stages publishes it
     except EXPECTED_ERRORS as error:
         return refused(error)
-    create_markdown_artifact(
-        pipeline_markdown(summary, form.until),
-        key=f"cloze-{form.until}-summary",
-        description="Cloze pipeline run: stages, cache hits, figures and the MLflow run",
-    )
-    return summary

@@ -71,7 +71,7 @@ def taken(key: str | None, form: RunForm) -> ResolvedRun | None:
 
 
 def run_name() -> str:
-    """`<model>[-<experiment>]-<corpus or domain>-<UTC timestamp>` from the run's parameters.
+    """`<UTC time>-<model>[-<experiment>]-<corpus or domain>` from the run's parameters.
 
     An invalid config must not fail here, where the error would be obscure: the run is named
     `invalid-config-...`, and the flow body resolves again and reports it with the key named.

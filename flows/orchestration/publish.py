@@ -12,7 +12,6 @@ from typing import Any
 from flows.core.artifacts import ArtifactRef
 from flows.tracking.runs import RunHandle, Tracker
 
-PREFECT_ARTIFACT_KEY = "finetune-summary"
 # Each task run's per-class precision, recall, F1 and support, per arm (mean over seeds).
 PER_CLASS_FILE = "per_class.json"
 
@@ -60,8 +59,6 @@ def publish(ref: ArtifactRef, stage_run: RunHandle, task_runs: TaskRuns) -> None
         run.finish()
     for name in (SUMMARY_FILE, CHART_FILE):
         stage_run.client.log_artifact(stage_run.run_id, str(ref.path / name))
-    markdown = (ref.path / SUMMARY_FILE).read_text()
-    publish_prefect_markdown(f"## Downstream evaluation\n\n{markdown}")
 
 
 def publish_curve(ref: ArtifactRef, stage_run: RunHandle) -> None:
@@ -92,14 +89,12 @@ def publish_label_curve(ref: ArtifactRef, stage_run: RunHandle) -> None:
             stage_run.log_metrics(values, step=int(point["labels"]))
 
 
-def publish_prefect_markdown(markdown: str) -> bool:
+def publish_prefect_markdown(markdown: str, key: str, description: str) -> bool:
     """A Prefect markdown artifact, only inside a flow or task run (outside one it would fail)."""
     from prefect.artifacts import create_markdown_artifact
     from prefect.context import FlowRunContext, TaskRunContext
 
     if FlowRunContext.get() is None and TaskRunContext.get() is None:
         return False
-    create_markdown_artifact(
-        markdown, key=PREFECT_ARTIFACT_KEY, description="Pretrained vs random init, per task"
-    )
+    create_markdown_artifact(markdown, key=key, description=description)
     return True

@@ -253,7 +253,9 @@ def refresh_domain(config: dict[str, Any], run: RunConfig, domain: str) -> dict[
     log_config(parent, config)
     try:
         if changes.to_train:
-            ctx = StageContext(plan, ArtifactStore(paths.artifacts), tracker, parent)
+            ctx = StageContext(
+                plan, ArtifactStore(paths.artifacts), tracker, parent, first_version_champion=False
+            )
             result = refresh_models(ctx, refresh, changes)
         else:
             result = {

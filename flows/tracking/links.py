@@ -1,9 +1,9 @@
 """One name and two-way links between a Prefect flow run and its MLflow runs.
 
 An operator moves between the Prefect UI (what ran, when, its logs) and the MLflow UI (figures,
-curves, models). Both show the same run name, `<model>[-<experiment>]-<corpus or domain>-<UTC
-timestamp>`; every MLflow run carries the Prefect run's id and page (a tag, and a link in its
-description), and Prefect's summary links back.
+curves, models). Both show the same run name, `<UTC start MMDD-HHMMSS>-<model>[-<experiment>]-
+<corpus or domain>`; every MLflow run carries the Prefect run's id and page (a tag, and a link in
+its description), and Prefect's summary links back.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ CUSTOM_MODEL_DEVELOPMENT = "custom_model_development"
 # Where `make ui` serves the local stores: the run's own Prefect home and MLflow database.
 LOCAL_PREFECT_UI = "http://127.0.0.1:4200"
 LOCAL_MLFLOW_UI = "http://127.0.0.1:5000"
-TIMESTAMP_FORMAT = "%Y%m%d-%H%M%S"
+# Month, day and time to the second: the year is in MLflow's Created column and Prefect's start.
+TIMESTAMP_FORMAT = "%m%d-%H%M%S"
 GLOB_CHARACTERS = set("*?[")
 
 
@@ -60,18 +61,20 @@ def path_label(path: str) -> str:
 def run_label(
     overrides: list[str] | tuple[str, ...], config: dict[str, Any], now: datetime | None = None
 ) -> str:
-    """`<model>[-<experiment>]-<corpus or domain>-<UTC timestamp to the second>`, e.g.
-    `bert-mini-smoke-pubmed-20261202-230637`.
+    """`<UTC start MMDD-HHMMSS>-<model>[-<experiment>]-<corpus or domain>`, e.g.
+    `1202-230637-bert-mini-smoke-pubmed`.
 
-    The model comes first: MLflow's run table cuts names after about 20 characters, and two runs
-    of different models must differ there. The experiment is the bundle asked for
-    (`experiment=smoke`), if any; a refresh names its domain rather than the corpus folder.
+    The start time comes first: MLflow's runs table shows about 17 characters of a name, and
+    the runs of one experiment mostly share the rest (model first, then the timestamp, showed
+    `bert-tiny-smoke-pyd…` in every row); a run started another second differs within 11. The
+    experiment is the bundle asked for (`experiment=smoke`), if any; a refresh names its domain
+    rather than the corpus folder.
     """
     model = str((config.get("model") or {}).get("name") or "model")
     experiment = experiment_override(overrides)
     domain = (config.get("refresh") or {}).get("domain")
     stamp = (now or datetime.now(UTC)).strftime(TIMESTAMP_FORMAT)
-    parts = [model, experiment, domain or corpus_label(config["corpus"]), stamp]
+    parts = [stamp, model, experiment, domain or corpus_label(config["corpus"])]
     return "-".join(part for part in parts if part)
 
 
@@ -106,7 +109,7 @@ class RunIdentity:
     tags: dict[str, str] = field(default_factory=dict)
 
     def run_name(self, role: str, top_level: bool, title: str | None = None) -> str:
-        """The parent run takes the flow run's name (`<model>[-<experiment>]-<corpus>-<time>`);
+        """The parent run takes the flow run's name (`<time>-<model>[-<experiment>]-<corpus>`);
         a child nests under it in MLflow's table, so its name starts with what sets it apart
         there (the stage, the task and the arm), within the ~24 characters the table shows."""
         if top_level:

@@ -6,6 +6,7 @@ Prefect runs tasks on worker threads; passing run ids around works in every exec
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import shutil
@@ -13,7 +14,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any, cast
 
 import psutil
 from mlflow.artifacts import download_artifacts
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
@@ -151,6 +152,22 @@ class RunPages:
             log.info("View experiment at: %s", self.experiment)
 
 
+@dataclass(frozen=True)
+class DataInput:
+    """Data a run read, as MLflow's Dataset column shows it and its search filters it
+    (`dataset.digest = '<key>'`): the digest is the content key (a shards artifact's key, a task
+    file's sha256 to 20 hex digits, as the store's keys), the source the path read."""
+
+    name: str
+    digest: str
+    source: Path
+    context: str  # `training`, or a task file's split
+
+
+# MLflow's tag for what a dataset was used as (training, validation, test).
+CONTEXT_TAG = "mlflow.data.context"
+
+
 class RunHandle:
     def __init__(
         self,
@@ -192,6 +209,21 @@ class RunHandle:
     def log_table(self, columns: Mapping[str, list[Any]], artifact_file: str) -> None:
         """A table artifact (JSON) that MLflow's UI shows as a table, one list per column."""
         self.client.log_table(self.run_id, dict(columns), artifact_file)
+
+    def log_inputs(self, inputs: Sequence[DataInput]) -> None:
+        """The run's data, in MLflow's Dataset column; a source is a local path (`local`)."""
+        if not inputs:  # a built-in task reads no file
+            return
+        self.client.log_inputs(
+            self.run_id,
+            [
+                DatasetInput(
+                    Dataset(item.name, item.digest, "local", json.dumps({"uri": str(item.source)})),
+                    [InputTag(CONTEXT_TAG, item.context)],
+                )
+                for item in inputs
+            ],
+        )
 
     def record_artifact(self, ref: ArtifactRef) -> None:
         """What a stage produced, whether it was computed now or reused from the store."""

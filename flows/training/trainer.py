@@ -60,7 +60,7 @@ def make_trainer(
         accumulate_grad_batches=settings.accumulate_grad_batches,
         log_every_n_steps=settings.log_every_steps,
         logger=list(loggers) or False,
-        callbacks=callbacks,
+        callbacks=[*callbacks, MetricSteps()] if loggers else callbacks,
         default_root_dir=str(root_dir),
         enable_progress_bar=False,
         enable_model_summary=False,
@@ -85,3 +85,29 @@ def lightning_strategy(settings: TrainerSettings) -> str | Strategy:
     if settings.strategy == "ddp" or settings.world_size > 1:
         return "ddp"
     return "auto"
+
+
+class MetricSteps(pl.Callback):
+    """Records each metric at the optimizer steps done when it was computed, as the progress
+    lines and checkpoints count them.
+
+    Lightning numbers a step's metrics by the steps finished before it (the 10th step's loss at
+    step 9), and a validation inside the fit the same way, so `compare`'s loss curves sat one
+    step left of the logs. Lightning takes a logged `step` as the metrics' x value and does not
+    send it as a metric.
+    """
+
+    def on_train_batch_end(
+        self,
+        trainer: pl.Trainer,
+        module: pl.LightningModule,
+        outputs: object,
+        batch: object,
+        batch_idx: int,
+    ) -> None:
+        module.log("step", float(trainer.global_step))  # the optimizer has stepped by now
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            # The same on every rank: the reduction keeps Lightning from warning, and is exact.
+            module.log("step", float(trainer.global_step), sync_dist=True)

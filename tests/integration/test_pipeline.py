@@ -110,8 +110,10 @@ def test_each_task_is_a_child_of_the_finetune_run_with_table_and_chart(
     assert {"summary.md", "lift.png"} <= logged
     with get_client(sync_client=True) as prefect:
         artifact = prefect.read_latest_artifacts()
-    markdown = [a for a in artifact if a.key == "finetune-summary"]
-    assert markdown and "| pydoc_topics | accuracy |" in str(markdown[0].data)
+    # One artifact per run, headline first (issue 53, case 21); no second `finetune-summary`.
+    assert not [a for a in artifact if a.key == "finetune-summary"]
+    [markdown] = [str(a.data) for a in artifact if a.key == "cloze-finetune-summary"]
+    assert markdown.index("- pydoc_topics accuracy over ") < markdown.index("## Stages")
 
 
 def test_mlm_loss_falls_and_the_curve_reaches_mlflow(root: Path, first: Any) -> None:
@@ -124,6 +126,13 @@ def test_mlm_loss_falls_and_the_curve_reaches_mlflow(root: Path, first: Any) -> 
     assert len(history) >= 3
     assert history[-1].value < history[0].value
     assert client.get_metric_history(run_id, "train/loss")
+    # MLflow's Dataset column: the shards the stage read, by their key (issue 53, case 24).
+    shards = summary["stages"]["shards"]["key"]
+    for run in (run_id, summary["mlflow_run_id"]):
+        inputs = client.get_run(run).inputs
+        assert inputs is not None
+        logged = [(i.dataset.name, i.dataset.digest) for i in inputs.dataset_inputs]
+        assert logged == [("shards", shards)]
 
 
 def test_the_encoder_is_exported_for_transformers_and_registered(root: Path, first: Any) -> None:

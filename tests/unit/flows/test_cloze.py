@@ -9,11 +9,12 @@ import tomllib
 import pytest
 
 from flows.cloze import COMMANDS, main
+from flows.deploy.cli import parse_args
 from tests.fakes import REPO
 
 OPTIONS = {  # each subcommand's --help lists its options
     "run": ["--until STAGE", "--cfg", "--multirun", "--verbose", "OVERRIDE"],
-    "serve": ["--config CONFIG", "serve", "register"],
+    "serve": ["--config CONFIG"],
     "deploy": ["--config CONFIG", "serve", "register"],
     "refresh": ["OVERRIDE", "refresh.domain"],
     "compare": ["--last LAST", "--run RUN_ID", "--format", "--all", "--include-unfinished"],
@@ -46,6 +47,16 @@ def test_each_subcommand_help_lists_its_options(
     assert shown.startswith(f"usage: cloze {name} ")
     for option in OPTIONS[name]:
         assert option in shown
+
+
+def test_cloze_serve_reads_as_one_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """`cloze serve --help` printed `cloze serve [-h] [--config CONFIG] {serve,register}`,
+    which reads as `cloze serve serve` (issue 53, case 20)."""
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    usage = capsys.readouterr().out.splitlines()[0]
+    assert usage == "usage: cloze serve [-h] [--config CONFIG]"
+    assert parse_args(["--config", "team"], "cloze serve", "serve").command == "serve"
 
 
 def test_an_unknown_command_or_stage_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

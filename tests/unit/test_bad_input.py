@@ -24,6 +24,7 @@ from flows.core.config import compose_config
 from flows.core.settings import ConfigError
 from flows.corpora import CorpusSettings, open_corpus
 from flows.corpora.formats import CorpusInputError
+from flows.corpora.replay import ReplaySettings
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.tasks.spec import TaskInputError
 from flows.plan import PipelinePlan
@@ -268,7 +269,7 @@ def test_bad_replay_input(tmp_path: Path, case: FileCase) -> None:
     data.mkdir()
     store_root = tmp_path / "store"
     with pytest.raises(CorpusInputError, match=case.message):
-        replay = {"paths": case.write(data), **case.settings}
+        replay = ReplaySettings(paths=case.write(data), **case.settings)
         corpus = open_corpus(CorpusSettings(kind="files", paths=[str(text)], replay=replay))
         tokenizer = train_tokenizer(
             TokenizerSettings(vocab_size=100), corpus, ArtifactStore(store_root)

@@ -29,8 +29,12 @@ from flows.stages.shards.units import UnitResult
 class ReplayChoice:
     """The replay documents chosen, per unit, and what the replay offered."""
 
-    chosen: list[np.ndarray]  # per unit, a mask over its documents
+    chosen: list[np.ndarray]  # per unit, a mask over its documents taken whole
     available_tokens: int  # row tokens of every replay document left after dedupe
+    # The document that crosses the target, (unit, document, tokens): its first tokens are taken,
+    # last, so the share is met to the token rather than to the document (an article can hold
+    # thousands). None when whole documents meet it.
+    cut: tuple[int, int, int] | None
 
 
 def replay_target(share: float, domain_tokens: int) -> float:
@@ -45,13 +49,15 @@ def choose_replay(
     share: float,
     domain_tokens: int,
 ) -> ReplayChoice:
-    """The replay documents, in their hash order, whose row tokens (`held`) come closest to the
-    target (at least one document); `first_occurrences` drops the duplicates of any document
-    seen before, the corpus's included."""
+    """The replay documents, in their hash order, whose row tokens (`held`) reach the target,
+    the last one cut to it; `first_occurrences` drops the duplicates of any document seen
+    before, the corpus's included."""
     kept = [first_occurrences(result.array("keys")) for result in results]
     pairs = list(zip(results, kept, strict=True))
     keys = np.concatenate([result.array("keys")[mask] for result, mask in pairs])
     tokens = np.concatenate([held(result.array("lengths"))[mask] for result, mask in pairs])
+    units = np.concatenate([np.full(int(mask.sum()), unit) for unit, mask in enumerate(kept)])
+    documents = np.concatenate([np.flatnonzero(mask) for mask in kept])
     target = replay_target(share, domain_tokens)
     available = int(tokens.sum())
     if available < target:
@@ -59,18 +65,18 @@ def choose_replay(
     order = np.argsort(keys, kind="stable")
     totals = np.cumsum(tokens[order])
     last = int(np.searchsorted(totals, target))  # the first document reaching the target
-    count = last + 1
-    if last > 0 and target - totals[last - 1] < totals[last] - target:
-        count = last
+    crossing = order[last]
+    needed = round(target - (totals[last - 1] if last else 0))
+    whole = last + 1 if needed >= tokens[crossing] else last
     picked = np.zeros(len(keys), dtype=bool)
-    picked[order[:count]] = True
-    chosen, start = [], 0
-    for mask in kept:
-        unit = np.zeros(len(mask), dtype=bool)
-        unit[mask] = picked[start : start + int(mask.sum())]
-        start += int(mask.sum())
-        chosen.append(unit)
-    return ReplayChoice(chosen, available)
+    picked[order[:whole]] = True
+    cut = None
+    if whole == last and needed > 0:
+        cut = (int(units[crossing]), int(documents[crossing]), needed)
+    chosen = [np.zeros(len(mask), dtype=bool) for mask in kept]
+    for unit, document in zip(units[picked], documents[picked], strict=True):
+        chosen[unit][document] = True
+    return ReplayChoice(chosen, available, cut)
 
 
 def too_small(share: float, domain_tokens: int, target: float, available: int, files: int) -> str:

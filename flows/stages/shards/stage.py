@@ -259,22 +259,15 @@ def build_shards(
         if counts["train_documents"] == 0:
             raise empty_corpus_error(corpus, stats)
         replayed = ReplayCounts()
-        if replay is not None:
-            # Rows of their own after the corpus's, which stay as without replay.
-            results = run_units(unit_jobs(replay.units(), "replay-units"))
-            replay_packer = packer()
-            choice = choose_replay(
-                results, seen.first_occurrences, replay_packer.held, replay.share, domain_tokens
+        if replay is not None:  # rows of their own after the corpus's, which stay as they were
+            replayed = pack_replay(
+                replay.share,
+                run_units(unit_jobs(replay.units(), "replay-units")),
+                seen,
+                domain_tokens,
+                packer(),
+                writers["train"],
             )
-            replayed.available_tokens = choice.available_tokens
-            for result, chosen in zip(results, choice.chosen, strict=True):
-                lengths = result.array("lengths")
-                replayed.documents += int(chosen.sum())
-                replayed.tokens += int(lengths[chosen].sum())
-                replayed.held_tokens += int(replay_packer.held(lengths[chosen]).sum())
-                for tokens, chunk_lengths in chosen_documents(result, lengths, chosen):
-                    writers["train"].add(replay_packer.add(tokens, chunk_lengths))
-            replayed.dropped_tokens = replay_packer.dropped_tokens
         index = ShardIndex(
             settings.seq_len,
             trained.vocab_size,
@@ -321,6 +314,36 @@ def build_shards(
             raise
 
     return store.get_or_build(STAGE, key, build_or_discard_units, record, validate=validate)
+
+
+def pack_replay(
+    share: float,
+    results: list[UnitResult],
+    seen: SeenKeys,
+    domain_tokens: int,
+    packer: ConcatPacker | DocumentPacker,
+    writer: ShardWriter,
+) -> ReplayCounts:
+    """Packs the replay documents `choose_replay` takes, in unit order, then the first tokens of
+    the one it cuts, into training rows of their own."""
+    choice = choose_replay(results, seen.first_occurrences, packer.held, share, domain_tokens)
+    counts = ReplayCounts(available_tokens=choice.available_tokens)
+
+    def add(tokens: np.ndarray, lengths: np.ndarray) -> None:
+        counts.documents += len(lengths)
+        counts.tokens += int(lengths.sum())
+        counts.held_tokens += int(packer.held(lengths).sum())
+        writer.add(packer.add(tokens, lengths))
+
+    for result, chosen in zip(results, choice.chosen, strict=True):
+        for tokens, lengths in chosen_documents(result, result.array("lengths"), chosen):
+            add(tokens, lengths)
+    if choice.cut is not None:
+        unit, document, keep = choice.cut
+        start = int(results[unit].array("lengths")[:document].sum())
+        add(np.asarray(results[unit].token_ids()[start : start + keep]), np.array([keep]))
+    counts.dropped_tokens = packer.dropped_tokens
+    return counts
 
 
 def is_input_error(error: BaseException) -> bool:

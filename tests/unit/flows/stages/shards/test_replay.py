@@ -12,6 +12,7 @@ import pytest
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.corpora import Corpus, CorpusSettings, open_corpus
 from flows.corpora.formats import CorpusInputError
+from flows.corpora.replay import ReplaySettings
 from flows.stages.shards.stage import ShardOutputs, ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, load_tokenizer, train_tokenizer
 from flows.summary import stage_figures
@@ -40,7 +41,8 @@ def tokenizer(greek_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> A
 
 
 def corpus(path: Path, replay: dict[str, Any] | None = None) -> Corpus:
-    return open_corpus(CorpusSettings(kind="files", paths=[str(path)], replay=replay))
+    settings = None if replay is None else ReplaySettings(**replay)
+    return open_corpus(CorpusSettings(kind="files", paths=[str(path)], replay=settings))
 
 
 def shards(
@@ -114,7 +116,7 @@ def test_the_replay_share_of_the_training_tokens_is_the_configured_share(
     text = ~np.isin(train, [special.cls, special.sep, special.pad])
     replay_tokens = int(text[plain.train_sequences :].sum())
     measured = replay_tokens / int(text.sum())
-    assert measured == pytest.approx(share, abs=0.01)
+    assert measured == pytest.approx(share, abs=0.003)
     assert mixed.replay_share == pytest.approx(measured, abs=0.002)
     if packing == "document":  # one row per document, truncated: the counts are the rows'
         assert replay_tokens == mixed.train_replay_tokens

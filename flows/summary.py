@@ -159,9 +159,11 @@ def stage_figures(stage: str, outputs: dict[str, Any]) -> str:
         )
     if stage == "shards":
         shards = ShardOutputs.from_manifest(outputs)
+        share = shards.replay_share
+        sources = f" (domain {1 - share:.1%}, replay {share:.1%})" if share else ""
         return (
             f"train {shards.train_sequences} x {shards.seq_len} tokens in "
-            f"{shards.train_shards} shard(s), validation {shards.validation_sequences}"
+            f"{shards.train_shards} shard(s){sources}, validation {shards.validation_sequences}"
         )
     if stage == "pretrain":
         pre = PretrainOutputs.from_manifest(outputs)

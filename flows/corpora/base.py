@@ -16,6 +16,7 @@ from flows.core.settings import ConfigError, Number, Settings, bounds, one_of
 from flows.corpora.cleaning import NORMALIZATIONS, clean_and_count_words, document_identity
 from flows.corpora.excluded import ExcludedTexts
 from flows.corpora.formats import FORMATS, CorpusInputError, ReadRules
+from flows.corpora.replay import Replay, ReplaySettings
 from flows.corpora.stats import CorpusStats
 
 CORPUS_KINDS = ("pydoc", "files", "huggingface")
@@ -63,6 +64,8 @@ class CorpusSettings(Settings):
     """Read at most this many documents; null: all."""
     validation_fraction: Annotated[Number, bounds(gt=0, lt=0.5)] = 0.05
     """Share of documents held out for validation, chosen by a hash of each text."""
+    replay: ReplaySettings | None = None
+    """General text mixed into training ({paths: [...], share: 0.1}); null: none."""
 
     @model_validator(mode="after")
     def _keys_are_read(self) -> CorpusSettings:
@@ -137,11 +140,18 @@ class Corpus:
     """Cleaned, exact-deduplicated documents of a source, in the source's stable order."""
 
     def __init__(
-        self, settings: CorpusSettings, source: RawSource, excluded: ExcludedTexts | None = None
+        self,
+        settings: CorpusSettings,
+        source: RawSource,
+        excluded: ExcludedTexts | None = None,
+        replay: Replay | None = None,
     ) -> None:
         self.settings = settings
         self.source = source
         self.excluded = excluded
+        # Read by the shards stage alone, and keyed there: the fingerprint below leaves it out,
+        # so the tokenizer's key (and a run without replay) stays as it was.
+        self.replay = replay
         self.stats = CorpusStats()
 
     def fingerprint(self) -> dict[str, Any]:

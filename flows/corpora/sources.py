@@ -7,11 +7,14 @@ from flows.corpora.excluded import ExcludedTexts
 from flows.corpora.file_source import FileSource
 from flows.corpora.hub_source import HubSource
 from flows.corpora.pydoc_source import PydocSource
+from flows.corpora.replay import open_replay
 
 
 def open_corpus(settings: CorpusSettings, excluded: ExcludedTexts | None = None) -> Corpus:
-    """The cleaned, deduplicated corpus that `settings` describe, less `excluded` texts."""
-    return Corpus(settings, raw_source(settings), excluded)
+    """The cleaned, deduplicated corpus that `settings` describe, less `excluded` texts, with
+    its replay files (`corpus.replay`) resolved: a path matching nothing fails here too."""
+    replay = None if settings.replay is None else open_replay(settings.replay, settings.read_rules)
+    return Corpus(settings, raw_source(settings), excluded, replay)
 
 
 def raw_source(settings: CorpusSettings) -> RawSource:

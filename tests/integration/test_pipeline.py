@@ -260,3 +260,24 @@ def test_cli_names_a_missing_corpus_path(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert f"corpus.paths: {tmp_path}/none.txt does not exist" in result.stderr
+
+
+def test_cli_names_replay_paths_that_match_nothing_before_any_stage(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flows",
+            f"corpus.replay={{paths:['{tmp_path}/wiki_*'],share:0.1}}",
+            f"paths.root={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert (
+        result.stderr
+        == f"error: corpus.replay.paths: the glob '{tmp_path}/wiki_*' matches no file\n"
+    )
+    assert not (tmp_path / "artifacts" / "tokenizer").exists()

@@ -22,6 +22,7 @@ from flows.core.config import compose_config
 from flows.core.keys import opt_ins_at_default
 from flows.corpora.file_source import OPT_IN_RULES
 from flows.corpora.formats import ReadRules
+from flows.corpora.replay import open_replay
 from flows.downstream.settings import OPT_IN_RECIPE_FIELDS, FinetuneSettings, Recipe
 from flows.downstream.tasks.spec import OPT_IN_FIELDS, TaskSpec
 from flows.plan import PipelinePlan
@@ -64,7 +65,11 @@ def stage_keys(overrides: list[str], hardware: Hardware = NATIVE_BF16_CPU) -> di
     plan = PipelinePlan.from_config(compose_config(overrides), hardware)
     record = tokenizer.tokenizer_record(plan.tokenizer, CORPUS)
     keys = {"tokenizer": stage_key(tokenizer.STAGE, tokenizer.VERSION, **record)}
-    record = shards.shards_record(plan.shards, TOKENIZER_CONTENT, CORPUS)
+    replay = plan.corpus.replay
+    replayed = None if replay is None else open_replay(replay, plan.corpus.read_rules)
+    record = shards.shards_record(
+        plan.shards, TOKENIZER_CONTENT, CORPUS, None if replayed is None else replayed.fingerprint()
+    )
     keys["shards"] = stage_key(shards.STAGE, shards.VERSION, **record)
     record = pretrain.pretrain_record(plan.pretrain, keys["shards"], TOKENIZER_CONTENT)
     keys["pretrain"] = stage_key(pretrain.STAGE, pretrain.VERSION, **record)
@@ -99,6 +104,21 @@ def test_the_distill_key_of_the_shipped_smoke_experiment_does_not_move() -> None
         settings, student, "weights:pinned", keys["shards"], TOKENIZER_CONTENT
     )
     assert stage_key(distill.STAGE, distill.VERSION, **record) == PINNED_DISTILL
+
+
+def test_corpus_replay_keys_the_shards_and_what_follows_them_never_the_tokenizer(
+    tmp_path: Path,
+) -> None:
+    """Unset (null, the default) it is in no key: the pins above hold. Set, the shards key holds
+    its files' content and its share, and the stages after the shards follow."""
+    (tmp_path / "wiki_00").write_text("<doc id=1>\nGeneral text of an encyclopedia.\n</doc>\n")
+    assert PipelinePlan.from_config(compose_config([]), NATIVE_BF16_CPU).corpus.replay is None
+    plain = stage_keys([])
+    replayed = stage_keys([f"corpus.replay={{paths:[{tmp_path}/wiki_00],share:0.1}}"])
+    assert replayed["tokenizer"] == plain["tokenizer"]
+    assert all(replayed[stage] != plain[stage] for stage in ("shards", "pretrain", "finetune"))
+    other_share = stage_keys([f"corpus.replay={{paths:[{tmp_path}/wiki_00],share:0.2}}"])
+    assert other_share["shards"] != replayed["shards"]
 
 
 def test_a_machine_that_emulates_bf16_keys_its_fp32_weights_apart() -> None:

@@ -24,6 +24,7 @@ from flows.core.config import compose_config
 from flows.core.settings import ConfigError
 from flows.corpora import CorpusSettings, open_corpus
 from flows.corpora.formats import CorpusInputError
+from flows.corpora.replay import ReplaySettings
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.tasks.spec import TaskInputError
 from flows.plan import PipelinePlan
@@ -235,6 +236,48 @@ def test_bad_corpus_input(tmp_path: Path, case: FileCase) -> None:
     assert published(store_root) == []
 
 
+REPLAY_CASES = [
+    FileCase(
+        "replay glob matching nothing",
+        lambda d: [f"{d}/*.md"],
+        r"^corpus\.replay\.paths: the glob '.*/\*\.md' matches no file$",
+    ),
+    FileCase(
+        "missing replay path",
+        lambda d: [str(d / "nowhere.txt")],
+        r"^corpus\.replay\.paths: .*/nowhere\.txt does not exist",
+    ),
+    FileCase(
+        "replay too small for its share",
+        lambda d: write(d / "wiki.txt", "\n\n".join(TEXT.format(n) for n in range(3))),
+        r"^corpus\.replay\.share=0\.5 needs [\d,]+ replay tokens beside the corpus's [\d,]+ "
+        r"training tokens, but corpus\.replay\.paths \(1 file\(s\)\) hold [\d,]+ after cleaning "
+        r"and dedupe; add general text or lower corpus\.replay\.share \(at most 0\.\d+ fits\)\. "
+        r"A replay is never repeated$",
+        {"share": 0.5},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", REPLAY_CASES, ids=[case.name for case in REPLAY_CASES])
+def test_bad_replay_input(tmp_path: Path, case: FileCase) -> None:
+    """`corpus.replay.paths` are checked where `corpus.paths` are: when the corpus is opened,
+    before any stage; a replay too small for its share, once the shards stage has counted."""
+    text = tmp_path / "text.txt"
+    text.write_text("\n\n".join(TEXT.format(n) for n in range(40)))
+    data = tmp_path / "data"
+    data.mkdir()
+    store_root = tmp_path / "store"
+    with pytest.raises(CorpusInputError, match=case.message):
+        replay = ReplaySettings(paths=case.write(data), **case.settings)
+        corpus = open_corpus(CorpusSettings(kind="files", paths=[str(text)], replay=replay))
+        tokenizer = train_tokenizer(
+            TokenizerSettings(vocab_size=100), corpus, ArtifactStore(store_root)
+        )
+        build_shards(ShardSettings(), corpus, tokenizer, ArtifactStore(store_root))
+    assert [entry for entry in published(store_root) if entry.parent.name == "shards"] == []
+
+
 CONFIG_CASES = [
     # A typo'd key: the nearest valid keys, never Hydra's "+key" advice.
     (
@@ -302,6 +345,20 @@ CONFIG_CASES = [
     ),
     (["corpus=files"], r"^corpus\.kind=files needs corpus\.paths \(files, globs or directories\)$"),
     (["corpus=huggingface"], r"^corpus\.kind=huggingface needs corpus\.name \(a hub name or a "),
+    (
+        ["corpus.replay={share:0.1}"],
+        r"^corpus\.replay needs corpus\.replay\.paths \(files, globs or directories of general "
+        r"text, e\.g\. a Wikipedia sample\); or leave corpus\.replay unset \(null\) for no replay$",
+    ),
+    (["corpus.replay={paths:[a.txt],share:0}"], r"^corpus\.replay\.share=0 must be in \(0, 1\)$"),
+    (
+        ["corpus.replay={paths:[a.txt],share:1.0}"],
+        r"^corpus\.replay\.share=1\.0 must be in \(0, 1\)$",
+    ),
+    (
+        ["corpus.replay={paths:[a.txt],format:xml}"],
+        r"^corpus\.replay\.format='xml' must be one of \('auto', ",
+    ),
     (["model=bert-huge"], r"^model=bert-huge is not in conf/model/; nearest: bert-base"),
     (["trainer.max_steps=[1"], r"^invalid config or override: no viable alternative at input"),
     (["shards.seq_len=4"], r"shards\.seq_len=4 must be between 8 and 8192"),

@@ -31,6 +31,10 @@ class ConcatPacker:
         blocks = stream[: full * self.body].reshape(full, self.body)
         return np.concatenate([np.full((full, 1), self.cls_id, dtype=np.int64), blocks], axis=1)
 
+    def held(self, lengths: np.ndarray) -> np.ndarray:
+        """The tokens of each document that rows hold: all (only the final partial row is cut)."""
+        return lengths
+
     @property
     def dropped_tokens(self) -> int:
         """Tokens of the final partial block, dropped rather than padded."""
@@ -45,9 +49,13 @@ class DocumentPacker:
         self.cls_id, self.sep_id, self.pad_id = cls_id, sep_id, pad_id
         self.dropped_tokens = 0
 
+    def held(self, lengths: np.ndarray) -> np.ndarray:
+        """The tokens of each document that its row holds: at most seq_len - 2."""
+        return np.minimum(lengths, self.seq_len - 2)
+
     def add(self, tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """One row per document: [CLS] ids [SEP] [PAD]...; ids past seq_len - 2 are cut."""
-        kept = np.minimum(lengths, self.seq_len - 2)
+        kept = self.held(lengths)
         self.dropped_tokens += int(lengths.sum() - kept.sum())
         rows = np.full((len(lengths), self.seq_len), self.pad_id, dtype=np.int64)
         rows[:, 0] = self.cls_id

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, fields
 from itertools import pairwise
@@ -24,10 +24,16 @@ from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.outputs import StageOutputs
 from flows.core.settings import Settings, bounds, one_of, output_settings
 from flows.corpora import Corpus
-from flows.corpora.base import empty_corpus_error
+from flows.corpora.base import SourceUnit, empty_corpus_error
 from flows.corpora.formats import CorpusInputError
 from flows.corpora.stats import CorpusStats
-from flows.stages.shards.packing import PACKING_MODES, make_packer
+from flows.stages.shards.packing import (
+    PACKING_MODES,
+    ConcatPacker,
+    DocumentPacker,
+    make_packer,
+)
+from flows.stages.shards.replay import choose_replay
 from flows.stages.shards.units import UnitJob, UnitResult, encode_unit, encode_units
 from flows.stages.tokenizer import TOKENIZER_FILE, load_tokenizer
 from lightning_modules.data.shard_format import (
@@ -71,7 +77,9 @@ NOT_IN_KEY = ("batch_documents", "num_workers", "executor", "dask_address")
 class ShardOutputs(StageOutputs):
     """What the shards hold per split, and what reading the corpus kept and dropped.
 
-    The manifest keeps the corpus counts flat, as `corpus_<count>`.
+    The manifest keeps the corpus counts flat, as `corpus_<count>`. The train counts are of both
+    sources; the `train_domain_*`/`train_replay_*` tokens are those the rows hold (after
+    `document` packing's truncation), per source: what `corpus.replay.share` is a share of.
     """
 
     STAGE = STAGE
@@ -89,6 +97,16 @@ class ShardOutputs(StageOutputs):
     units: int
     seq_len: int
     dtype: str
+    train_domain_tokens: int = 0
+    train_replay_tokens: int = 0
+    train_replay_documents: int = 0
+    replay_available_tokens: int = 0  # what the replay files offered after cleaning and dedupe
+
+    @property
+    def replay_share(self) -> float:
+        """The replay's measured share of the training rows' tokens (0 without replay)."""
+        total = self.train_domain_tokens + self.train_replay_tokens
+        return self.train_replay_tokens / total if total else 0.0
 
     def to_manifest(self) -> dict[str, Any]:
         outputs = {item.name: getattr(self, item.name) for item in fields(self)}
@@ -100,6 +118,17 @@ class ShardOutputs(StageOutputs):
         # A count added later reads 0 from a manifest written before it existed.
         counts = {item.name: outputs.get(f"corpus_{item.name}", 0) for item in fields(CorpusStats)}
         return super().from_manifest({**outputs, "corpus": CorpusStats(**counts)})
+
+
+@dataclass
+class ReplayCounts:
+    """What the replay added to the training rows (all 0 without replay)."""
+
+    documents: int = 0
+    tokens: int = 0  # the documents' tokens
+    held_tokens: int = 0  # those the rows hold
+    dropped_tokens: int = 0  # cut by packing
+    available_tokens: int = 0
 
 
 def map_in_processes(num_workers: int) -> UnitMapper:
@@ -141,12 +170,17 @@ class SeenKeys:
 
 
 def shards_record(
-    settings: ShardSettings, tokenizer_key: str, corpus: dict[str, Any]
+    settings: ShardSettings,
+    tokenizer_key: str,
+    corpus: dict[str, Any],
+    replay: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What the shards' artifact key is made of; worker counts and executors stay out."""
+    """What the shards' artifact key is made of; worker counts and executors stay out, and so
+    does `corpus.replay` while unset (a key from before it existed stays as it was)."""
+    inputs = {"tokenizer": tokenizer_key, "corpus": corpus}
     return {
         "settings": output_settings(settings, exclude=NOT_IN_KEY),
-        "inputs": {"tokenizer": tokenizer_key, "corpus": corpus},
+        "inputs": inputs if replay is None else {**inputs, "replay": replay},
     }
 
 
@@ -157,34 +191,44 @@ def build_shards(
     store: ArtifactStore,
     map_units: UnitMapper | None = None,
 ) -> ArtifactRef:
-    record = shards_record(settings, tokenizer_ref.key, corpus.fingerprint())
+    replay = corpus.replay
+    record = shards_record(
+        settings,
+        tokenizer_ref.key,
+        corpus.fingerprint(),
+        None if replay is None else replay.fingerprint(),
+    )
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
     run_units = map_units or map_in_processes(settings.num_workers)
 
     def build(directory: Path) -> dict[str, Any]:
         trained = load_tokenizer(tokenizer_ref)
         dtype = token_dtype(trained.vocab_size)
-        units = corpus.units()
-        jobs = [
-            UnitJob(
-                index,
-                unit,
-                corpus.settings,
-                str(tokenizer_ref.path / TOKENIZER_FILE),
-                dtype.name,
-                settings.batch_documents,
-                str(store.work_dir(STAGE, key) / "units"),
-                corpus.excluded,
-            )
-            for index, unit in enumerate(units)
-        ]
+
+        def unit_jobs(units: Sequence[SourceUnit], folder: str) -> list[UnitJob]:
+            return [
+                UnitJob(
+                    index,
+                    unit,
+                    corpus.settings,
+                    str(tokenizer_ref.path / TOKENIZER_FILE),
+                    dtype.name,
+                    settings.batch_documents,
+                    str(store.work_dir(STAGE, key) / folder),
+                    corpus.excluded,
+                )
+                for index, unit in enumerate(units)
+            ]
+
+        jobs = unit_jobs(corpus.units(), "units")
         special = trained.special
-        packers = {
-            split: make_packer(
+
+        def packer() -> ConcatPacker | DocumentPacker:
+            return make_packer(
                 settings.packing, settings.seq_len, special.cls, special.sep, special.pad
             )
-            for split in SPLITS
-        }
+
+        packers = {split: packer() for split in SPLITS}
         padding = special.pad if settings.packing == "document" else None
         writers = {
             split: ShardWriter(
@@ -193,6 +237,7 @@ def build_shards(
             for split in SPLITS
         }
         counts = {f"{split}_{name}": 0 for split in SPLITS for name in ("documents", "tokens")}
+        domain_tokens = 0  # held by the training rows: what the replay's share is taken beside
         stats = CorpusStats()
         seen = SeenKeys()
         for result in run_units(jobs):
@@ -206,11 +251,23 @@ def build_shards(
                 chosen = keep & (validation == (split == "validation"))
                 counts[f"{split}_documents"] += int(chosen.sum())
                 counts[f"{split}_tokens"] += int(lengths[chosen].sum())
+                if split == "train":
+                    domain_tokens += int(packers[split].held(lengths[chosen]).sum())
                 for tokens, chunk_lengths in chosen_documents(result, lengths, chosen):
                     writers[split].add(packers[split].add(tokens, chunk_lengths))
         stats.documents = counts["train_documents"] + counts["validation_documents"]
         if counts["train_documents"] == 0:
             raise empty_corpus_error(corpus, stats)
+        replayed = ReplayCounts()
+        if replay is not None:  # rows of their own after the corpus's, which stay as they were
+            replayed = pack_replay(
+                replay.share,
+                run_units(unit_jobs(replay.units(), "replay-units")),
+                seen,
+                domain_tokens,
+                packer(),
+                writers["train"],
+            )
         index = ShardIndex(
             settings.seq_len,
             trained.vocab_size,
@@ -222,20 +279,24 @@ def build_shards(
         )
         index.save(directory)
         return ShardOutputs(
-            train_documents=counts["train_documents"],
+            train_documents=counts["train_documents"] + replayed.documents,
             validation_documents=counts["validation_documents"],
-            train_tokens=counts["train_tokens"],
+            train_tokens=counts["train_tokens"] + replayed.tokens,
             validation_tokens=counts["validation_tokens"],
             train_sequences=index.sequences("train"),
             validation_sequences=index.sequences("validation"),
             train_shards=len(index.splits["train"]),
             validation_shards=len(index.splits["validation"]),
-            train_dropped_tokens=packers["train"].dropped_tokens,
+            train_dropped_tokens=packers["train"].dropped_tokens + replayed.dropped_tokens,
             validation_dropped_tokens=packers["validation"].dropped_tokens,
             corpus=stats,
             units=len(jobs),
             seq_len=settings.seq_len,
             dtype=dtype.name,
+            train_domain_tokens=domain_tokens,
+            train_replay_tokens=replayed.held_tokens,
+            train_replay_documents=replayed.documents,
+            replay_available_tokens=replayed.available_tokens,
         ).to_manifest()
 
     def validate(ref: ArtifactRef) -> None:
@@ -253,6 +314,36 @@ def build_shards(
             raise
 
     return store.get_or_build(STAGE, key, build_or_discard_units, record, validate=validate)
+
+
+def pack_replay(
+    share: float,
+    results: list[UnitResult],
+    seen: SeenKeys,
+    domain_tokens: int,
+    packer: ConcatPacker | DocumentPacker,
+    writer: ShardWriter,
+) -> ReplayCounts:
+    """Packs the replay documents `choose_replay` takes, in unit order, then the first tokens of
+    the one it cuts, into training rows of their own."""
+    choice = choose_replay(results, seen.first_occurrences, packer.held, share, domain_tokens)
+    counts = ReplayCounts(available_tokens=choice.available_tokens)
+
+    def add(tokens: np.ndarray, lengths: np.ndarray) -> None:
+        counts.documents += len(lengths)
+        counts.tokens += int(lengths.sum())
+        counts.held_tokens += int(packer.held(lengths).sum())
+        writer.add(packer.add(tokens, lengths))
+
+    for result, chosen in zip(results, choice.chosen, strict=True):
+        for tokens, lengths in chosen_documents(result, result.array("lengths"), chosen):
+            add(tokens, lengths)
+    if choice.cut is not None:
+        unit, document, keep = choice.cut
+        start = int(results[unit].array("lengths")[:document].sum())
+        add(np.asarray(results[unit].token_ids()[start : start + keep]), np.array([keep]))
+    counts.dropped_tokens = packer.dropped_tokens
+    return counts
 
 
 def is_input_error(error: BaseException) -> bool:

@@ -39,11 +39,23 @@ PRETRAIN_MANIFEST = {
 }
 
 
+REPLAY_COUNTS = {
+    "train_domain_tokens": 0,
+    "train_replay_tokens": 0,
+    "train_replay_documents": 0,
+    "replay_available_tokens": 0,
+}
+
+
 def test_shard_outputs_read_and_write_the_flat_manifest() -> None:
+    """A manifest from before replay reads its per-source counts as 0, and writes them."""
     outputs = ShardOutputs.from_manifest(SHARDS_MANIFEST)
     assert outputs.corpus == CorpusStats(*[1] * len(CorpusStats().as_dict()))
     assert outputs.train_documents == 3 and outputs.dtype == "uint16"
-    assert outputs.to_manifest() == SHARDS_MANIFEST
+    assert outputs.to_manifest() == {**SHARDS_MANIFEST, **REPLAY_COUNTS}
+    assert outputs.replay_share == 0.0
+    replayed = {**SHARDS_MANIFEST, "train_domain_tokens": 90, "train_replay_tokens": 10}
+    assert ShardOutputs.from_manifest(replayed).replay_share == 0.1
 
 
 def test_a_shards_manifest_from_before_a_corpus_count_existed_reads_it_as_zero() -> None:

@@ -46,27 +46,28 @@ def is_corpus_file(path: Path) -> bool:
         return not path.suffix and detect_format(path) == "wikiextractor"
 
 
-def resolve_paths(patterns: list[str]) -> list[Path]:
-    """Expands files, globs and directories into a sorted, de-duplicated list of files."""
+def resolve_paths(patterns: list[str], key: str = "corpus.paths") -> list[Path]:
+    """Expands files, globs and directories into a sorted, de-duplicated list of files; an
+    error names `key`, the setting that listed them."""
     files: set[Path] = set()
     for pattern in patterns:
         path = Path(pattern).expanduser()
         if glob.has_magic(pattern):
             matches = [Path(match) for match in glob.glob(str(path), recursive=True)]
             if not matches:
-                raise CorpusInputError(f"corpus.paths: the glob {pattern!r} matches no file")
+                raise CorpusInputError(f"{key}: the glob {pattern!r} matches no file")
             for match in matches:
                 if match.is_file():
                     files.add(match)
                 elif not match.is_dir():
-                    raise CorpusInputError(f"corpus.paths: {match} {not_a_file(match)}")
+                    raise CorpusInputError(f"{key}: {match} {not_a_file(match)}")
         elif path.is_dir():
             found = [
                 child for child in path.rglob("*") if child.is_file() and is_corpus_file(child)
             ]
             if not found:
                 raise CorpusInputError(
-                    f"corpus.paths: the directory {path} holds no "
+                    f"{key}: the directory {path} holds no "
                     f"{'/'.join(sorted(FORMAT_BY_SUFFIX))} file (optionally "
                     f"{'/'.join(COMPRESSIONS)}) and no WikiExtractor output"
                 )
@@ -74,7 +75,7 @@ def resolve_paths(patterns: list[str]) -> list[Path]:
         elif path.is_file():
             files.add(path)
         else:
-            raise CorpusInputError(f"corpus.paths: {path} {not_a_file(path)}")
+            raise CorpusInputError(f"{key}: {path} {not_a_file(path)}")
     return sorted(file.resolve() for file in files)
 
 
@@ -117,9 +118,14 @@ def looks_binary(path: Path) -> bool:
 
 class FileSource:
     def __init__(
-        self, paths: list[str], file_format: str, text_field: str, rules: ReadRules
+        self,
+        paths: list[str],
+        file_format: str,
+        text_field: str,
+        rules: ReadRules,
+        key: str = "corpus.paths",
     ) -> None:
-        self.files = resolve_paths(list(paths))
+        self.files = resolve_paths(list(paths), key)
         self.file_format = file_format
         self.text_field = text_field
         self.rules = rules

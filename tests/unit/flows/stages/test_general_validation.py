@@ -157,10 +157,13 @@ def test_the_summary_shows_what_the_run_learned_and_what_it_forgot(
 
 
 def test_off_by_default_it_adds_no_key_no_output_and_no_summary_words(
-    word_encoder: ArtifactRef,
+    word_encoder: ArtifactRef, from_scratch: tuple[ArtifactRef, Recorded]
 ) -> None:
+    """`word_encoder` is `from_scratch`'s recipe without general text (its key pinned in
+    tests/unit/test_artifact_keys.py for the shipped configs); set, the rows' key moves it."""
     plan = PipelinePlan.from_run_config(composed())
     assert plan.pretrain.general_validation is None
+    assert from_scratch[0].key != word_encoder.key
     assert not [name for name in word_encoder.outputs if "general" in name]
     assert "general" not in stage_figures("pretrain", word_encoder.outputs)
 
@@ -176,3 +179,26 @@ def test_the_rows_are_their_own_piece_reused_by_runs_that_share_text_tokenizer_a
     )
     assert again is not None and again.cache_hit and again.stage == "general_validation"
     assert again.outputs["sequences"] >= 1 and again.outputs["seq_len"] == 32
+
+
+def test_a_refresh_reads_the_loss_before_and_after_from_the_challengers_run(
+    from_scratch: tuple[ArtifactRef, Recorded],
+) -> None:
+    """What `refresh.max_general_loss_increase` judges (flows/refresh/promotion.py `decide`):
+    step 0 (the weights continued: the champion) against the end, and both in the report."""
+    from flows.refresh.flow import general_forgetting, general_losses
+    from flows.refresh.promotion import RefreshSettings
+
+    ref, _ = from_scratch
+    out = PretrainOutputs.of(ref)
+    forgetting = general_forgetting(ref, RefreshSettings(max_general_loss_increase=0.0))
+    assert forgetting is not None
+    assert (forgetting.before, forgetting.after) == (
+        out.initial_val_general_loss,
+        out.validation["val_general_loss"],
+    )
+    assert forgetting.too_much is (forgetting.increase > 0.0)
+    assert general_losses(ref, forgetting) == {
+        "champion_general_loss": forgetting.before,
+        "challenger_general_loss": forgetting.after,
+    }

@@ -7,7 +7,7 @@ import json
 import shutil
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -254,7 +254,7 @@ def general_masking(rows: Path | None, trained: TrainedTokenizer, seed: int) -> 
     return GeneralRows(rows, collator)
 
 
-def validation_figures(results: list[dict[str, float]]) -> dict[str, float]:
+def validation_figures(results: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """One validation's figures, whichever of its loaders' result dicts Lightning put each in."""
     return {name: value for result in results for name, value in result.items()}
 

@@ -32,7 +32,7 @@ class Recorded(Logger):
 
     def __init__(self) -> None:
         super().__init__()
-        self.metrics: list[tuple[int | None, dict[str, float]]] = []
+        self.metrics: list[tuple[int, dict[str, float]]] = []
 
     @property
     def name(self) -> str:
@@ -46,9 +46,10 @@ class Recorded(Logger):
         pass
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        assert step is not None, "every metric is logged at a step"
         self.metrics.append((step, dict(metrics)))
 
-    def at(self, name: str) -> dict[int | None, float]:
+    def at(self, name: str) -> dict[int, float]:
         return {step: figures[name] for step, figures in self.metrics if name in figures}
 
 
@@ -64,9 +65,8 @@ def settings_with_general(general_file: Path, *overrides: str) -> PretrainSettin
     """The tiny recipe with `pretrain.general_validation` set, as the plan builds it."""
     run = composed(f"pretrain.general_validation=['{general_file}']", *overrides)
     general = run.pretrain.general(run.corpus)
-    return PretrainSettings(
-        TINY_ENCODER, run.objective, TINY_TRAINER, 0, general_validation=general
-    )
+    model: Any = TINY_ENCODER  # a dict of model.* keys, as conftest's `word_encoder` passes it
+    return PretrainSettings(model, run.objective, TINY_TRAINER, 0, general_validation=general)
 
 
 @pytest.fixture(scope="module")

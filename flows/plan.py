@@ -16,9 +16,10 @@ from pydantic import Field, model_validator
 
 from flows.core.artifacts import ArtifactStore
 from flows.core.paths import PathSettings, RunPaths, configure_services
-from flows.core.settings import ConfigError, Settings, bounds, settings_from
+from flows.core.settings import ConfigError, Settings, bounds, one_of, settings_from
 from flows.corpora import Corpus, CorpusSettings, open_corpus
 from flows.corpora.excluded import ExcludedTexts
+from flows.corpora.formats import FORMATS
 from flows.downstream.settings import FinetuneSettings, recipe_key
 from flows.init_from_config import checkpoint_folder
 from flows.refresh.promotion import RefreshSettings
@@ -26,7 +27,12 @@ from flows.stages.distill_plan import DistillSettings, plan_student
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.shards.stage import ShardSettings
 from flows.stages.tokenizer import TokenizerSettings
-from flows.stages.training_types import DistillStageSettings, PretrainSettings
+from flows.stages.training_types import (
+    GENERAL_VALIDATION_KEY,
+    DistillStageSettings,
+    GeneralValidation,
+    PretrainSettings,
+)
 from flows.tracking.settings import TrackingSettings
 from flows.training.hardware import Hardware
 from flows.training.precision_choice import PrecisionChoice, resolve_precision
@@ -39,8 +45,9 @@ STAGES = ("tokenizer", "shards", "pretrain", "distill", "finetune")
 
 
 class InitSettings(Settings):
-    """`pretrain.*`: continue from given weights: a pretrain artifact directory, a `transformers`
-    checkpoint folder or Hub name (flows/init_from_config.py), or a models:/ URI."""
+    """`pretrain.*`: where pretraining starts (a pretrain artifact directory, a `transformers`
+    checkpoint folder or Hub name (flows/init_from_config.py), or a models:/ URI), and the
+    general text it is watched on for forgetting."""
 
     section = "pretrain"
 
@@ -48,6 +55,18 @@ class InitSettings(Settings):
     """Continue given weights: a checkpoint folder or Hub name, a pretrain artifact, models:/."""
     head_warmup_steps: Annotated[int, bounds(ge=0)] | None = None
     """Steps a new MLM head trains alone first; null: 100 for a checkpoint without one, else 0."""
+    general_validation: list[str] = Field(default_factory=list)
+    """Held-out general text (files, globs, dirs) scored at every validation; []: off."""
+    general_validation_format: Annotated[str, one_of(FORMATS)] = "auto"
+    """The format of general_validation's files, as corpus.format (auto: by suffix)."""
+
+    def general(self, cleaning: CorpusSettings) -> GeneralValidation | None:
+        """`general_validation` as the pretrain stage reads it, cleaned by `cleaning`'s rules."""
+        if not self.general_validation:
+            return None
+        return GeneralValidation(
+            tuple(self.general_validation), self.general_validation_format, cleaning
+        )
 
 
 class RunConfig(Settings):
@@ -94,6 +113,22 @@ class RunConfig(Settings):
             raise ConfigError(
                 f"pretrain.head_warmup_steps={steps} leaves no step of trainer.max_steps="
                 f"{self.trainer.max_steps} for the whole model: lower it or raise max_steps"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _general_validation_is_measurable(self) -> RunConfig:
+        if self.pretrain.general_validation and self.objective.kind == "electra":
+            raise ConfigError(
+                f"{GENERAL_VALIDATION_KEY} is scored with the masked-LM head, but objective="
+                f"{self.objective.name} pretrains ELECTRA: drop it or use objective=mlm"
+            )
+        bound = self.refresh.max_general_loss_increase
+        if bound is not None and not self.pretrain.general_validation:
+            raise ConfigError(
+                f"refresh.max_general_loss_increase={bound} compares the general validation "
+                f"loss, but {GENERAL_VALIDATION_KEY} is not set: name held-out general text "
+                f"(e.g. {GENERAL_VALIDATION_KEY}=[/data/wiki/wiki_00]) or drop the bound"
             )
         return self
 
@@ -191,6 +226,7 @@ class PipelinePlan:
             None if checkpoint else run.pretrain.init_from,
             keep_fractions=run.finetune.curve_fractions,
             head_warmup_steps=run.pretrain.head_warmup_steps or 0,
+            general_validation=run.pretrain.general(run.corpus),
         )
         if pretrain.keep_fractions and run.trainer.strategy == "fsdp":
             raise ConfigError(

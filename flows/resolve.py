@@ -22,9 +22,11 @@ from typing import Any
 
 from flows.core.config import compose_config
 from flows.core.settings import ConfigError
+from flows.corpora.general_text import check_general_text
 from flows.init_from_config import adopt_init
 from flows.plan import STAGES, RunConfig, load_run_config
 from flows.stages.init_source import is_registry_uri
+from flows.stages.training_types import GENERAL_VALIDATION_KEY
 
 
 @dataclass(frozen=True)
@@ -60,9 +62,9 @@ def resolve_run(
 
     Composed from `conf/` once; the checkpoint `pretrain.init_from` names adopted once (a
     `models:/` URI only given `resolve`, the pipeline's registry lookup); validated whole:
-    every section, `until` against the config, and the task files of a run that fine-tunes
-    (read now: a bad one costs seconds, not a pretraining). A problem is a ConfigError naming
-    the key.
+    every section, `until` against the config, the task files of a run that fine-tunes and the
+    general validation text of one that pretrains (read now: a bad one costs seconds, not a
+    pretraining). A problem is a ConfigError (or CorpusInputError) naming the key.
     """
     if until is not None and until not in STAGES:
         raise ConfigError(f"until={until!r} must be one of {STAGES}")
@@ -76,4 +78,7 @@ def resolve_run(
         )
     if until == STAGES[-1]:
         run.finetune.check_task_files(run.seed)
+    general = run.pretrain.general(run.corpus)
+    if general is not None and until in STAGES[STAGES.index("pretrain") :]:
+        check_general_text(general.corpus(), GENERAL_VALIDATION_KEY)
     return ResolvedRun(adopted, run, tuple(notes), until)

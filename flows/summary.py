@@ -58,7 +58,24 @@ def pretraining_result(pre: PretrainOutputs) -> str:
             f"{loss}, discriminator accuracy {val['val_discriminator_accuracy']:.3f} "
             f"(all-original baseline {val['val_baseline_accuracy']:.3f})"
         )
-    return f"MLM {loss}, accuracy {val['val_accuracy']:.3f}, perplexity {val['val_perplexity']:.1f}"
+    return (
+        f"MLM {loss}, accuracy {val['val_accuracy']:.3f}, perplexity {val['val_perplexity']:.1f}"
+        + forgetting_text(pre)
+    )
+
+
+def forgetting_text(pre: PretrainOutputs) -> str:
+    """`; domain loss -1.21, general loss +0.08 (3.10 -> 3.18, accuracy 0.41 -> 0.40)`: what
+    the run learned beside what it forgot (`pretrain.general_validation`); empty when off."""
+    change = pre.general_loss_change
+    if change is None or pre.initial_val_general_accuracy is None:
+        return ""
+    val = pre.validation
+    return (
+        f"; domain loss {pre.val_loss - pre.initial_val_loss:+.2f}, general loss {change:+.2f} "
+        f"({pre.initial_val_general_loss:.3f} -> {val['val_general_loss']:.3f}, accuracy "
+        f"{pre.initial_val_general_accuracy:.3f} -> {val['val_general_accuracy']:.3f})"
+    )
 
 
 def downstream_result(line: TaskFigures, confidence: float) -> list[str]:

@@ -142,10 +142,18 @@ class MaskedLanguageModelingModule(PretrainingModule):
     model: BertForMaskedLM
 
     def __init__(
-        self, model: BertForMaskedLM, optimizer: OptimizerSettings, throughput: ThroughputSettings
+        self,
+        model: BertForMaskedLM,
+        optimizer: OptimizerSettings,
+        throughput: ThroughputSettings,
+        general_validation: bool = False,
     ) -> None:
-        # Token-weighted sums: total loss, correct predictions, tokens; cosine to base, tokens.
-        super().__init__(model, optimizer, throughput, validation_sums=5)
+        """`general_validation`: a second validation loader (dataloader_idx 1) holds general
+        text, logged as `val_general/loss` and `val_general/accuracy`: what the model forgot."""
+        # Token-weighted sums: total loss, correct predictions, tokens; cosine to base, tokens;
+        # the general rows' total loss, correct predictions, tokens.
+        super().__init__(model, optimizer, throughput, validation_sums=8)
+        self.general_validation = general_validation
         self._base: list[nn.Module] = []  # a list: not a submodule, so never in a checkpoint
 
     def track_drift_from(self, base: nn.Module) -> None:
@@ -196,7 +204,9 @@ class MaskedLanguageModelingModule(PretrainingModule):
         self.throughput.count(tokens * self.trainer.world_size)
         return loss
 
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+    def validation_step(
+        self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
         ids, mask, documents = (
             batch["input_ids"],
             batch.get("attention_mask"),
@@ -205,18 +215,19 @@ class MaskedLanguageModelingModule(PretrainingModule):
         output = self.model(ids, batch["labels"], mask, documents)
         count = output.targets.numel()
         correct = (output.logits.argmax(-1) == output.targets).sum()
+        scored = [float(output.loss) * count, float(correct), float(count)]
+        if dataloader_idx == 1:  # the general rows
+            self._validation_sums[5:] += torch.tensor(scored, dtype=torch.float64)
+            return
         drift = (0.0, 0.0)
         if self._base:
             base = self._base[0].to(ids.device)
             hidden = self.model.encoder(ids, mask, document_ids=documents)
             drift = token_cosine_sums(hidden, base(ids, mask, document_ids=documents), mask)
-        self._validation_sums += torch.tensor(
-            [float(output.loss) * count, float(correct), float(count), *drift],
-            dtype=torch.float64,
-        )
+        self._validation_sums[:5] += torch.tensor([*scored, *drift], dtype=torch.float64)
 
     def validation_figures(self, sums: list[float]) -> dict[str, float]:
-        loss_sum, correct, count, cosine_sum, tokens = sums
+        loss_sum, correct, count, cosine_sum, tokens, general_loss, general_correct, general = sums
         loss = loss_sum / max(count, 1.0)
         figures = {
             "val/loss": loss,
@@ -225,4 +236,7 @@ class MaskedLanguageModelingModule(PretrainingModule):
         }
         if self._base:
             figures["train/cosine_to_base"] = cosine_sum / max(tokens, 1.0)
+        if self.general_validation:
+            figures["val_general/loss"] = general_loss / max(general, 1.0)
+            figures["val_general/accuracy"] = general_correct / max(general, 1.0)
         return figures

@@ -217,7 +217,15 @@ def empty_corpus_error(corpus: Corpus, stats: CorpusStats) -> CorpusInputError:
     """Says where the text went, so the fix (a path, a threshold) is obvious."""
     units = [unit.name for unit in corpus.units()]
     shown = ", ".join(units[:3]) + (f" and {len(units) - 3} more" if len(units) > 3 else "")
-    settings = corpus.settings
+    return CorpusInputError(
+        f"the corpus is empty after cleaning: no training document is left from {shown}"
+        f" ({dropped_text(corpus.settings, stats)}); check corpus.paths or relax the cleaning "
+        "rules"
+    )
+
+
+def dropped_text(settings: CorpusSettings, stats: CorpusStats) -> str:
+    """What cleaning dropped and why (`3 shorter than corpus.min_words=5; 1 duplicates`)."""
     reasons = {
         f"shorter than corpus.min_words={settings.min_words}": stats.dropped_short,
         f"longer than corpus.max_chars={settings.max_chars}": stats.dropped_long,
@@ -228,11 +236,7 @@ def empty_corpus_error(corpus: Corpus, stats: CorpusStats) -> CorpusInputError:
         "bad CSV/TSV rows skipped": stats.bad_rows_skipped,
     }
     dropped = "; ".join(f"{count} {reason}" for reason, count in reasons.items() if count)
-    return CorpusInputError(
-        f"the corpus is empty after cleaning: no training document is left from {shown}"
-        f" ({dropped or 'the input holds no text'}); check corpus.paths or relax the cleaning "
-        "rules"
-    )
+    return dropped or "the input holds no text"
 
 
 def batched(items: Iterable[str], size: int) -> Iterator[list[str]]:

@@ -52,9 +52,17 @@ from flows.refresh.fingerprints import (
     load_manifest,
     save_manifest,
 )
-from flows.refresh.promotion import CHALLENGER, CHAMPION, RefreshSettings, decide, metric_value
+from flows.refresh.promotion import (
+    CHALLENGER,
+    CHAMPION,
+    Forgetting,
+    RefreshSettings,
+    decide,
+    metric_value,
+)
 from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import reused_tokenizer
+from flows.stages.training_types import PretrainOutputs
 from flows.tracking.links import current_identity
 from flows.tracking.prefect_logs import report_progress_to_prefect
 from flows.tracking.runs import Tracker
@@ -128,7 +136,10 @@ def refresh_models(
         for task in challenger_ref.outputs.get("tasks", [])
         if is_worse_than_base(challenger_ref.outputs, task)
     )
-    decision = decide(challenger, champion, refresh.margin, refresh.higher_is_better, worse)
+    forgetting = general_forgetting(pretrained, refresh) if start is not None else None
+    decision = decide(
+        challenger, champion, refresh.margin, refresh.higher_is_better, worse, forgetting
+    )
     if decision.promote:
         ctx.tracker.set_alias(refresh.model_name, CHAMPION, version.version)
     label = "promoted" if decision.promote else "kept-champion"
@@ -156,7 +167,33 @@ def refresh_models(
         "continued_from": str(start.pretrain.path) if start else "random init",
         "shards_key": shards.key,
         "train_documents": ShardOutputs.of(shards).train_documents,
+        **general_losses(pretrained, forgetting),
     }
+
+
+def general_forgetting(pretrained: ArtifactRef, refresh: RefreshSettings) -> Forgetting | None:
+    """The general validation loss before the challenger's first step (the weights it continued)
+    and after its last, when `pretrain.general_validation` measured it."""
+    outputs = PretrainOutputs.of(pretrained)
+    if outputs.initial_val_general_loss is None:
+        return None
+    return Forgetting(
+        outputs.initial_val_general_loss,
+        outputs.validation["val_general_loss"],
+        refresh.max_general_loss_increase,
+    )
+
+
+def general_losses(pretrained: ArtifactRef, forgetting: Forgetting | None) -> dict[str, float]:
+    """The report's general validation losses: the challenger's whenever measured, the model's
+    it continued (the champion, or the base model on a first run) beside it."""
+    if forgetting is not None:
+        return {
+            "champion_general_loss": forgetting.before,
+            "challenger_general_loss": forgetting.after,
+        }
+    general = PretrainOutputs.of(pretrained).validation.get("val_general_loss")
+    return {} if general is None else {"challenger_general_loss": general}
 
 
 def domain_dir(run: RunConfig, domain: str) -> Path:
@@ -195,7 +232,14 @@ def record(parent: Any, result: dict[str, Any]) -> None:
     parent.log_metrics(
         {
             f"refresh.{key}": result[key]
-            for key in ("challenger_score", "champion_score", "new_files", "changed_files")
+            for key in (
+                "challenger_score",
+                "champion_score",
+                "challenger_general_loss",
+                "champion_general_loss",
+                "new_files",
+                "changed_files",
+            )
             if result.get(key) is not None
         }
     )

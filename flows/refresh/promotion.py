@@ -35,6 +35,8 @@ class RefreshSettings(Settings):
     """Promote only when the challenger wins by more than this."""
     base_model: str | None = None
     """First run (no champion yet): its pretrain.init_from; null: from scratch."""
+    max_general_loss_increase: Annotated[Number, bounds(ge=0)] | None = None
+    """Refuse a challenger whose general validation loss rose more than this; null: off."""
 
     @model_validator(mode="after")
     def _names_are_usable(self) -> RefreshSettings:
@@ -88,16 +90,37 @@ def metric_value(outputs: Mapping[str, Any], metric: str) -> float:
     return float(value)
 
 
+@dataclass(frozen=True)
+class Forgetting:
+    """The general validation loss (`pretrain.general_validation`) of the model a challenger
+    continued from (its step 0: the champion, or on a first run the base model) and of the
+    challenger, measured in one run on the same rows and masks; and the rise allowed."""
+
+    before: float
+    after: float
+    max_increase: float | None
+
+    @property
+    def increase(self) -> float:
+        return self.after - self.before
+
+    @property
+    def too_much(self) -> bool:
+        return self.max_increase is not None and self.increase > self.max_increase
+
+
 def decide(
     challenger: float,
     champion: float | None,
     margin: float,
     higher_is_better: bool = True,
     worse_than_base: tuple[str, ...] = (),
+    forgetting: Forgetting | None = None,
 ) -> Decision:
     """Promote when there is no champion yet, or when the challenger wins by more than `margin`;
     never a challenger that continuing made worse than its base checkpoint (`worse_than_base`:
-    the tasks where an interval of adapted over base lies below zero).
+    the tasks where an interval of adapted over base lies below zero), nor one that forgot more
+    general text than `refresh.max_general_loss_increase` allows (`forgetting`).
 
     A tie or a win inside the margin keeps the champion: a model that serves users is replaced
     only for a difference larger than the evaluation's noise, which the margin stands for.
@@ -106,6 +129,16 @@ def decide(
         return Decision(
             False,
             f"continuing made it worse than its base checkpoint on {', '.join(worse_than_base)}",
+            challenger,
+            champion,
+        )
+    if forgetting is not None and forgetting.too_much:
+        return Decision(
+            False,
+            f"it forgot general text: its general validation loss rose by "
+            f"{forgetting.increase:+.4f} ({forgetting.before:.4f} -> {forgetting.after:.4f}) over "
+            f"the model it continued, more than refresh.max_general_loss_increase="
+            f"{forgetting.max_increase}",
             challenger,
             champion,
         )

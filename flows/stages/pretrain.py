@@ -7,7 +7,7 @@ import json
 import shutil
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -34,14 +34,17 @@ from flows.stages.init_weights import (
     run_encoder_config,
 )
 from flows.stages.public_import import LINEAGE_FILE, export_as_base_class, read_lineage
+from flows.stages.shards.validation_rows import build_validation_rows
 from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokenizer
-from flows.stages.training_types import PretrainOutputs, PretrainSettings
+from flows.stages.training_types import GENERAL_VALIDATION_KEY, PretrainOutputs, PretrainSettings
 from flows.training.divergence_report import divergence_guard
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
 from flows.training.settings import TrainerSettings, model_in_key
 from flows.training.trainer import make_trainer
 from flows.training.training_checkpoints import resumable_checkpoint
-from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
+from lightning_modules.data.collator import MaskingCollator
+from lightning_modules.data.masking_rules import MaskingRule
+from lightning_modules.data.mlm_datamodule import GeneralRows, MaskedLMDataModule
 from lightning_modules.data.shard_format import ShardIndex
 from lightning_modules.electra_module import ReplacedTokenDetectionModule
 from lightning_modules.export import can_export, export_huggingface
@@ -101,11 +104,42 @@ def pretrain(
     if init is not None:  # the weights' identity, never their path, enters the key
         check_same_tokenizer(init, tokenizer_ref)
         record["inputs"]["init_from"] = init.identity
+    general = general_rows(settings, shards_ref, tokenizer_ref, store)
+    if general is not None:  # the rows' key, never the files' paths; absent when off
+        record["inputs"]["general_validation"] = general.key
     key = stage_key(STAGE, VERSION, record["settings"], record["inputs"])
     job = PretrainJob(
-        settings, shards_ref, tokenizer_ref, store.work_dir(STAGE, key), init, tuple(loggers)
+        settings,
+        shards_ref,
+        tokenizer_ref,
+        store.work_dir(STAGE, key),
+        init,
+        tuple(loggers),
+        None if general is None else general.path,
     )
     return build_on_ranks(store, STAGE, key, record, settings.trainer, train_on_rank, job)
+
+
+def general_rows(
+    settings: PretrainSettings,
+    shards_ref: ArtifactRef,
+    tokenizer_ref: ArtifactRef,
+    store: ArtifactStore,
+) -> ArtifactRef | None:
+    """`pretrain.general_validation` as validation rows of the run's tokenizer, shaped and packed
+    as its shards are (their own artifact, reused by every run that shares them); None: off."""
+    if settings.general_validation is None:
+        return None
+    shape = ShardIndex.load(shards_ref.path)
+    return build_validation_rows(
+        settings.general_validation.corpus(),
+        tokenizer_ref,
+        shape.seq_len,
+        shape.packing,
+        settings.trainer.max_validation_sequences,
+        store,
+        GENERAL_VALIDATION_KEY,
+    )
 
 
 def check_enough_sequences(shards_ref: ArtifactRef, trainer: TrainerSettings) -> None:
@@ -137,6 +171,7 @@ class PretrainJob:
     work_dir: Path
     init: InitSource | None
     loggers: tuple[Logger, ...]
+    general_rows: Path | None = None  # `pretrain.general_validation`'s rows (a shard set)
 
 
 def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
@@ -157,6 +192,7 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
         trainer_settings.max_validation_sequences,
         objective.static_copies if objective.masking == "static" else None,
         document_separator=trained.special.sep if config.document_attention else None,
+        general=general_masking(job.general_rows, trained, settings.seed),
     )
     total_steps = trainer_settings.total_steps(data.index.seq_len)
     model, module = build_module(settings, config, data.index.seq_len, total_steps)
@@ -168,7 +204,7 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
         load_initial_weights(model, job.init)
         if isinstance(module, MaskedLanguageModelingModule):
             module.track_drift_from(copy.deepcopy(module.model.encoder))  # where it starts
-    initial = initial_validation(trainer, module, data, work_dir)
+    initial = initial_validation(trainer, module, data, work_dir)  # step 0: logged too
     last = work_dir / "checkpoints" / LAST_CHECKPOINT
     # One decision for all ranks: a rank that looked later could see a newer checkpoint.
     resume_from = broadcast_from_rank_zero(
@@ -179,7 +215,7 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
     # weights_only: a checkpoint is data, never code, even if someone swapped the file.
     trainer.fit(module, datamodule=data, ckpt_path=resume_from or None, weights_only=True)
     fit_seconds = time.perf_counter() - started
-    final = trainer.validate(module, datamodule=data, verbose=False)[0]
+    final = validation_figures(trainer.validate(module, datamodule=data, verbose=False))
     model = unsharded(trainer, model, settings, config, data.index.seq_len, total_steps)
     if not trainer.is_global_zero:
         return {}
@@ -191,7 +227,7 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
         trainer_settings.batch_size * trainer_settings.accumulate_grad_batches * data.index.seq_len
     )
     return PretrainOutputs(
-        initial_val_loss=initial,
+        initial_val_loss=initial["val_loss"],
         steps=trainer.global_step,
         train_tokens=trainer.global_step * tokens_per_step,
         fit_seconds=fit_seconds,
@@ -203,7 +239,24 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
             f"{fraction:g}": {"steps": step, "tokens": step * tokens_per_step}
             for step, fraction in [*kept.items(), (trainer.global_step, 1.0)]
         },
+        initial_val_general_loss=initial.get("val_general_loss"),
+        initial_val_general_accuracy=initial.get("val_general_accuracy"),
     ).to_manifest()
+
+
+def general_masking(rows: Path | None, trained: TrainedTokenizer, seed: int) -> GeneralRows | None:
+    """The general rows with BERT's masking at 15% (80/10/10 over single tokens), whatever the
+    objective: as ModernBERT evaluates, so general losses compare across runs and recipes."""
+    if rows is None:
+        return None
+    special = trained.special
+    collator = MaskingCollator(MaskingRule(), trained.vocab_size, special.mask, special.all(), seed)
+    return GeneralRows(rows, collator)
+
+
+def validation_figures(results: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """One validation's figures, whichever of its loaders' result dicts Lightning put each in."""
+    return {name: value for result in results for name, value in result.items()}
 
 
 class KeepWeights(pl.Callback):
@@ -333,7 +386,9 @@ def build_module(
         model.encoder.compile()  # in place: parameter names, checkpoints and export unchanged
     flops = mlm_training_flops_per_token(config, seq_len, objective.mask_rate)
     throughput = ThroughputSettings(trainer.log_every_steps, flops, trainer.peak_flops)
-    return model, MaskedLanguageModelingModule(model, optimizer, throughput)
+    return model, MaskedLanguageModelingModule(
+        model, optimizer, throughput, general_validation=settings.general_validation is not None
+    )
 
 
 def save_and_export(
@@ -366,18 +421,26 @@ def save_and_export(
     return True
 
 
+INITIAL_FIGURES = ("val/loss", "val_general/loss", "val_general/accuracy")
+
+
 def initial_validation(
     trainer: pl.Trainer, module: pl.LightningModule, data: MaskedLMDataModule, work_dir: Path
-) -> float:
-    """Validation loss of the untrained model, kept across resumes as the 'before' of the curve."""
+) -> dict[str, float]:
+    """Validation of the untrained (or continued) model at step 0, logged like every later one:
+    its loss, and the general text's loss and accuracy when measured (`val_loss`,
+    `val_general_loss`, ...); kept across resumes as the 'before' of the curve."""
     saved = work_dir / "initial_validation.json"
     known = broadcast_from_rank_zero(
-        json.loads(saved.read_text())["val_loss"] if is_rank_zero() and saved.is_file() else None
+        json.loads(saved.read_text()) if is_rank_zero() and saved.is_file() else None
     )
     if known is not None:
-        return float(known)
-    loss = float(trainer.validate(module, datamodule=data, verbose=False)[0]["val/loss"])
+        return {name: float(value) for name, value in known.items()}
+    figures = validation_figures(trainer.validate(module, datamodule=data, verbose=False))
+    initial = {
+        name.replace("/", "_"): float(figures[name]) for name in INITIAL_FIGURES if name in figures
+    }
     if trainer.is_global_zero:
         work_dir.mkdir(parents=True, exist_ok=True)
-        replace_json(saved, {"val_loss": loss})  # a kill mid-write must not break resume
-    return loss
+        replace_json(saved, initial)  # a kill mid-write must not break resume
+    return initial

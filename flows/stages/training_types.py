@@ -14,10 +14,31 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Self
 
 from flows.core.outputs import StageOutputs
+from flows.corpora import Corpus, CorpusSettings
+from flows.corpora.general_text import general_text
 from flows.downstream.statistics.task_figures import TaskFigures
 from flows.stages.distill_plan import DistillSettings
 from flows.stages.objectives import ObjectiveSettings
 from flows.training.settings import ModelSettings, TrainerSettings
+
+GENERAL_VALIDATION_KEY = "pretrain.general_validation"
+
+
+@dataclass(frozen=True)
+class GeneralValidation:
+    """`pretrain.general_validation`: held-out general-domain text the pretrain stage scores at
+    every validation (MLM loss and accuracy at 15% masking, fixed masks), to show what the model
+    forgot; read as `corpus.paths` is, cleaned by the run corpus's rules."""
+
+    paths: tuple[str, ...]
+    file_format: str
+    cleaning: CorpusSettings
+
+    def corpus(self) -> Corpus:
+        """The cleaned text; a glob that matches nothing names the setting."""
+        return general_text(
+            list(self.paths), self.file_format, GENERAL_VALIDATION_KEY, self.cleaning
+        )
 
 
 @dataclass(frozen=True)
@@ -37,6 +58,8 @@ class PretrainSettings:
     keep_fractions: tuple[float, ...] = ()
     # `pretrain.head_warmup_steps`, resolved: the first steps train a new MLM head alone.
     head_warmup_steps: int = 0
+    # `pretrain.general_validation`: None (off) keeps the stage's key and outputs as before.
+    general_validation: GeneralValidation | None = None
 
 
 @dataclass(frozen=True)
@@ -79,13 +102,28 @@ class PretrainOutputs(TrainingRunOutputs):
     validation: dict[str, float]
     # Steps and tokens at each kept fraction of the budget ("1" is the end): the curve's x axis.
     kept_checkpoints: dict[str, dict[str, int]] = field(default_factory=dict)
+    # `pretrain.general_validation` before any step (the starting weights'); the last values are
+    # `validation`'s `val_general_loss` and `val_general_accuracy`. None (off): not in the manifest.
+    initial_val_general_loss: float | None = None
+    initial_val_general_accuracy: float | None = None
 
     @property
     def val_loss(self) -> float:
         return self.validation["val_loss"]
 
+    @property
+    def general_loss_change(self) -> float | None:
+        """How much the loss on general text rose over the run (None: not measured)."""
+        if self.initial_val_general_loss is None:
+            return None
+        return self.validation["val_general_loss"] - self.initial_val_general_loss
+
     def to_manifest(self) -> dict[str, Any]:
-        outputs = {item.name: getattr(self, item.name) for item in fields(self)}
+        outputs = {
+            item.name: getattr(self, item.name)
+            for item in fields(self)
+            if getattr(self, item.name) is not None
+        }
         return {**outputs.pop("validation"), **outputs}
 
     @classmethod

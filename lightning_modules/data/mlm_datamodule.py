@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,20 @@ class DocumentMarks:
         }
 
 
+# Added to the seed for the general rows' fixed masks: other draws than the domain rows'.
+GENERAL_MASK_SEED_OFFSET = 104729
+
+
+@dataclass(frozen=True)
+class GeneralRows:
+    """A second validation set (held-out general text, as a one-split shard set packed like the
+    training shards) and the collator that masks it once: always 15% of tokens, whatever the
+    objective trains with, so its losses compare across runs and objectives."""
+
+    shard_dir: Path
+    collator: MaskingCollator
+
+
 class MaskedLMDataModule(pl.LightningDataModule):
     def __init__(
         self,
@@ -83,10 +98,14 @@ class MaskedLMDataModule(pl.LightningDataModule):
         max_validation_sequences: int = 1024,
         static_copies: int | None = None,
         document_separator: int | None = None,
+        general: GeneralRows | None = None,
     ) -> None:
         """`document_separator`: the [SEP] id, to mark documents in concat-packed rows (None:
-        unmarked; `document`-packed rows hold one document each and need no marks)."""
+        unmarked; `document`-packed rows hold one document each and need no marks). `general`:
+        rows validated as a second loader (dataloader_idx 1) beside the domain's."""
         super().__init__()
+        self.general = general
+        self.general_set: FixedMaskDataset | None = None
         self.shard_dir = shard_dir
         self.index = ShardIndex.load(shard_dir)
         self.collator = collator
@@ -133,14 +152,29 @@ class MaskedLMDataModule(pl.LightningDataModule):
             )
         count = min(len(validation), self.max_validation_sequences)
         if count:
-            rows = torch.stack([validation[i] for i in range(count)])
-            generator = torch.Generator().manual_seed(self.seed + 7919)
-            masked = self.collator.mask(rows, generator)
-            if self.padding is not None:
-                masked = self.padding.add_mask(masked)
-            if self.documents is not None:
-                masked = self.documents.add_ids(masked)
-            self.validation_set = FixedMaskDataset(masked)
+            self.validation_set = self.masked_once(validation, count, self.collator, 7919)
+        if self.general is not None:
+            general_dir = self.general.shard_dir
+            index = ShardIndex.load(general_dir)
+            verify_shards(general_dir, index)
+            rows = PackedSequenceDataset(general_dir, index, "validation")
+            count = min(len(rows), self.max_validation_sequences)
+            self.general_set = self.masked_once(
+                rows, count, self.general.collator, GENERAL_MASK_SEED_OFFSET
+            )
+
+    def masked_once(
+        self, rows: PackedSequenceDataset, count: int, collator: MaskingCollator, offset: int
+    ) -> FixedMaskDataset:
+        """The first `count` rows masked with a generator seeded from the run's seed: every
+        validation scores the same positions."""
+        stacked = torch.stack([rows[i] for i in range(count)])
+        masked = collator.mask(stacked, torch.Generator().manual_seed(self.seed + offset))
+        if self.padding is not None:
+            masked = self.padding.add_mask(masked)
+        if self.documents is not None:
+            masked = self.documents.add_ids(masked)
+        return FixedMaskDataset(masked)
 
     def rank_and_world(self) -> tuple[int, int]:
         """This process's rank and the number of training processes (0, 1 outside a Trainer)."""
@@ -170,12 +204,18 @@ class MaskedLMDataModule(pl.LightningDataModule):
         )
 
     def val_dataloader(self) -> DataLoader | list:
+        """The domain rows; with `general`, a list: the domain's loader, then the general's."""
         if self.validation_set is None:
             return []
+        if self.general_set is None:
+            return self.fixed_loader(self.validation_set)
+        return [self.fixed_loader(self.validation_set), self.fixed_loader(self.general_set)]
+
+    def fixed_loader(self, rows: FixedMaskDataset) -> DataLoader:
         rank, world = self.rank_and_world()
         return DataLoader(
-            self.validation_set,
+            rows,
             batch_size=self.batch_size,
-            sampler=StridedPartition(len(self.validation_set), rank, world),
+            sampler=StridedPartition(len(rows), rank, world),
             generator=torch.Generator().manual_seed(self.seed),
         )

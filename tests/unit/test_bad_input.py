@@ -500,6 +500,25 @@ CONFIG_CASES = [
         r"finetune\.relation_head='mean' must be one of \('entity_start', 'cls'\)",
     ),
     (
+        ["refresh.max_general_loss_increase=0.05"],
+        r"^refresh\.max_general_loss_increase=0\.05 compares the general validation loss, but "
+        r"pretrain\.general_validation is not set: name held-out general text \(e\.g\. "
+        r"pretrain\.general_validation=\[/data/wiki/wiki_00\]\) or drop the bound$",
+    ),
+    (
+        ["refresh.max_general_loss_increase=-1"],
+        r"refresh\.max_general_loss_increase=-1 must be at least 0",
+    ),
+    (
+        ["objective=electra", "pretrain.general_validation=[wiki_00]"],
+        r"^pretrain\.general_validation is scored with the masked-LM head, but objective=electra "
+        r"pretrains ELECTRA: drop it or use objective=mlm$",
+    ),
+    (
+        ["pretrain.general_validation_format=xml"],
+        r"pretrain\.general_validation_format='xml' must be one of \('auto', 'txt', ",
+    ),
+    (
         ["distill.layer_map=[0,7]", "distill=default"],
         r"distill\.layer_map=\[0, 7\] names teacher layer\(s\) \[7\], but the teacher \(this "
         r"run's model=bert-tiny\) has 2 layers \(0\.\.1\)",
@@ -1116,6 +1135,55 @@ def test_label_counts_above_a_train_pool_are_refused_before_any_service_or_stage
         "error: finetune.label_counts=[10, 'all', 50]: 50 labels is more than task t's train "
         "pool holds (18 examples, validation carved out); use counts up to 18, or all\n"
     )
+
+
+# `pretrain.general_validation`: (name, files to write, the glob, the `error:` line's text).
+GENERAL_TEXT_CASES = [
+    (
+        "glob matching nothing",
+        {"other.md": TEXT.format(1)},
+        "*.txt",
+        "pretrain.general_validation: the glob '{d}/*.txt' matches no file",
+    ),
+    (
+        "nothing left after cleaning",
+        {"wiki.txt": "too short\n\nfar too short\n"},
+        "*.txt",
+        "pretrain.general_validation: '{d}/*.txt' holds no document after cleaning (2 shorter "
+        "than corpus.min_words=5); point it at general-domain text or relax the corpus's "
+        "cleaning rules",
+    ),
+    (
+        "a directory without text",
+        {"image.png": "not text"},
+        "",
+        "pretrain.general_validation: the directory {d} holds no ",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("files", "pattern", "message"),
+    [case[1:] for case in GENERAL_TEXT_CASES],
+    ids=[case[0] for case in GENERAL_TEXT_CASES],
+)
+def test_bad_general_validation_text_is_refused_before_any_service_or_stage(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    files: dict[str, str],
+    pattern: str,
+    message: str,
+) -> None:
+    data = tmp_path / "general"
+    data.mkdir()
+    for name, content in files.items():
+        write(data / name, content)
+    glob = f"{data}/{pattern}" if pattern else str(data)
+    code = cli_main([f"pretrain.general_validation=['{glob}']", f"paths.root={tmp_path / 'run'}"])
+    assert code == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: {message.format(d=data)}") and error.count("\n") == 1
+    assert not (tmp_path / "run").exists()  # no service, no store, no stage
 
 
 RUN_FORM_CASES = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flows.core.settings import ConfigError, settings_from
-from flows.refresh.promotion import RefreshSettings, decide, metric_value
+from flows.refresh.promotion import Forgetting, RefreshSettings, decide, metric_value
 
 
 def test_the_first_challenger_becomes_champion() -> None:
@@ -33,6 +33,28 @@ def test_a_challenger_must_win_by_more_than_the_margin(
 def test_lower_is_better_metrics_flip_the_comparison() -> None:
     assert decide(1.8, 2.0, 0.1, higher_is_better=False).promote
     assert not decide(2.2, 2.0, 0.1, higher_is_better=False).promote
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "bound", "promote"),
+    [
+        (3.10, 3.18, 0.05, False),  # rose 0.08 > 0.05: it forgot too much
+        (3.10, 3.14, 0.05, True),  # within the bound
+        (3.10, 3.00, 0.0, True),  # fell: it forgot nothing
+        (3.10, 3.90, None, True),  # no bound (the default): measured, never a reason
+    ],
+)
+def test_a_challenger_that_forgot_more_general_text_than_the_bound_is_not_promoted(
+    before: float, after: float, bound: float | None, promote: bool
+) -> None:
+    decision = decide(0.60, 0.50, 0.0, forgetting=Forgetting(before, after, bound))
+    assert decision.promote is promote
+    if not promote:
+        assert decision.reason == (
+            f"it forgot general text: its general validation loss rose by {after - before:+.4f} "
+            f"({before:.4f} -> {after:.4f}) over the model it continued, more than "
+            f"refresh.max_general_loss_increase={bound}"
+        )
 
 
 def test_the_metric_is_any_numeric_finetune_output_and_the_error_lists_them() -> None:

@@ -1,0 +1,204 @@
+"""`pretrain.general_validation`: what the model forgot, scored at every validation from step 0.
+
+Real stages on a tiny corpus: a one-layer encoder, four steps. The general text is other words
+than the domain's (the downstream tests' Greek letters against the word corpus's), so training
+on the domain moves its loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from pytorch_lightning.loggers import Logger
+
+from flows.core.artifacts import ArtifactRef
+from flows.plan import PipelinePlan
+from flows.stages.collators import make_collator
+from flows.stages.pretrain import general_masking, general_rows, pretrain
+from flows.stages.tokenizer import load_tokenizer
+from flows.stages.training_types import PretrainOutputs, PretrainSettings
+from flows.summary import stage_figures
+from lightning_modules.data.mlm_datamodule import MaskedLMDataModule
+from lightning_modules.models.config import IGNORE_INDEX
+from tests.fakes import TINY_ENCODER, TINY_TRAINER, WordShards, composed, greek_text
+
+
+class Recorded(Logger):
+    """Every metric logged, with its step: what MLflow would receive."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.metrics: list[tuple[int, dict[str, float]]] = []
+
+    @property
+    def name(self) -> str:
+        return "recorded"
+
+    @property
+    def version(self) -> str:
+        return "0"
+
+    def log_hyperparams(self, params: object, *args: object, **kwargs: object) -> None:
+        pass
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        assert step is not None, "every metric is logged at a step"
+        self.metrics.append((step, dict(metrics)))
+
+    def at(self, name: str) -> dict[int, float]:
+        return {step: figures[name] for step, figures in self.metrics if name in figures}
+
+
+@pytest.fixture(scope="module")
+def general_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Held-out general text: 60 paragraphs of Greek letter names."""
+    path = tmp_path_factory.mktemp("general") / "general.txt"
+    path.write_text(greek_text(60, seed=3))
+    return path
+
+
+def settings_with_general(general_file: Path, *overrides: str) -> PretrainSettings:
+    """The tiny recipe with `pretrain.general_validation` set, as the plan builds it."""
+    run = composed(f"pretrain.general_validation=['{general_file}']", *overrides)
+    general = run.pretrain.general(run.corpus)
+    model: Any = TINY_ENCODER  # a dict of model.* keys, as conftest's `word_encoder` passes it
+    return PretrainSettings(model, run.objective, TINY_TRAINER, 0, general_validation=general)
+
+
+@pytest.fixture(scope="module")
+def from_scratch(word_shards: WordShards, general_file: Path) -> tuple[ArtifactRef, Recorded]:
+    recorded = Recorded()
+    ref = pretrain(
+        settings_with_general(general_file),
+        word_shards.shards,
+        word_shards.tokenizer,
+        word_shards.store,
+        [recorded],
+    )
+    return ref, recorded
+
+
+def test_a_run_from_scratch_logs_the_general_loss_and_accuracy_from_step_0(
+    from_scratch: tuple[ArtifactRef, Recorded],
+) -> None:
+    ref, recorded = from_scratch
+    losses, accuracies = recorded.at("val_general/loss"), recorded.at("val_general/accuracy")
+    # step 0 (before training), the validation during the run, and the final one
+    assert sorted(losses) == sorted(accuracies) == sorted(recorded.at("val/loss")) == [0, 3, 4]
+    outputs = PretrainOutputs.of(ref)
+    assert outputs.initial_val_general_loss == pytest.approx(losses[0])
+    assert outputs.initial_val_general_accuracy == pytest.approx(accuracies[0])
+    assert outputs.validation["val_general_loss"] == pytest.approx(losses[4])
+    assert outputs.validation["val_general_accuracy"] == pytest.approx(accuracies[4])
+    assert outputs.general_loss_change == pytest.approx(losses[4] - losses[0])
+
+
+def test_a_continuation_starts_from_the_general_loss_its_base_ended_on(
+    from_scratch: tuple[ArtifactRef, Recorded], word_shards: WordShards, general_file: Path
+) -> None:
+    """Step 0 is the base's value: the same rows under the same fixed masks score the same
+    weights identically, in another run."""
+    base, _ = from_scratch
+    recorded = Recorded()
+    settings = replace(settings_with_general(general_file), init_from=str(base.path))
+    continued = pretrain(
+        settings, word_shards.shards, word_shards.tokenizer, word_shards.store, [recorded]
+    )
+    initial = PretrainOutputs.of(continued).initial_val_general_loss
+    assert initial == pytest.approx(PretrainOutputs.of(base).validation["val_general_loss"])
+    assert recorded.at("val_general/loss")[0] == pytest.approx(initial)
+
+
+def test_the_general_rows_are_masked_once_at_15_percent_whatever_the_objective(
+    word_shards: WordShards, general_file: Path
+) -> None:
+    settings = settings_with_general(general_file, "objective.mask_rate=0.4")
+    rows = general_rows(settings, word_shards.shards, word_shards.tokenizer, word_shards.store)
+    assert rows is not None
+    trained = load_tokenizer(word_shards.tokenizer)
+
+    def validation_sets() -> tuple[Any, Any]:
+        data = MaskedLMDataModule(
+            word_shards.shards.path,
+            make_collator(settings.objective, trained, 0),
+            8,
+            0,
+            general=general_masking(rows.path, trained, 0),
+        )
+        data.setup()
+        return data.validation_set, data.general_set
+
+    def share_masked(batch: dict[str, torch.Tensor]) -> float:
+        special = torch.isin(batch["input_ids"], torch.tensor(trained.special.all()))
+        selected = batch["labels"] != IGNORE_INDEX
+        return float(selected.sum() / (~special | selected).sum())
+
+    domain, general = validation_sets()
+    assert share_masked(domain.batch) == pytest.approx(0.4, abs=0.05)
+    assert share_masked(general.batch) == pytest.approx(0.15, abs=0.04)
+    _, again = validation_sets()
+    for name, tensor in general.batch.items():  # fixed: the same positions every time
+        assert torch.equal(tensor, again.batch[name]), name
+
+
+def test_the_summary_shows_what_the_run_learned_and_what_it_forgot(
+    from_scratch: tuple[ArtifactRef, Recorded],
+) -> None:
+    ref, _ = from_scratch
+    out = PretrainOutputs.of(ref)
+    line = stage_figures("pretrain", ref.outputs)
+    domain = out.val_loss - out.initial_val_loss
+    assert f"; domain loss {domain:+.2f}, general loss {out.general_loss_change:+.2f} (" in line
+    assert f"{out.initial_val_general_loss:.3f} -> {out.validation['val_general_loss']:.3f}" in line
+
+
+def test_off_by_default_it_adds_no_key_no_output_and_no_summary_words(
+    word_encoder: ArtifactRef, from_scratch: tuple[ArtifactRef, Recorded]
+) -> None:
+    """`word_encoder` is `from_scratch`'s recipe without general text (its key pinned in
+    tests/unit/test_artifact_keys.py for the shipped configs); set, the rows' key moves it."""
+    plan = PipelinePlan.from_run_config(composed())
+    assert plan.pretrain.general_validation is None
+    assert from_scratch[0].key != word_encoder.key
+    assert not [name for name in word_encoder.outputs if "general" in name]
+    assert "general" not in stage_figures("pretrain", word_encoder.outputs)
+
+
+def test_the_rows_are_their_own_piece_reused_by_runs_that_share_text_tokenizer_and_shape(
+    from_scratch: tuple[ArtifactRef, Recorded], word_shards: WordShards, general_file: Path
+) -> None:
+    again = general_rows(
+        settings_with_general(general_file),
+        word_shards.shards,
+        word_shards.tokenizer,
+        word_shards.store,
+    )
+    assert again is not None and again.cache_hit and again.stage == "general_validation"
+    assert again.outputs["sequences"] >= 1 and again.outputs["seq_len"] == 32
+
+
+def test_a_refresh_reads_the_loss_before_and_after_from_the_challengers_run(
+    from_scratch: tuple[ArtifactRef, Recorded],
+) -> None:
+    """What `refresh.max_general_loss_increase` judges (flows/refresh/promotion.py `decide`):
+    step 0 (the weights continued: the champion) against the end, and both in the report."""
+    from flows.refresh.flow import general_forgetting, general_losses
+    from flows.refresh.promotion import RefreshSettings
+
+    ref, _ = from_scratch
+    out = PretrainOutputs.of(ref)
+    forgetting = general_forgetting(ref, RefreshSettings(max_general_loss_increase=0.0))
+    assert forgetting is not None
+    assert (forgetting.before, forgetting.after) == (
+        out.initial_val_general_loss,
+        out.validation["val_general_loss"],
+    )
+    assert forgetting.too_much is (forgetting.increase > 0.0)
+    assert general_losses(ref, forgetting) == {
+        "champion_general_loss": forgetting.before,
+        "challenger_general_loss": forgetting.after,
+    }

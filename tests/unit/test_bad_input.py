@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -1132,3 +1133,32 @@ def test_bad_ui_ports(
     assert ui_main(arguments) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1, err
+
+
+# `cloze compare` (`python -m flows.compare`): (arguments, with {home} a read-only CLOZE_HOME,
+# the one-line error), before any run is read.
+COMPARE_CASES = [
+    (
+        [],
+        r"error: {home}/compare is not writable \((Read-only file system|Permission denied)\): "
+        r"compare writes its charts there \(--out, by default <paths\.root>/compare\); pass --out "
+        r"with a writable folder\n",
+    ),
+]
+
+
+@pytest.mark.parametrize(("arguments", "message"), COMPARE_CASES, ids=lambda c: str(c)[:30])
+def test_bad_compare_outputs(
+    read_only_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    arguments: list[str],
+    message: str,
+) -> None:
+    from flows.cloze import main as cloze_main
+
+    monkeypatch.setenv("CLOZE_HOME", str(read_only_home))
+    assert cloze_main(["compare", *arguments]) == 2
+    assert re.fullmatch(
+        message.format(home=re.escape(str(read_only_home))), capsys.readouterr().err
+    )

@@ -162,19 +162,30 @@ def capped_warning(figures: TaskFigures) -> str | None:
     )
 
 
+def grid_key(figures: TaskFigures, arm: str) -> str:
+    """The key that sets an arm's learning-rate grid: in a checkpoint continuation (a base arm
+    beside it) the pretrained arm is tuned on `pretrained_learning_rates` (TaskRecipe.grid)."""
+    continued = f"base_{figures.metric}_mean" in figures.metrics
+    field = "pretrained_learning_rates" if continued and arm == "pretrained" else "learning_rates"
+    return task_key(figures, field)
+
+
 def grid_edge_warning(figures: TaskFigures) -> str | None:
-    """A line for a task where an arm chose the lowest or highest rate of its grid."""
+    """A line for a task where an arm chose the lowest or highest rate of its grid, naming
+    the key of that arm's own grid."""
     edges = {arm: figures.arms[arm] for arm in ARMS if figures.arms[arm].grid_edge}
     if not edges:
         return None
-    key = task_key(figures, "learning_rates")
-    chosen = ", ".join(
-        f"{ARM_NAMES[arm]} chose {arm_figures.learning_rate:g}, the {arm_figures.grid_edge} rate"
+    keys = {arm: grid_key(figures, arm) for arm in edges}
+    chosen = "; ".join(
+        f"{ARM_NAMES[arm]} chose {arm_figures.learning_rate:g}, the {arm_figures.grid_edge} "
+        f"rate of {keys[arm]}"
         for arm, arm_figures in edges.items()
     )
+    extend = " and ".join(dict.fromkeys(keys.values()))
     return (
-        f"GRID EDGE {figures.task}: {chosen} of {key}; the best rate may lie outside the grid: "
-        f"extend {key} past that end"
+        f"GRID EDGE {figures.task}: {chosen}; the best rate may lie outside the grid: "
+        f"extend {extend} past that end"
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from flows.downstream.finetuning.caps import caps_outputs, caps_record
@@ -157,3 +158,43 @@ def test_a_task_where_every_arm_scores_the_majority_baseline_is_flagged() -> Non
         **{"t.baselines": "majority", "t.baseline_majority_accuracy_mean": 0.5},
     )
     assert not any("UNINFORMATIVE" in line for line in summary_lines(learned))
+
+
+# A GRID EDGE line names the key of the grid the arm was tuned on: (arms at the edge of their
+# grid, whether a base arm continues a checkpoint beside them, the line).
+GRID_EDGE_CASES = [
+    (
+        {"pretrained": 1e-4},
+        True,
+        "GRID EDGE t: pretrained chose 0.0001, the highest rate of "
+        "finetune.pretrained_learning_rates; the best rate may lie outside the grid: extend "
+        "finetune.pretrained_learning_rates past that end",
+    ),
+    (
+        {"pretrained": 1e-4, "random_init": 1e-3},
+        True,
+        "GRID EDGE t: pretrained chose 0.0001, the highest rate of "
+        "finetune.pretrained_learning_rates; random init chose 0.001, the highest rate of "
+        "finetune.learning_rates; the best rate may lie outside the grid: extend "
+        "finetune.pretrained_learning_rates and finetune.learning_rates past that end",
+    ),
+    (
+        {"pretrained": 1e-3},
+        False,
+        "GRID EDGE t: pretrained chose 0.001, the highest rate of finetune.learning_rates; the "
+        "best rate may lie outside the grid: extend finetune.learning_rates past that end",
+    ),
+]
+
+
+@pytest.mark.parametrize(("edges", "continued", "line"), GRID_EDGE_CASES)
+def test_a_grid_edge_names_the_grid_the_arm_was_tuned_on(
+    edges: dict[str, float], continued: bool, line: str
+) -> None:
+    task_grid, checkpoint_grid = [1e-4, 3e-4, 1e-3], [2e-5, 5e-5, 1e-4]
+    grids = {"pretrained": checkpoint_grid if continued else task_grid, "random_init": task_grid}
+    arms = {name: arm(edges.get(name, grid[1]), grid, [3, 4]) for name, grid in grids.items()}
+    if continued:
+        arms[BASE_ARM] = arm(5e-5, checkpoint_grid, [3, 4])
+    outputs = outputs_of(arms, **(base_outputs("t", arms, 0.95) if continued else {}))
+    assert f"  {line}" in summary_lines(outputs)

@@ -16,7 +16,7 @@ from flows.downstream.statistics.report import markdown_table
 from flows.downstream.statistics.task_figures import TaskFigures
 from flows.downstream.tasks.encoding import encode
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
-from flows.downstream.tasks.spec import BASE_ARM
+from flows.downstream.tasks.spec import ARMS, BASE_ARM
 from flows.refresh.promotion import decide
 from flows.summary import downstream_result
 from tests.fakes import finetune_outputs as outputs_of
@@ -198,3 +198,34 @@ def test_a_grid_edge_names_the_grid_the_arm_was_tuned_on(
         arms[BASE_ARM] = arm(5e-5, checkpoint_grid, [3, 4])
     outputs = outputs_of(arms, **(base_outputs("t", arms, 0.95) if continued else {}))
     assert f"  {line}" in summary_lines(outputs)
+
+
+# A task that cannot tell the encoders apart is flagged: (each arm's scores over two seeds, the
+# baselines' mean scores, the flag's line; None: no flag).
+UNINFORMATIVE_CASES = [
+    (
+        (0.5, 0.5),
+        {"majority": 0.5},
+        "UNINFORMATIVE t: every arm scores the majority baseline's 0.500; no arm learned the "
+        "task, so no difference between them means anything",
+    ),
+    (
+        (0.8, 0.8),  # a QA file whose every question is unanswerable: the arms answer a few
+        {"no_answer": 1.0, "lexical_overlap": 0.2},
+        "UNINFORMATIVE t: the no_answer baseline scores 1.000, the most accuracy can be (every "
+        "test question is unanswerable); no arm can beat it, so no difference between the arms "
+        "means anything",
+    ),
+    ((0.6, 0.5), {"no_answer": 0.5, "lexical_overlap": 0.2}, None),
+]
+
+
+@pytest.mark.parametrize(("scores", "baselines", "line"), UNINFORMATIVE_CASES)
+def test_a_task_no_arm_can_tell_apart_is_flagged_uninformative(
+    scores: tuple[float, float], baselines: dict[str, float], line: str | None
+) -> None:
+    arms = {name: scored(score, score) for name, score in zip(ARMS, scores, strict=True)}
+    means = {f"t.baseline_{name}_accuracy_mean": value for name, value in baselines.items()}
+    outputs = outputs_of(arms, **{"t.baselines": ",".join(baselines), **means})
+    flags = [flag for flag in summary_lines(outputs) if "UNINFORMATIVE" in flag]
+    assert flags == ([f"  {line}"] if line else [])

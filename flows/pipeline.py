@@ -305,8 +305,8 @@ def finetune_task(
                 student,
                 base,
             )
-        except BaseException:
-            task_runs.fail_open()
+        except BaseException as error:
+            task_runs.end_open(error)
             raise
         publish(ref, run, task_runs)
         return ref
@@ -348,8 +348,8 @@ def curve(
                 ctx.store,
                 task_runs.loggers,
             )
-        except BaseException:
-            task_runs.fail_open()
+        except BaseException as error:
+            task_runs.end_open(error)
             raise
         for task_run in task_runs.runs.values():
             task_run.finish()

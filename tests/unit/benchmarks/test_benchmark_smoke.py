@@ -5,7 +5,6 @@ and only its imports were checked. Each row runs the benchmark as a person does
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import REPO
+from tests.integration.cli_runs import local_env
 
 pytestmark = pytest.mark.slow
 
@@ -64,11 +64,10 @@ def test_every_benchmark_script_has_a_smoke_run_or_is_named_as_lacking_one() -> 
 @pytest.mark.parametrize("name", sorted(SMOKE_ARGUMENTS))
 def test_the_benchmark_runs_end_to_end_on_a_tiny_shape(tmp_path: Path, name: str) -> None:
     arguments = [argument.format(work=tmp_path) for argument in SMOKE_ARGUMENTS[name]]
-    environment = {**os.environ, "CLOZE_HOME": str(tmp_path / "home")}
     done = subprocess.run(
         [sys.executable, "-m", f"benchmarks.{name}", *arguments],
         cwd=REPO,
-        env=environment,
+        env=local_env(tmp_path / "home"),  # its own home, Prefect server and MLflow store
         capture_output=True,
         text=True,
         timeout=900,

@@ -18,25 +18,14 @@ pytestmark = pytest.mark.slow
 
 # benchmark -> its arguments for a run of seconds ({work} a scratch folder), both paths kept.
 SMOKE_ARGUMENTS = {
-    "train_throughput": [
-        "--models=bert-tiny",
-        "--paths=transformers masked-only fp32,cloze fp32",
-        "--steps=2",
-        "--warmup=1",
-        "--profile-steps=0",
-        "--threads=1",
-        "--work-dir={work}",
-    ],
     "shard_throughput": ["--sizes-mb=1", "--num-proc=1", "--repeats=1", "--work-dir={work}"],
     "recipe_speed": ["--rounds=1", "--steps=1", "--only=batch 16"],
     "modernbert_memory": ["--seq-len=128", "--tokens-per-step=256"],
-    "recipe_sweep": [
-        "{work}/sweep.jsonl",
-        "experiment=smoke corpus.max_documents=300 trainer.max_steps=12 paths.root={work}/home",
-    ],
 }
 # Covered elsewhere: qa_throughput (tests/unit/benchmarks/test_qa_throughput.py), time_to_quality
-# (test_time_to_quality.py). Not yet run here (each needs a tiny-shape option first): the rest.
+# (test_time_to_quality.py). Not yet run here: those without a tiny-shape option, and two whose
+# rows did not finish on a loaded 2-core machine (train_throughput: over 15 minutes with
+# --models=bert-tiny --steps=2; recipe_sweep: its pipeline's Prefect server did not start).
 COVERED_ELSEWHERE = ("qa_throughput", "time_to_quality")
 NOT_YET = (
     "bare_served_flow",
@@ -44,7 +33,9 @@ NOT_YET = (
     "finetune_ceiling",
     "finetune_runs",  # the whole demo task: over 15 minutes on a loaded 2-core machine
     "modernbert_throughput",
+    "recipe_sweep",
     "served_start",
+    "train_throughput",
 )
 
 

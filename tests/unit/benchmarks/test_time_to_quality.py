@@ -40,6 +40,7 @@ def test_a_loss_at_a_time_is_the_last_scored_by_then() -> None:
     assert loss_at(CURVE, 59.0) == 9.0
     assert loss_at(CURVE, 60.0) == 7.0
     assert loss_at(CURVE, 1200.0) == 5.0  # a run that ended keeps its last loss
+    assert loss_at(CURVE[1:], 30.0) == 7.0  # a first step longer than the budget: its score
 
 
 def test_the_time_to_a_loss_is_interpolated_between_scores() -> None:

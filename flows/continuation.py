@@ -59,8 +59,13 @@ def continuation_recipe(
     if kept:
         words += f" (yours kept: {', '.join(f'trainer.{key}' for key in kept)})"
     if pretrain["head_warmup_steps"]:
+        head = (
+            "its MLM head trains alone first"
+            if has_mlm_head
+            else "the checkpoint has no MLM head: a new one trains alone"
+        )
         words += (
-            f"; the checkpoint has no MLM head: a new one trains alone for "
-            f"pretrain.head_warmup_steps={pretrain['head_warmup_steps']} steps, encoder frozen"
+            f"; {head} for pretrain.head_warmup_steps={pretrain['head_warmup_steps']} steps, "
+            "encoder frozen"
         )
     return {**config, "trainer": trainer, "pretrain": pretrain}, words

@@ -176,6 +176,8 @@ def adopt_init(
     init_from = config.get("pretrain", {}).get("init_from")
     if init_from is None or (is_registry_uri(init_from) and resolve is None):
         check_extension(config, init_from is not None)
+        if init_from is None:
+            check_head_warmup(config)
         return config, []
     folder = resolve(init_from) if resolve and is_registry_uri(init_from) else locate(init_from)
     if is_checkpoint_folder(folder):
@@ -208,6 +210,18 @@ def check_extension(config: dict[str, Any], continues_checkpoint: bool) -> None:
             f"tokenizer.extend_vocabulary={extend} extends the vocabulary of a checkpoint, but "
             "pretrain.init_from names none: set pretrain.init_from=<transformers checkpoint "
             "folder>, or drop it (a tokenizer trained here has tokenizer.vocab_size tokens)"
+        )
+
+
+def check_head_warmup(config: dict[str, Any]) -> None:
+    """`pretrain.head_warmup_steps` trains a checkpoint's MLM head alone first; without a
+    checkpoint it would freeze a random encoder for those steps, which no recipe wants."""
+    steps = config.get("pretrain", {}).get("head_warmup_steps")
+    if steps:
+        raise ConfigError(
+            f"pretrain.head_warmup_steps={steps} trains a checkpoint's MLM head alone first, but "
+            "pretrain.init_from names none: set pretrain.init_from=<transformers checkpoint "
+            "folder>, or drop it (a model trained from scratch trains its head with the encoder)"
         )
 
 

@@ -326,8 +326,8 @@ def finetune_task(
                 student,
                 base,
             )
-        except BaseException:
-            task_runs.fail_open()
+        except BaseException as error:
+            task_runs.end_open(error)
             raise
         for name, inputs in task_inputs(plan.finetune).items():
             task_runs.get(name).log_inputs(inputs)
@@ -371,8 +371,8 @@ def curve(
                 ctx.store,
                 task_runs.loggers,
             )
-        except BaseException:
-            task_runs.fail_open()
+        except BaseException as error:
+            task_runs.end_open(error)
             raise
         for task_run in task_runs.runs.values():
             task_run.finish()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +92,30 @@ def word_encoder(word_shards: WordShards) -> Any:
         word_shards.tokenizer,
         word_shards.store,
     )
+
+
+@contextmanager
+def mounted_tmpfs(folder: Path, options: str) -> Iterator[Path]:
+    """A tmpfs on `folder`; the test is skipped where mounting is not permitted."""
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)]).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)
+
+
+@pytest.fixture
+def read_only_home(tmp_path: Path) -> Iterator[Path]:
+    """A folder no process can write: a read-only tmpfs for root (whom permissions do not
+    stop), else a folder without write permission."""
+    if os.geteuid() == 0:
+        with mounted_tmpfs(tmp_path / "home", "ro,size=1m") as home:
+            yield home
+        return
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o555)
+    yield home
+    home.chmod(0o755)

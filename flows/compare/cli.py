@@ -34,6 +34,7 @@ from flows.compare.selection import (
     skipped_lines,
 )
 from flows.core.cli import fail
+from flows.core.paths import make_writable_folder
 from flows.core.settings import ConfigError
 from flows.core.tables import TABLE_FORMATS, render_table
 from flows.downstream.statistics.lift_points import plot_curves, read_points
@@ -277,7 +278,20 @@ def render(comparison: Comparison, table_format: str, show_all: bool = False) ->
     return "\n".join(sections)
 
 
+def check_output_dir(folder: Path) -> None:
+    """Refuses, before reading any run, a chart folder that cannot be written (the default sits
+    under `paths.root`, which may be read-only while its MLflow store is still readable)."""
+    try:
+        make_writable_folder(folder)
+    except OSError as error:
+        raise ConfigError(
+            f"{folder} is not writable ({error.strerror}): compare writes its charts there "
+            "(--out, by default <paths.root>/compare); pass --out with a writable folder"
+        ) from error
+
+
 def compare(settings: CompareSettings) -> Comparison:
+    check_output_dir(settings.output_dir)
     client = open_store(settings.tracking_uri)
     selection = select_runs(client, experiment_id(client, settings.experiment), settings)
     runs = selection.runs
@@ -297,7 +311,6 @@ def compare(settings: CompareSettings) -> Comparison:
         tags=shown_tags(runs),
         skipped=selection.skipped,
     )
-    settings.output_dir.mkdir(parents=True, exist_ok=True)
     labels = comparison.labels
     curves = {label: loss_curves(client, run) for label, run in zip(labels, runs, strict=True)}
     if any(any(history.values()) for history in curves.values()):

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException, MissingConfigException
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -103,12 +103,35 @@ def with_unknown_key_added(error: Exception, overrides: list[str]) -> list[str] 
 
 def explain(error: Exception) -> str:
     """One line for a composition error; a missing preset gets the nearest ones."""
+    if isinstance(error, OverrideParseException):
+        return unparsed_override(error)
     text = str(error)
     option = MISSING_OPTION.search(text) if isinstance(error, MissingConfigException) else None
     if option is not None:
         return unknown_option(option.group("group"), option.group("option"))
     lines = text.split("Config search path:")[0].split("\n")
     return "invalid config or override: " + " ".join(line.strip() for line in lines if line)
+
+
+def unparsed_override(error: OverrideParseException) -> str:
+    """An override Hydra's grammar refuses, named whole with its key, Hydra's reason (where a
+    lexer error points with a caret: the character) and how to quote a value for Hydra: the
+    shell's quotes alone leave spaces, brackets and non-ASCII characters to Hydra's parser."""
+    override = error.override or ""
+    key, _, value = override.partition("=")
+    lines = [line for line in str(error).splitlines() if not line.startswith("See https://")]
+    if lines and lines[0].startswith("LexerNoViableAltException: ") and len(lines) > 1:
+        column = len(lines[1]) - len(lines[1].lstrip()) - len("LexerNoViableAltException: ")
+        bad = override[column] if 0 <= column < len(override) else ""
+        reason = f"a character Hydra's grammar does not take unquoted ({bad!r}, column {column})"
+    else:
+        reason = " ".join(line.strip() for line in lines) or type(error).__name__
+    quoted = f'"{value}"' if not {'"', "'"} & set(value) else '"a b"'  # else the shell's break
+    return (
+        f"cannot parse the override {override!r} (key {key.lstrip('+~')}): {reason}. A value "
+        "holding spaces, brackets, commas, quotes or non-ASCII characters needs Hydra's own "
+        f"quotes inside the shell's: '{key}={quoted}'"
+    )
 
 
 def options_with_key(group: str, path: list[str]) -> list[str]:
@@ -151,6 +174,8 @@ def expand_sweeps(overrides: list[str]) -> list[list[str]]:
     """Hydra's multirun semantics: `key=a,b` sweeps; the runs are the product, in order."""
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException as error:
+        raise ConfigError(unparsed_override(error)) from error
     except HydraException as error:
         raise ConfigError(f"invalid override: {error}") from error
     choices = [

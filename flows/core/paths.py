@@ -100,12 +100,18 @@ def check_writable(paths: RunPaths) -> None:
     below = (paths.artifacts, paths.prefect_home, paths.root / "cache")
     for folder in (paths.root, *[folder for folder in below if folder.is_dir()]):
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
-                pass
+            make_writable_folder(folder)
         except OSError as error:
             raise ConfigError(
                 f"paths.root={paths.root} is not writable: {folder} ({error.strerror}). Cloze "
                 "keeps its artifacts, MLflow store and Prefect database there: set CLOZE_HOME "
                 "(or paths.root=...) to a writable folder, or make this one writable."
             ) from error
+
+
+def make_writable_folder(folder: Path) -> None:
+    """Creates `folder` if need be and writes (then removes) a file in it: raises the OSError
+    (read-only, no permission, full) a first real write would meet, before any work is done."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+        pass

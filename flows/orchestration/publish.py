@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from flows.core.artifacts import ArtifactRef
-from flows.tracking.runs import RunHandle, Tracker
+from flows.tracking.runs import RunHandle, Tracker, final_status
 
 # Each task run's per-class precision, recall, F1 and support, per arm (mean over seeds).
 PER_CLASS_FILE = "per_class.json"
@@ -37,9 +37,12 @@ class TaskRuns:
         """Training curves of one run, prefixed `<arm>-lr<rate>-seed<seed>`, on the task's run."""
         return [self.get(task).lightning_logger(prefix=label)]
 
-    def fail_open(self) -> None:
+    def end_open(self, error: BaseException) -> None:
+        """Ends the task runs still open when the stage stops: KILLED for a signal or Ctrl-C
+        (as the stage's and the pipeline's runs), FAILED for an error."""
+        status = final_status(error)
         for run in self.runs.values():
-            run.finish("FAILED")
+            run.finish(status)
 
 
 def publish(ref: ArtifactRef, stage_run: RunHandle, task_runs: TaskRuns) -> None:

@@ -10,6 +10,7 @@ the checkpoint stage, it cost the tokenizer stage first and was reported under a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,19 +66,25 @@ def check_vocabulary(folder: Path, rows: int, key: str) -> None:
 
 def tokenizer_size(folder: Path, key: str) -> int | None:
     """The tokens of the checkpoint's tokenizer, read from its file without `transformers`
-    (slow to import); None for a SentencePiece model (the checkpoint stage checks it)."""
+    (slow to import); None for a SentencePiece model (the checkpoint stage checks it). A file
+    that does not parse is named, with the parser's line and column."""
     from tokenizers import Tokenizer
 
-    try:
-        if (folder / "tokenizer.json").is_file():
-            return int(Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab_size())
-        if (folder / "vocab.txt").is_file():
-            return sum(1 for _ in (folder / "vocab.txt").open(encoding="utf-8"))
-        if (folder / "vocab.json").is_file():
-            return len(json.loads((folder / "vocab.json").read_text(encoding="utf-8")))
-    except Exception as error:  # tokenizers raises its own Exception for a malformed file
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ConfigError(
-            f"{key}={folder}: its tokenizer files are not readable ({reason})"
-        ) from None
+    readers: tuple[tuple[str, Callable[[Path], int]], ...] = (
+        ("tokenizer.json", lambda path: Tokenizer.from_file(str(path)).get_vocab_size()),
+        ("vocab.txt", lambda path: sum(1 for _ in path.open(encoding="utf-8"))),
+        ("vocab.json", lambda path: len(json.loads(path.read_text(encoding="utf-8")))),
+    )
+    for name, size in readers:
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            return int(size(path))
+        except Exception as error:  # tokenizers raises its own Exception for a malformed file
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise ConfigError(
+                f"{key}={folder}: {path} is not a readable tokenizer file ({reason}); download "
+                "it again or remove it"
+            ) from None
     return None

@@ -73,7 +73,13 @@ def transformer_module(folder: Path, key: str) -> Path:
             f"{key}={folder}: {modules} lists {len(paths)} {TRANSFORMER_MODULE} modules; Cloze "
             "continues a sentence-transformers model with exactly one"
         )
-    return (folder / paths[0]).resolve()
+    module = (folder / paths[0]).resolve()
+    if not module.is_dir():
+        raise ConfigError(
+            f"{key}={folder}: {modules} names the transformer module {paths[0]!r}, but {module} "
+            "is not a folder; restore it (the encoder's config.json and weights live there)"
+        )
+    return module
 
 
 def download(name: str, key: str) -> Path:

@@ -8,47 +8,17 @@ of the run (the temporary Prefect server included) outlives it.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.conftest import mounted_tmpfs
 from tests.integration.cli_runs import local_env, run_cli
 
 pytestmark = pytest.mark.slow
 SMOKE = ["experiment=smoke", "corpus.max_documents=300", "trainer.max_steps=20"]
-
-
-@contextmanager
-def mounted_tmpfs(folder: Path, options: str) -> Iterator[Path]:
-    """A tmpfs on `folder`; the test is skipped where mounting is not permitted."""
-    folder.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)]).returncode:
-        pytest.skip("cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "--lazy", str(folder)], check=True)
-
-
-@pytest.fixture
-def read_only_home(tmp_path: Path) -> Iterator[Path]:
-    """A folder no process can write: a read-only tmpfs for root (whom permissions do not
-    stop), else a folder without write permission."""
-    if os.geteuid() == 0:
-        with mounted_tmpfs(tmp_path / "home", "ro,size=1m") as home:
-            yield home
-        return
-    home = tmp_path / "home"
-    home.mkdir()
-    home.chmod(0o555)
-    yield home
-    home.chmod(0o755)
 
 
 def test_a_read_only_home_fails_at_once_naming_cloze_home_and_the_path(

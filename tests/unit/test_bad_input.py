@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -360,7 +361,13 @@ CONFIG_CASES = [
         r"^corpus\.replay\.format='xml' must be one of \('auto', ",
     ),
     (["model=bert-huge"], r"^model=bert-huge is not in conf/model/; nearest: bert-base"),
-    (["trainer.max_steps=[1"], r"^invalid config or override: no viable alternative at input"),
+    (
+        ["trainer.max_steps=[1"],
+        r"^cannot parse the override 'trainer\.max_steps=\[1' \(key trainer\.max_steps\): no "
+        r"viable alternative at input '\[1'\. A value holding spaces, brackets, commas, quotes "
+        r"or non-ASCII characters needs Hydra's own quotes inside the shell's: "
+        r"'trainer\.max_steps=\"\[1\"'$",
+    ),
     (["shards.seq_len=4"], r"shards\.seq_len=4 must be between 8 and 8192"),
     (["trainer.learning_rate=-0.001"], r"trainer\.learning_rate=-0\.001 must be greater than 0"),
     (["trainer.learning_rate=nan"], r"trainer\.learning_rate=nan must be a finite number"),
@@ -859,6 +866,22 @@ def squad_json(paragraphs: list[tuple[str, str, int]]) -> str:
     return json.dumps({"version": "1.1", "data": [{"title": "a", "paragraphs": rows}]})
 
 
+def squad_qas(*qas: dict[str, Any], context: str = "Rollo led the Normans.") -> str:
+    """One paragraph of SQuAD 2.0 JSON holding these `qas` entries as given."""
+    paragraph = {"context": context, "qas": list(qas)}
+    return json.dumps({"version": "v2.0", "data": [{"title": "a", "paragraphs": [paragraph]}]})
+
+
+def question(id: str, *answers: tuple[str, int], impossible: bool = False) -> dict[str, Any]:
+    return {
+        "id": id,
+        "question": "who?",
+        "answers": [{"text": text, "answer_start": start} for text, start in answers],
+        "is_impossible": impossible,
+    }
+
+
+ROLLO = ("Rollo", 0)
 RELATION = {
     **JSONL,
     "kind": "relation",
@@ -988,6 +1011,38 @@ TASK_CASES += [
         r"q\.json: 1 answer\(s\) differ from context\[answer_start:answer_start\+len\(text\)\], "
         r"first: question q1 \(.*q\.json: \$\.data\[0\]\.paragraphs\[1\]\.qas\[0\]\); fix the "
         r"offsets",
+    ),
+    TaskCase(
+        "SQuAD question marked is_impossible that lists answers",
+        {"q.json": squad_qas(question("a", ROLLO), question("b", *[ROLLO] * 4, impossible=True))},
+        SQUAD,
+        r"q\.json: 1 question\(s\) are marked is_impossible: true but list answers, first: "
+        r"question b \(.*q\.json: \$\.data\[0\]\.paragraphs\[0\]\.qas\[1\]\), with 4; SQuAD "
+        r"2\.0 keeps an unanswerable question's spans under plausible_answers: empty its answers",
+    ),
+    TaskCase(
+        "SQuAD train file with duplicate question ids",
+        {"q.json": squad_qas(question("a", ROLLO), question("a", ROLLO), question("b", ROLLO))},
+        SQUAD,
+        r"q\.json: 1 question id\(s\) repeat, first: 'a' \(.*q\.json: \$\.data\[0\]\.paragraphs"
+        r"\[0\]\.qas\[0\] and .*qas\[1\]\); each question needs its own id",
+    ),
+    TaskCase(
+        "SQuAD test file where an unanswerable question reuses an answerable one's id",
+        {
+            "q.json": squad_qas(question("a", ROLLO), question("b", ROLLO)),
+            "u.json": squad_qas(question("c", ROLLO), question("c", impossible=True)),
+        },
+        {**SQUAD, "test": "u.json"},
+        r"u\.json: 1 question id\(s\) repeat, first: 'c' \(.*u\.json: .*qas\[0\] and .*qas\[1\]"
+        r"\); each question needs its own id \(predictions and scores are keyed by it\)",
+    ),
+    TaskCase(
+        "SQuAD answer of empty text on an answerable question",
+        {"q.json": squad_qas(question("a", ROLLO), question("b", ("", 0)))},
+        SQUAD,
+        r"q\.json: 1 answer\(s\) have empty text, first: question b \(.*qas\[1\]\); an "
+        r"unanswerable question has no answers \(answers: \[\], or is_impossible: true\)",
     ),
     TaskCase(
         "SQuAD question without its question field",
@@ -1257,3 +1312,84 @@ def test_bad_ui_ports(
     assert ui_main(arguments) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1, err
+
+
+# `cloze compare` (`python -m flows.compare`): (arguments, with {home} a read-only CLOZE_HOME,
+# the one-line error), before any run is read.
+COMPARE_CASES = [
+    (
+        [],
+        r"error: {home}/compare is not writable \((Read-only file system|Permission denied)\): "
+        r"compare writes its charts there \(--out, by default <paths\.root>/compare\); pass --out "
+        r"with a writable folder\n",
+    ),
+]
+
+
+@pytest.mark.parametrize(("arguments", "message"), COMPARE_CASES, ids=lambda c: str(c)[:30])
+def test_bad_compare_outputs(
+    read_only_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    arguments: list[str],
+    message: str,
+) -> None:
+    from flows.cloze import main as cloze_main
+
+    monkeypatch.setenv("CLOZE_HOME", str(read_only_home))
+    assert cloze_main(["compare", *arguments]) == 2
+    assert re.fullmatch(
+        message.format(home=re.escape(str(read_only_home))), capsys.readouterr().err
+    )
+
+
+# An override Hydra's grammar refuses, wherever the CLI parses overrides: (the override, the one
+# `error:` line). Each entry point below gives the same line.
+PARSE_CASES = [
+    (
+        "trainer.max_steps=[4",
+        "error: cannot parse the override 'trainer.max_steps=[4' (key trainer.max_steps): no "
+        "viable alternative at input '[4'. A value holding spaces, brackets, commas, quotes or "
+        "non-ASCII characters needs Hydra's own quotes inside the shell's: "
+        """'trainer.max_steps="[4"'\n""",
+    ),
+    (
+        "pretrain.init_from=/data/my models/bért",
+        "error: cannot parse the override 'pretrain.init_from=/data/my models/bért' (key "
+        "pretrain.init_from): a character Hydra's grammar does not take unquoted ('é', column "
+        "36). A value holding spaces, brackets, commas, quotes or non-ASCII characters needs "
+        """Hydra's own quotes inside the shell's: 'pretrain.init_from="/data/my models/bért"'\n""",
+    ),
+]
+
+
+def served_run(overrides: list[str]) -> int:
+    """A served or deployed run's resolution of its form (flows/orchestration/flow_runs.py),
+    ending as the flow body reports an expected error."""
+    from flows.core.cli import fail
+    from flows.orchestration.flow_runs import read_form
+    from flows.resolve import resolve_run
+
+    form = read_form(overrides=overrides)
+    try:
+        resolve_run(form.to_overrides(), form.until)
+    except ConfigError as error:
+        return fail(error)
+    return 0
+
+
+ENTRY_POINTS: dict[str, Callable[[list[str]], int]] = {
+    "python -m flows": lambda overrides: cli_main(overrides),
+    "python -m flows --multirun": lambda overrides: cli_main(["--multirun", *overrides]),
+    "cloze run": lambda overrides: __import__("flows.cloze").cloze.main(["run", *overrides]),
+    "served run": served_run,
+}
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+@pytest.mark.parametrize(("override", "message"), PARSE_CASES, ids=lambda c: str(c)[:24])
+def test_an_override_hydra_cannot_parse_is_one_error_line_with_the_quoting_hint(
+    capsys: pytest.CaptureFixture[str], entry: str, override: str, message: str
+) -> None:
+    assert ENTRY_POINTS[entry]([override]) == 2
+    assert capsys.readouterr().err == message

@@ -7,6 +7,7 @@ experiment sets a key to the value it would have without it.
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,3 +145,14 @@ def test_the_default_run_is_the_classes_defaults(group: str) -> None:
     cls = GROUPS[group]
     differing = {name for name in cls.model_fields if section[name] != default_of(cls, name)}
     assert differing <= CHANGED_BY_DEFAULT_PRESETS.get(group, set())
+
+
+def test_every_task_preset_the_docs_list_is_a_finetune_option_that_runs_it() -> None:
+    """docs/downstream-reference.md's task presets are what `finetune=<preset>` selects, as the
+    README says; a task only the catalog defines would be refused as `not in conf/finetune/`."""
+    reference = (CONF_DIR.parent / "docs" / "downstream-reference.md").read_text()
+    section = reference.split("## Task presets", 1)[1].split("\n## ", 1)[0]
+    presets = re.findall(r"^\| `(\w+)`", section, flags=re.MULTILINE)
+    assert "squad_v2_fragment" in presets
+    for preset in presets:
+        assert compose_config([f"finetune={preset}"])["finetune"]["tasks"] == [preset], preset

@@ -162,33 +162,55 @@ def capped_warning(figures: TaskFigures) -> str | None:
     )
 
 
+def grid_key(figures: TaskFigures, arm: str) -> str:
+    """The key that sets an arm's learning-rate grid: in a checkpoint continuation (a base arm
+    beside it) the pretrained arm is tuned on `pretrained_learning_rates` (TaskRecipe.grid)."""
+    continued = f"base_{figures.metric}_mean" in figures.metrics
+    field = "pretrained_learning_rates" if continued and arm == "pretrained" else "learning_rates"
+    return task_key(figures, field)
+
+
 def grid_edge_warning(figures: TaskFigures) -> str | None:
-    """A line for a task where an arm chose the lowest or highest rate of its grid."""
+    """A line for a task where an arm chose the lowest or highest rate of its grid, naming
+    the key of that arm's own grid."""
     edges = {arm: figures.arms[arm] for arm in ARMS if figures.arms[arm].grid_edge}
     if not edges:
         return None
-    key = task_key(figures, "learning_rates")
-    chosen = ", ".join(
-        f"{ARM_NAMES[arm]} chose {arm_figures.learning_rate:g}, the {arm_figures.grid_edge} rate"
+    keys = {arm: grid_key(figures, arm) for arm in edges}
+    chosen = "; ".join(
+        f"{ARM_NAMES[arm]} chose {arm_figures.learning_rate:g}, the {arm_figures.grid_edge} "
+        f"rate of {keys[arm]}"
         for arm, arm_figures in edges.items()
     )
+    extend = " and ".join(dict.fromkeys(keys.values()))
     return (
-        f"GRID EDGE {figures.task}: {chosen} of {key}; the best rate may lie outside the grid: "
-        f"extend {key} past that end"
+        f"GRID EDGE {figures.task}: {chosen}; the best rate may lie outside the grid: "
+        f"extend {extend} past that end"
     )
 
 
 def uninformative_warning(figures: TaskFigures) -> str | None:
-    """A line for a task where every arm scores what predicting the majority label scores: the
-    task tells the encoders nothing apart (too few labels, or a head that never learned)."""
-    majority = figures.baselines.get("majority")
+    """A line for a task that cannot tell the encoders apart: a baseline already scores the
+    most the metric can be (the no-answer baseline on a test split of unanswerable questions
+    only), or every arm scores what a baseline scores (too few labels, or a head that never
+    learned)."""
+    task, metric = figures.task, figures.metric
+    for name, value in figures.baselines.items():
+        if value >= 1 - 1e-9:
+            why = " (every test question is unanswerable)" if name == "no_answer" else ""
+            return (
+                f"UNINFORMATIVE {task}: the {name} baseline scores {value:.3f}, the most {metric} "
+                f"can be{why}; no arm can beat it, so no difference between the arms means "
+                "anything"
+            )
     means = [figures.arms[arm].mean for arm in ARMS]
-    if majority is None or any(abs(mean - majority) > 1e-9 for mean in means):
-        return None
-    return (
-        f"UNINFORMATIVE {figures.task}: every arm scores the majority baseline's "
-        f"{majority:.3f}; no arm learned the task, so no difference between them means anything"
-    )
+    for name, value in figures.baselines.items():
+        if all(abs(mean - value) <= 1e-9 for mean in means):
+            return (
+                f"UNINFORMATIVE {task}: every arm scores the {name} baseline's {value:.3f}; no "
+                "arm learned the task, so no difference between them means anything"
+            )
+    return None
 
 
 def warnings(figures: TaskFigures) -> list[str]:

@@ -38,26 +38,74 @@ class QAExample:
 
 
 @dataclass
-class Mismatches:
-    """Answers whose text is not the context at their offset: counted, the first one named."""
+class Found:
+    """Questions of one fault in a file: counted, the first one named."""
 
-    where: str
     count: int = 0
     first: str = ""
 
-    def check(self, example: QAExample) -> None:
+    def add(self, which: str) -> None:
+        self.count += 1
+        self.first = self.first or which
+
+
+@dataclass
+class Mismatches:
+    """A file's questions checked against SQuAD's rules, counted over the whole file and refused
+    with the first offender named: an answer that is not the context at its offset, an answer of
+    empty text, a question marked `is_impossible` that lists answers (SQuAD 2.0 keeps those
+    spans under `plausible_answers`; its scorer would grade them as gold), and an id used twice
+    (predictions and scores are keyed by id)."""
+
+    where: str
+    offsets: Found = field(default_factory=Found)
+    empty: Found = field(default_factory=Found)
+    impossible: Found = field(default_factory=Found)
+    duplicates: Found = field(default_factory=Found)
+    ids: dict[str, str] = field(default_factory=dict)
+
+    def check(self, example: QAExample, impossible_answers: int = 0) -> None:
+        name = f"{example.id} ({example.at})"
         for text, start in zip(example.answers, example.starts, strict=True):
-            if example.context[start : start + len(text)] != text:
-                self.count += 1
-                self.first = self.first or f"{example.id} ({example.at})"
+            if not text.strip():
+                self.empty.add(name)
+            elif example.context[start : start + len(text)] != text:
+                self.offsets.add(name)
+        if impossible_answers:
+            self.impossible.add(f"{name}, with {impossible_answers}")
+        if example.id in self.ids:
+            self.duplicates.add(f"{example.id!r} ({self.ids[example.id]} and {example.at})")
+        self.ids.setdefault(example.id, example.at)
 
     def raise_any(self) -> None:
-        if self.count:
-            raise TaskInputError(
-                f"{self.where}: {self.count} answer(s) differ from "
-                "context[answer_start:answer_start+len(text)], first: question "
-                f"{self.first}; fix the offsets (0-based characters into the context)"
-            )
+        faults = (
+            (
+                self.offsets,
+                "answer(s) differ from context[answer_start:answer_start+len(text)], first: "
+                "question {first}; fix the offsets (0-based characters into the context)",
+            ),
+            (
+                self.empty,
+                "answer(s) have empty text, first: question {first}; an unanswerable question "
+                "has no answers (answers: [], or is_impossible: true): remove the empty answer",
+            ),
+            (
+                self.impossible,
+                "question(s) are marked is_impossible: true but list answers, first: question "
+                "{first}; SQuAD 2.0 keeps an unanswerable question's spans under "
+                "plausible_answers: empty its answers, or set is_impossible: false",
+            ),
+            (
+                self.duplicates,
+                "question id(s) repeat, first: {first}; each question needs its own id "
+                "(predictions and scores are keyed by it)",
+            ),
+        )
+        for found, words in faults:
+            if found.count:
+                raise TaskInputError(
+                    f"{self.where}: {found.count} {words.format(first=found.first)}"
+                )
 
 
 def need(value: dict[str, Any], name: str, kind: type | tuple[type, ...], at: str) -> Any:
@@ -98,7 +146,8 @@ def read_squad(path: Path, spec: TaskSpec, labels: Any = None) -> list[QAExample
             context = need(paragraph, "context", str, p_at)
             for q, qa in enumerate(need(paragraph, "qas", list, p_at)):
                 example = squad_question(qa, context, title or context, f"{p_at}.qas[{q}]")
-                mismatches.check(example)
+                impossible = example.answers == () and qa.get("is_impossible", False) is True
+                mismatches.check(example, len(qa["answers"]) if impossible else 0)
                 examples.append(example)
     mismatches.raise_any()
     return examples

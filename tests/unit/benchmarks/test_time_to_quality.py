@@ -4,10 +4,11 @@ time is the last one scored by then, and the time to a target is interpolated be
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
-from benchmarks.time_to_quality import TrainingClock, loss_at, summary, time_to_reach
+from benchmarks.time_to_quality import TrainingClock, loss_at, main, summary, time_to_reach
 
 CURVE = [
     {"seconds": 0.0, "step": 0, "tokens": 0, "loss": 9.0},
@@ -39,6 +40,7 @@ def test_a_loss_at_a_time_is_the_last_scored_by_then() -> None:
     assert loss_at(CURVE, 59.0) == 9.0
     assert loss_at(CURVE, 60.0) == 7.0
     assert loss_at(CURVE, 1200.0) == 5.0  # a run that ended keeps its last loss
+    assert loss_at(CURVE[1:], 30.0) == 7.0  # a first step longer than the budget: its score
 
 
 def test_the_time_to_a_loss_is_interpolated_between_scores() -> None:
@@ -56,3 +58,22 @@ def test_the_summary_times_cloze_to_the_peers_final_loss() -> None:
     assert rows[1]["minutes to the peer's final loss"] == 0.5  # 30 s: 4x sooner
     assert rows[0]["mfu"] == pytest.approx(1 / 6)  # 200 tokens in 120 s x 1 GFLOP / 10 GFLOP/s
     assert rows[1]["mfu"] == pytest.approx(2 / 3)
+
+
+@pytest.mark.slow
+def test_the_benchmark_runs_both_paths_end_to_end_on_a_tiny_shape(tmp_path: Path) -> None:
+    """The published figure can be re-run: both paths train for seconds on smoke's bert-tiny
+    and are scored (it once died in run_mlm_defaults when the plan's model became typed)."""
+    overrides = ["experiment=smoke", "corpus.max_documents=400", "trainer.precision=32-true"]
+    rows = main(
+        [
+            "--budget-minutes=0.05",
+            "--score-every-s=1",
+            "--threads=1",
+            f"--overrides={','.join(overrides)}",
+            f"--work-dir={tmp_path}",
+        ]
+    )
+    assert [row["path"] for row in rows] == ["run_mlm.py defaults", "cloze"]
+    assert all(row["steps"] >= 1 and row["tokens/s"] > 0 for row in rows), rows
+    assert "minutes to the peer's final loss" in rows[1]

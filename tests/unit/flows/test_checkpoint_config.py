@@ -81,6 +81,12 @@ def without(checkpoint: Path, folder: Path, *names: str) -> Path:
     return folder
 
 
+def with_file(checkpoint: Path, folder: Path, name: str, content: str) -> Path:
+    shutil.copytree(checkpoint, folder)
+    (folder / name).write_text(content)
+    return folder
+
+
 def edited(checkpoint: Path, folder: Path, **changes: object) -> Path:
     shutil.copytree(checkpoint, folder)
     hf = json.loads((folder / "config.json").read_text())
@@ -136,6 +142,24 @@ CASES = {
         lambda ckpt, tmp: [f"pretrain.init_from={sentence_folder(ckpt, tmp / 'st', modules=0)}"],
         r"^error: pretrain\.init_from=.*st: .*modules\.json lists 0 "
         r"sentence_transformers\.models\.Transformer modules",
+    ),
+    "a head warm-up without a checkpoint": (
+        lambda ckpt, tmp: ["pretrain.head_warmup_steps=2"],
+        r"^error: pretrain\.head_warmup_steps=2 trains a checkpoint's MLM head alone first, but "
+        r"pretrain\.init_from names none: set pretrain\.init_from=<transformers checkpoint "
+        r"folder>, or drop it",
+    ),
+    "a tokenizer.json that is not JSON": (
+        lambda ckpt, tmp: [
+            f"pretrain.init_from={with_file(ckpt, tmp / 'bad-tok', 'tokenizer.json', '[oops')}"
+        ],
+        r"^error: pretrain\.init_from=.*bad-tok: .*bad-tok/tokenizer\.json is not a readable "
+        r"tokenizer file \(.* line 1 column \d+\); download it again",
+    ),
+    "a sentence-transformers folder whose transformer module is missing": (
+        lambda ckpt, tmp: [f"pretrain.init_from={sentence_folder(ckpt, tmp / 'st', gone=True)}"],
+        r"^error: pretrain\.init_from=.*st: .*st/modules\.json names the transformer module "
+        r"'0_Transformer', but .*st/0_Transformer is not a folder; restore it",
     ),
     "a shape key set against the checkpoint": (
         lambda ckpt, tmp: [f"pretrain.init_from={ckpt}", "model.hidden_size=256"],
@@ -245,11 +269,12 @@ def test_a_cloze_export_is_named_by_its_family_and_artifact_key(
     assert config["model"]["name"] == checkpoint.name
 
 
-def sentence_folder(checkpoint: Path, folder: Path, modules: int = 1) -> Path:
-    """A sentence-transformers export: modules.json, the transformer in `0_Transformer/`, then
-    pooling (no weights of its own)."""
-    shutil.copytree(checkpoint, folder / "0_Transformer")
-    (folder / "1_Pooling").mkdir()
+def sentence_folder(checkpoint: Path, folder: Path, modules: int = 1, gone: bool = False) -> Path:
+    """A sentence-transformers export: modules.json, the transformer in `0_Transformer/` (left
+    out if `gone`), then pooling (no weights of its own)."""
+    if not gone:
+        shutil.copytree(checkpoint, folder / "0_Transformer")
+    (folder / "1_Pooling").mkdir(parents=True)
     (folder / "1_Pooling" / "config.json").write_text(
         json.dumps({"pooling_mode_mean_tokens": True})
     )
@@ -319,3 +344,12 @@ def test_a_headless_checkpoint_warms_its_new_head_up_first(tmp_path: Path) -> No
     assert off["pretrain"]["head_warmup_steps"] == 0
     plan = PipelinePlan.from_run_config(load_run_config(config))
     assert plan.pretrain.head_warmup_steps == HEAD_WARMUP_STEPS
+
+
+def test_a_checkpoint_with_its_mlm_head_warms_that_head_up_when_asked(checkpoint: Path) -> None:
+    """BertForMaskedLM has its head: an explicit warm-up trains that head alone, and the note
+    says so (never "no MLM head", which the checkpoint stage would contradict)."""
+    config, (note,) = adopted(f"pretrain.init_from={checkpoint}", "pretrain.head_warmup_steps=2")
+    assert config["pretrain"]["head_warmup_steps"] == 2
+    assert "; its MLM head trains alone first for pretrain.head_warmup_steps=2 steps" in note
+    assert "no MLM head" not in note

@@ -57,3 +57,24 @@ def test_a_sigterm_during_the_final_status_write_leaves_the_run_killed_not_runni
     with pytest.raises(Stopped):
         run.finish("KILLED")
     assert tracker.client.get_run(run.run_id).info.status == "KILLED"
+
+
+# A finetune stage stopped while a task's child run is open: (what stopped it, the task run's
+# final MLflow status). A signal reads KILLED, as the stage's and the pipeline's runs do.
+STOPPED_TASK_RUN_CASES = [
+    (KeyboardInterrupt(), "KILLED"),  # Ctrl-C during question-answering fine-tuning
+    (RuntimeError("a bug"), "FAILED"),
+]
+
+
+@pytest.mark.parametrize(("error", "status"), STOPPED_TASK_RUN_CASES, ids=lambda c: str(c)[:9])
+def test_a_task_run_open_when_the_stage_stops_ends_as_what_stopped_it(
+    tmp_path: Path, error: BaseException, status: str
+) -> None:
+    from flows.orchestration.publish import TaskRuns
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "cloze", None)
+    task_runs = TaskRuns(tracker, tracker.start_run("finetune"))
+    qa = task_runs.get("qa")
+    task_runs.end_open(error)
+    assert tracker.client.get_run(qa.run_id).info.status == status

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from flows.downstream.finetuning.caps import caps_outputs, caps_record
@@ -15,7 +16,7 @@ from flows.downstream.statistics.report import markdown_table
 from flows.downstream.statistics.task_figures import TaskFigures
 from flows.downstream.tasks.encoding import encode
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
-from flows.downstream.tasks.spec import BASE_ARM
+from flows.downstream.tasks.spec import ARMS, BASE_ARM
 from flows.refresh.promotion import decide
 from flows.summary import downstream_result
 from tests.fakes import finetune_outputs as outputs_of
@@ -157,3 +158,74 @@ def test_a_task_where_every_arm_scores_the_majority_baseline_is_flagged() -> Non
         **{"t.baselines": "majority", "t.baseline_majority_accuracy_mean": 0.5},
     )
     assert not any("UNINFORMATIVE" in line for line in summary_lines(learned))
+
+
+# A GRID EDGE line names the key of the grid the arm was tuned on: (arms at the edge of their
+# grid, whether a base arm continues a checkpoint beside them, the line).
+GRID_EDGE_CASES = [
+    (
+        {"pretrained": 1e-4},
+        True,
+        "GRID EDGE t: pretrained chose 0.0001, the highest rate of "
+        "finetune.pretrained_learning_rates; the best rate may lie outside the grid: extend "
+        "finetune.pretrained_learning_rates past that end",
+    ),
+    (
+        {"pretrained": 1e-4, "random_init": 1e-3},
+        True,
+        "GRID EDGE t: pretrained chose 0.0001, the highest rate of "
+        "finetune.pretrained_learning_rates; random init chose 0.001, the highest rate of "
+        "finetune.learning_rates; the best rate may lie outside the grid: extend "
+        "finetune.pretrained_learning_rates and finetune.learning_rates past that end",
+    ),
+    (
+        {"pretrained": 1e-3},
+        False,
+        "GRID EDGE t: pretrained chose 0.001, the highest rate of finetune.learning_rates; the "
+        "best rate may lie outside the grid: extend finetune.learning_rates past that end",
+    ),
+]
+
+
+@pytest.mark.parametrize(("edges", "continued", "line"), GRID_EDGE_CASES)
+def test_a_grid_edge_names_the_grid_the_arm_was_tuned_on(
+    edges: dict[str, float], continued: bool, line: str
+) -> None:
+    task_grid, checkpoint_grid = [1e-4, 3e-4, 1e-3], [2e-5, 5e-5, 1e-4]
+    grids = {"pretrained": checkpoint_grid if continued else task_grid, "random_init": task_grid}
+    arms = {name: arm(edges.get(name, grid[1]), grid, [3, 4]) for name, grid in grids.items()}
+    if continued:
+        arms[BASE_ARM] = arm(5e-5, checkpoint_grid, [3, 4])
+    outputs = outputs_of(arms, **(base_outputs("t", arms, 0.95) if continued else {}))
+    assert f"  {line}" in summary_lines(outputs)
+
+
+# A task that cannot tell the encoders apart is flagged: (each arm's scores over two seeds, the
+# baselines' mean scores, the flag's line; None: no flag).
+UNINFORMATIVE_CASES = [
+    (
+        (0.5, 0.5),
+        {"majority": 0.5},
+        "UNINFORMATIVE t: every arm scores the majority baseline's 0.500; no arm learned the "
+        "task, so no difference between them means anything",
+    ),
+    (
+        (0.8, 0.8),  # a QA file whose every question is unanswerable: the arms answer a few
+        {"no_answer": 1.0, "lexical_overlap": 0.2},
+        "UNINFORMATIVE t: the no_answer baseline scores 1.000, the most accuracy can be (every "
+        "test question is unanswerable); no arm can beat it, so no difference between the arms "
+        "means anything",
+    ),
+    ((0.6, 0.5), {"no_answer": 0.5, "lexical_overlap": 0.2}, None),
+]
+
+
+@pytest.mark.parametrize(("scores", "baselines", "line"), UNINFORMATIVE_CASES)
+def test_a_task_no_arm_can_tell_apart_is_flagged_uninformative(
+    scores: tuple[float, float], baselines: dict[str, float], line: str | None
+) -> None:
+    arms = {name: scored(score, score) for name, score in zip(ARMS, scores, strict=True)}
+    means = {f"t.baseline_{name}_accuracy_mean": value for name, value in baselines.items()}
+    outputs = outputs_of(arms, **{"t.baselines": ",".join(baselines), **means})
+    flags = [flag for flag in summary_lines(outputs) if "UNINFORMATIVE" in flag]
+    assert flags == ([f"  {line}"] if line else [])

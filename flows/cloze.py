@@ -34,6 +34,11 @@ COMMANDS = {
         "run the pipeline (tokenizer, shards, pretrain, finetune) with Hydra overrides; "
         "--until STAGE stops early",
     ),
+    "evaluate": Command(
+        "flows.evaluate.cli",
+        "score a checkpoint (pretrain.init_from) as it is on the tasks: base and random-init "
+        "arms, no pretraining",
+    ),
     "serve": Command(
         "flows.deploy.cli",
         "register the Prefect deployments and run their flow runs from here",

@@ -35,6 +35,12 @@ from flows.deploy.settings import DEPLOYMENTS, DeploymentSettings, DeploySetting
 ENTRYPOINTS = {
     "pipeline": "flows/deploy/entrypoints.py:pipeline_deployment",
     "refresh": "flows/refresh/flow.py:domain_refresh",
+    "evaluate": "flows/evaluate/flow.py:evaluate_deployment",
+}
+# What a deployment's page says of its parameters (the pipeline's form: the default).
+DESCRIPTIONS = {
+    "evaluate": "Cloze evaluate: a checkpoint (init_from) as it is on the tasks, its base and "
+    "random-init arms beside the baselines; no corpus, no pretraining",
 }
 TAGS = ["cloze"]
 # How long `serve` and `register` wait for the server's health check before saying it is down.
@@ -149,8 +155,11 @@ def deployment_options(name: str, item: DeploymentSettings) -> dict[str, Any]:
         "parameters": parameters,
         "schedules": [Cron(item.cron, timezone=item.timezone)] if item.cron else None,
         "tags": [*TAGS, name],
-        "description": f"Cloze {name}: a typed run form (experiment, stage, model, corpus, "
-        "steps, tasks) plus raw Hydra overrides",
+        "description": DESCRIPTIONS.get(
+            name,
+            f"Cloze {name}: a typed run form (experiment, stage, model, corpus, steps, tasks) "
+            "plus raw Hydra overrides",
+        ),
     }
 
 
@@ -232,6 +241,8 @@ def flow_runs_immune_to_ctrl_c() -> Iterator[None]:
 
 
 def entrypoint_of(name: str) -> str:
+    if name in ENTRYPOINTS:
+        return ENTRYPOINTS[name]
     return ENTRYPOINTS["pipeline" if DEPLOYMENTS[name] else "refresh"]
 
 

@@ -29,6 +29,7 @@ from flows.orchestration.flow_runs import (
     run_name,
 )
 from flows.orchestration.publish import TaskRuns, publish
+from flows.orchestration.run_form import Task
 from flows.pipeline import (
     IO_TASK_OPTIONS,
     TRAINING_TAG,
@@ -157,7 +158,7 @@ def run_evaluation(resolved: ResolvedRun) -> dict[str, Any]:
 @flow(name=EVALUATE_FLOW, flow_run_name=run_name, log_prints=True)
 def evaluate_deployment(
     init_from: str = "",
-    tasks: list[str] = [],  # noqa: B006 (defaults the UI shows; never mutated)
+    tasks: list[Task] = [],  # noqa: B006 (defaults the UI shows; never mutated)
     overrides: list[str] = [],  # noqa: B006
 ) -> dict[str, Any] | State:
     """A checkpoint as it is on the tasks: its base and random-init arms with their grids, seeds,

@@ -52,14 +52,11 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_checkpoint("bert", folder, vocab_size=size, scale=0.5)
 
 
-def evaluate(root: Path, folder: Path) -> dict[str, Any]:
-    """`cloze evaluate` in this process: the CLI's checks, then its flow."""
-    from flows.evaluate.cli import resolve
-    from flows.evaluate.flow import evaluate_flow
-    from flows.pipeline import pretraining_pipeline
+def deployment_run(root: Path, folder: Path | str) -> Any:
+    """A run of the `evaluate` deployment's flow, in this process, as a worker starts it."""
+    from flows.evaluate.flow import evaluate_deployment
 
-    run = resolve([*TASKS, f"paths.root={root}", f"pretrain.init_from={folder}"])
-    return pretraining_pipeline(run, flow_object=evaluate_flow)  # type: ignore[no-any-return]
+    return evaluate_deployment(init_from=str(folder), overrides=[*TASKS, f"paths.root={root}"])
 
 
 def continuation(root: Path, folder: Path) -> dict[str, Any]:
@@ -121,6 +118,7 @@ def test_mlflow_holds_it_as_a_run_through_finetune(evaluated: tuple[Path, str]) 
     root, _ = evaluated
     client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("cloze")
+    assert experiment is not None
     runs = client.search_runs([experiment.experiment_id])
     [parent] = [run for run in runs if run.data.tags.get("cloze.run") == "evaluate"]
     children = {
@@ -157,10 +155,12 @@ def test_a_continuation_after_it_reuses_both_arms(
     )
 
 
-def test_an_evaluation_after_a_continuation_fits_nothing(tmp_path: Path, checkpoint: Path) -> None:
+def test_an_evaluation_after_a_continuation_fits_nothing_here_as_its_deployment(
+    tmp_path: Path, checkpoint: Path
+) -> None:
     continued = continuation(tmp_path, checkpoint)["stages"]["finetune"]
     before = arms(tmp_path)
-    summary = evaluate(tmp_path, checkpoint)
+    summary = deployment_run(tmp_path, checkpoint)
     assert arms(tmp_path) == before
     assert summary["stages"]["checkpoint"]["cache_hit"]
     finetune = summary["stages"]["finetune"]
@@ -185,3 +185,10 @@ def evaluation_figures(root: Path) -> dict[str, Any]:
         for name, value in manifest["outputs"].items()
         if name.startswith("pydoc_topics.")
     }
+
+
+def test_its_deployment_refuses_a_run_without_a_checkpoint_in_one_line(tmp_path: Path) -> None:
+    state = deployment_run(tmp_path, "")
+    assert state.is_failed()
+    assert state.message.startswith("pretrain.init_from is not set: cloze evaluate scores")
+    assert not (tmp_path / "artifacts" / "tokenizer").exists()  # refused before any stage

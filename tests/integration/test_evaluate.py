@@ -89,8 +89,10 @@ def evaluated(tmp_path_factory: pytest.TempPathFactory, checkpoint: Path) -> tup
         f"pretrain.init_from={checkpoint}",
         f"paths.root={root}",
     ]
+    # Its own temporary Prefect server, given time to start beside the suite's work.
+    env = local_env(root, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="600")
     result = subprocess.run(
-        command, cwd=REPO, env=local_env(root), capture_output=True, text=True, timeout=900
+        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return root, result.stdout + result.stderr

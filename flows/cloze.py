@@ -34,11 +34,6 @@ COMMANDS = {
         "run the pipeline (tokenizer, shards, pretrain, finetune) with Hydra overrides; "
         "--until STAGE stops early",
     ),
-    "evaluate": Command(
-        "flows.evaluate.cli",
-        "score a checkpoint (pretrain.init_from) as it is on the tasks: base and random-init "
-        "arms, no pretraining",
-    ),
     "serve": Command(
         "flows.deploy.cli",
         "register the Prefect deployments and run their flow runs from here",
@@ -53,6 +48,11 @@ COMMANDS = {
     "compare": Command("flows.compare.cli", "compare pipeline runs recorded in MLflow"),
     "lift": Command(
         "flows.lift", "general pretraining, then continued on a domain, scored for lift"
+    ),
+    "evaluate": Command(
+        "flows.evaluate.cli",
+        "score a checkpoint (pretrain.init_from) as it is on the tasks: base and random-init "
+        "arms, no pretraining",
     ),
     "ui": Command("flows.ui", "serve the Prefect UI and the MLflow UI over the local run stores"),
 }

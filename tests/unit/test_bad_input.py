@@ -1176,6 +1176,7 @@ EVALUATE_CASES: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         lambda checkpoint, scratch: [
             f"pretrain.init_from={checkpoint}",
             "tokenizer.extend_vocabulary=10",
+            "shards.seq_len=64",  # the tiny checkpoint's positions
         ],
         "tokenizer.extend_vocabulary=10 adds corpus words to the checkpoint's vocabulary, but "
         "cloze evaluate reads no corpus: the checkpoint is scored as it is; drop it",

@@ -6,7 +6,9 @@ import argparse
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from flows.core.cli import SERVICE_ERROR, USAGE_ERROR, fail
 from flows.core.config import expand_sweeps, to_yaml
@@ -128,9 +130,15 @@ def main(argv: list[str], prog: str = "python -m flows") -> int:
     return run_all(resolved, paths.root, args)
 
 
-def run_all(resolved: list[ResolvedRun], root: Path, args: argparse.Namespace) -> int:
+def run_all(
+    resolved: list[ResolvedRun],
+    root: Path,
+    args: argparse.Namespace,
+    runner: Callable[[ResolvedRun, str], Any] | None = None,
+    label: Callable[[ResolvedRun], str] | None = None,
+) -> int:
     """Runs the pipeline once per config (several with --multirun) through `--until`; the exit
-    code."""
+    code. `runner` and `label` stand in for the pipeline and its run name (`cloze evaluate`)."""
     verbose = args.verbose
     from flows.pipeline import pretraining_pipeline  # after start_services: Prefect reads env
     from lightning_modules.divergence import TrainingDiverged  # Lightning: after validation
@@ -146,11 +154,12 @@ def run_all(resolved: list[ResolvedRun], root: Path, args: argparse.Namespace) -
     summaries = []
     stop_on_signals()
     for run in resolved:
-        name = run_label(run.run.overrides, run.config)  # a checkpoint names the model
+        # A checkpoint names the model.
+        name = label(run) if label else run_label(run.run.overrides, run.config)
         log_file = RunPaths(root).logs / f"{name}.log"
         try:
             with run_log_file(log_file):
-                summaries.append(pretraining_pipeline(run, name=name))
+                summaries.append((runner or pretraining_pipeline)(run, name))
         except (Interrupted, SystemExit):
             # Lightning turns Ctrl-C (a KeyboardInterrupt) into `exit(1)` after its own cleanup.
             code = stopped_by_signal()

@@ -49,6 +49,11 @@ COMMANDS = {
     "lift": Command(
         "flows.lift", "general pretraining, then continued on a domain, scored for lift"
     ),
+    "evaluate": Command(
+        "flows.evaluate.cli",
+        "score a checkpoint (pretrain.init_from) as it is on the tasks: base and random-init "
+        "arms, no pretraining",
+    ),
     "ui": Command("flows.ui", "serve the Prefect UI and the MLflow UI over the local run stores"),
 }
 

@@ -428,16 +428,20 @@ def version_description(
 _RESOLVED: ContextVar[ResolvedRun | None] = ContextVar("cloze_resolved", default=None)
 
 
-def pretraining_pipeline(resolved: ResolvedRun, name: str | None = None, **options: Any) -> Any:
-    """Runs the `cloze-pipeline` flow on a resolved run (flows/resolve.py) through its `until`;
-    `options` go to the flow call (`return_state`).
+def pretraining_pipeline(
+    resolved: ResolvedRun, name: str | None = None, flow_object: Any = None, **options: Any
+) -> Any:
+    """Runs the `cloze-pipeline` flow (or `flow_object`, a flow of the same signature: `cloze
+    evaluate`'s) on a resolved run (flows/resolve.py) through its `until`; `options` go to the
+    flow call (`return_state`).
 
     `name` names the flow run (the CLI's `<experiment>-<corpus>-<timestamp>`); its MLflow runs
     take the same name. Prefect stores a flow's parameters in its database and shows them in the
     UI, so the flow is given the redacted config; the resolved run, secrets and all, stays in
     this process (a context variable) and the flow takes it back from there.
     """
-    flow_object = pipeline_flow.with_options(flow_run_name=name) if name else pipeline_flow
+    flow_object = flow_object or pipeline_flow
+    flow_object = flow_object.with_options(flow_run_name=name) if name else flow_object
     token = _RESOLVED.set(resolved)
     try:
         return flow_object(redact_secrets(resolved.config), resolved.until, **options)

@@ -23,6 +23,7 @@ from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import TokenizerOutputs
 from flows.stages.tokenizer_import import ImportedTokenizerOutputs
 from flows.stages.training_types import (
+    EVALUATED,
     CheckpointOutputs,
     DistillOutputs,
     FinetuneOutputs,
@@ -78,15 +79,19 @@ def forgetting_text(pre: PretrainOutputs) -> str:
     )
 
 
-def downstream_result(line: TaskFigures, confidence: float) -> list[str]:
+def downstream_result(line: TaskFigures, confidence: float, evaluated: bool = False) -> list[str]:
     """`sst2 accuracy over 5 seed(s): pretrained 0.800 ± 0.010, ...; lift +0.100`, then its two
     intervals, the baselines, the recipe, and a warning when a run was capped by its epochs or
-    an arm chose an end of its learning-rate grid."""
+    an arm chose an end of its learning-rate grid. `evaluated`: `cloze evaluate`'s, whose
+    pretrained arm is the checkpoint as it is, its `base`."""
     pre, rand = line.pretrained, line.random_init
+    arm, lift = (
+        ("base", "base over random init") if evaluated else ("pretrained", "pretraining lift")
+    )
     lines = [
-        f"{line.task} {line.metric} over {line.seeds} seed(s): pretrained "
+        f"{line.task} {line.metric} over {line.seeds} seed(s): {arm} "
         f"{pre.mean:.3f} ± {pre.std:.3f}, random init {rand.mean:.3f} ± {rand.std:.3f}; "
-        f"pretraining lift {line.lift:+.3f}",
+        f"{lift} {line.lift:+.3f}",
         f"  {confidence:.0%} CI of the lift: paired t over seeds {interval_text(line.ci)}, "
         f"bootstrap over test examples {interval_text(line.bootstrap)}",
         f"  baselines (no encoder): {baselines_text(line.baselines)}",
@@ -97,6 +102,8 @@ def downstream_result(line: TaskFigures, confidence: float) -> list[str]:
 
 def arms_named(fine: dict[str, Any]) -> str:
     """The arms the finetune stage ran: with a base checkpoint, all three by name."""
+    if EVALUATED in fine:
+        return f"the checkpoint {fine[EVALUATED]} as it is (base) vs random init"
     if any(key.endswith(".base_learning_rate") for key in fine):
         return "adapted (pretrained) vs base checkpoint vs random init"
     return "pretrained vs random init"
@@ -163,6 +170,8 @@ def stage_figures(stage: str, outputs: dict[str, Any]) -> str:
     the summary's line, and the line the pipeline logs when the stage ends."""
     if stage == "tokenizer" and "imported_from" in outputs:
         imported = ImportedTokenizerOutputs.from_manifest(outputs)
+        if "fertility" not in outputs:  # `cloze evaluate`: no corpus to measure it on
+            return f"{imported.imported_from}, vocab {imported.vocab_size}"
         return (
             f"{imported.imported_from}, vocab {imported.vocab_size}, fertility "
             f"{imported.fertility:.3f} tokens/word on this corpus, unknown rate "
@@ -220,8 +229,9 @@ def render_summary(summary: dict[str, Any]) -> str:
         imported = "imported_from" in stages[stage] or stages[stage]["stage"] == "checkpoint"
         return "imported" if imported else "computed"
 
+    evaluated = "finetune" in stages and EVALUATED in stages["finetune"]
     lines = [  # no blank line: a log record (Prefect's, through print) shows it as an empty one
-        "Cloze pipeline summary",
+        "Cloze evaluate summary" if evaluated else "Cloze pipeline summary",
         *(
             # An external distill teacher stands in for pretrain: its own stage says what it is.
             f"  {name:<10} [{origin(name)}] {stage_figures(stages[name]['stage'], stages[name])}"
@@ -264,7 +274,7 @@ def task_verdicts(outputs: dict[str, Any]) -> list[list[str]]:
     return [
         [
             *base_verdict(outputs, line.task, fine.confidence),
-            *downstream_result(line, fine.confidence),
+            *downstream_result(line, fine.confidence, EVALUATED in outputs),
             *student_result(outputs, line.task, fine.confidence),
             *qa_summary_lines(outputs, line.task),
         ]

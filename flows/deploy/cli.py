@@ -36,6 +36,7 @@ from flows.deploy.settings import DEPLOYMENTS, DeploymentSettings, DeploySetting
 ENTRYPOINTS = {
     "pipeline": "flows/deploy/entrypoints.py:pipeline_deployment",
     "refresh": "flows/refresh/flow.py:domain_refresh",
+    "evaluate": "flows/evaluate/flow.py:evaluate_deployment",
 }
 TAGS = ["cloze"]
 SERVE_HELP = """Registers every enabled deployment of conf/deploy/<config>.yaml and runs their flow
@@ -255,6 +256,8 @@ def flow_runs_immune_to_ctrl_c() -> Iterator[None]:
 
 
 def entrypoint_of(name: str) -> str:
+    if name in ENTRYPOINTS:
+        return ENTRYPOINTS[name]
     return ENTRYPOINTS["pipeline" if DEPLOYMENTS[name] else "refresh"]
 
 

@@ -15,7 +15,8 @@ from pydantic import Field
 
 from flows.core.settings import ConfigError, Number, Settings, bounds, settings_from
 
-# Deployment name -> the pipeline stage it stops after (None: the domain-refresh flow).
+# Deployment name -> the pipeline stage it stops after (None: a flow of its own, the domain
+# refresh's or `cloze evaluate`'s: flows/deploy/cli.py ENTRYPOINTS).
 DEPLOYMENTS: dict[str, str | None] = {
     "full": "finetune",
     "tokenizer": "tokenizer",
@@ -25,6 +26,8 @@ DEPLOYMENTS: dict[str, str | None] = {
     # Distillation from a registry alias (conf/deploy/default.yaml), then its three-arm finetune.
     "distill": "finetune",
     "domain-refresh": None,
+    # A checkpoint as it is on the tasks (`cloze evaluate`): no corpus, no pretraining.
+    "evaluate": None,
 }
 
 

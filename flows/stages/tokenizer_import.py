@@ -156,20 +156,22 @@ def converted(hf: Any, folder: Path, key: str) -> tuple[Tokenizer, str]:
 
 def import_tokenizer(
     folder: Path,
-    corpus: Corpus,
+    corpus: Corpus | None,
     store: ArtifactStore,
     extend_vocabulary: int = 0,
     max_chars: int | None = None,
     key: str = "pretrain.init_from",
 ) -> ArtifactRef:
     """The checkpoint's tokenizer as a tokenizer artifact (extended by the corpus's most split
-    words when asked; `max_chars` bounds the text counted), with its fit to `corpus` measured.
-    A fault names `key`, the setting that gave the folder (a teacher's is `distill.teacher`)."""
+    words when asked; `max_chars` bounds the text counted), with its fit to `corpus` measured
+    (`cloze evaluate` has no corpus: nothing is measured, and nothing can extend it). A fault
+    names `key`, the setting that gave the folder (a teacher's is `distill.teacher`)."""
+    assert corpus is not None or not extend_vocabulary, "an extension counts the corpus's words"
     record: dict[str, Any] = {
         "settings": {"imported": True},
         "inputs": {"files": source_checksums(folder)},
     }
-    if extend_vocabulary:  # absent otherwise: the plain import keys on the files alone
+    if extend_vocabulary and corpus is not None:  # absent otherwise: keyed on the files alone
         record["settings"] |= {"extend_vocabulary": extend_vocabulary, "max_chars": max_chars}
         record["inputs"]["corpus"] = corpus.fingerprint()
     artifact_key = stage_key(STAGE, IMPORT_VERSION, record["settings"], record["inputs"])
@@ -179,7 +181,7 @@ def import_tokenizer(
         tokens = special_tokens(hf, folder, key)
         backend, kind = converted(hf, folder, key)
         extension: dict[str, Any] = {}
-        if extend_vocabulary:
+        if extend_vocabulary and corpus is not None:
             unknown = special_token_id(backend, tokens["unk"])
             extension = extend(backend, kind, corpus, extend_vocabulary, max_chars, unknown)
             (directory / EXTENSION_FILE).write_text(json.dumps(extension, indent=2))
@@ -205,6 +207,8 @@ def import_tokenizer(
         ).to_manifest()
 
     ref = store.get_or_build(STAGE, artifact_key, build, record, content_addressed=True)
+    if corpus is None:
+        return ref
     return replace(ref, outputs={**ref.outputs, **fit_to_corpus(ref, corpus)})
 
 

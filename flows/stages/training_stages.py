@@ -16,6 +16,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from flows.stages.checkpoint_evaluation import evaluate_checkpoint
     from flows.stages.distill import distill
     from flows.stages.finetune import finetune
     from flows.stages.label_curve import label_curve
@@ -35,6 +36,7 @@ HOMES = {
     "lineage_text": "flows.stages.public_import",
     "read_lineage": "flows.stages.public_import",
     "distill": "flows.stages.distill",
+    "evaluate_checkpoint": "flows.stages.checkpoint_evaluation",
     "finetune": "flows.stages.finetune",
     "label_curve": "flows.stages.label_curve",
     "lift_curve": "flows.stages.lift_curve",
@@ -42,6 +44,7 @@ HOMES = {
 }
 __all__ = [
     "distill",
+    "evaluate_checkpoint",
     "finetune",
     "import_checkpoint",
     "label_curve",

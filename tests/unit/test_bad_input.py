@@ -1393,3 +1393,88 @@ def test_an_override_hydra_cannot_parse_is_one_error_line_with_the_quoting_hint(
 ) -> None:
     assert ENTRY_POINTS[entry]([override]) == 2
     assert capsys.readouterr().err == message
+
+
+@pytest.fixture(scope="module")
+def bert_tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny BERT checkpoint folder with its tokenizer, built offline."""
+    folder = tmp_path_factory.mktemp("checkpoint") / "bert-tiny"
+    return tiny_checkpoint("bert", folder, vocab_size=write_tokenizer(folder, "wordpiece"))
+
+
+def pretrain_artifact(tmp_path: Path) -> Path:
+    """A folder holding what a Cloze pretrain artifact holds: its own encoder config."""
+    folder = tmp_path / "artifacts" / "pretrain" / "0123abcd"
+    folder.mkdir(parents=True)
+    (folder / "model_config.json").write_text(json.dumps(EncoderConfig(100, **TINY).to_dict()))
+    return folder
+
+
+# `cloze evaluate`: (overrides given the checkpoint folder and a scratch folder, exact message).
+EVALUATE_CASES: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
+    (
+        "no checkpoint",
+        lambda checkpoint, scratch: ["finetune=pydoc_topics"],
+        "pretrain.init_from is not set: cloze evaluate scores a checkpoint as it is; name one, "
+        "pretrain.init_from=<transformers checkpoint folder, Hub name or models:/NAME@ALIAS>",
+    ),
+    (
+        "not a checkpoint",
+        lambda checkpoint, scratch: [f"pretrain.init_from={scratch}"],
+        "pretrain.init_from='{scratch}' is neither a transformers checkpoint (no config.json) "
+        "nor a pretrain artifact (no model_config.json): give the folder save_pretrained or "
+        "huggingface-cli download wrote, <artifact root>/pretrain/<key>, or a "
+        "models:/<name>@<alias> URI",
+    ),
+    (
+        "unknown task",
+        lambda checkpoint, scratch: [f"pretrain.init_from={checkpoint}", "finetune.tasks=[nope]"],
+        "finetune.tasks: 'nope' is not in finetune.catalog (known: {known}); add "
+        "finetune.catalog.nope or pick a known task",
+    ),
+    (
+        "extended vocabulary",
+        lambda checkpoint, scratch: [
+            f"pretrain.init_from={checkpoint}",
+            "tokenizer.extend_vocabulary=10",
+            "shards.seq_len=64",  # the tiny checkpoint's positions
+        ],
+        "tokenizer.extend_vocabulary=10 adds corpus words to the checkpoint's vocabulary, but "
+        "cloze evaluate reads no corpus: the checkpoint is scored as it is; drop it",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", EVALUATE_CASES, ids=[case[0] for case in EVALUATE_CASES])
+def test_cloze_evaluate_refuses_bad_input_before_any_stage(
+    case: tuple[str, Callable[[Path, Path], list[str]], str],
+    bert_tiny: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from flows.cloze import main as cloze_main
+
+    _, overrides, message = case
+    scratch = tmp_path / "notes"
+    scratch.mkdir()
+    root = tmp_path / "run"
+    code = cloze_main(["evaluate", f"paths.root={root}", *overrides(bert_tiny, scratch)])
+    assert code == 2
+    known = ", ".join(sorted(compose_config([])["finetune"]["catalog"]))
+    assert capsys.readouterr().err == f"error: {message.format(scratch=scratch, known=known)}\n"
+    assert not root.exists()  # no service started, no stage ran
+
+
+def test_cloze_evaluate_refuses_a_pretrain_artifact_naming_its_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from flows.cloze import main as cloze_main
+
+    artifact = pretrain_artifact(tmp_path)
+    root = tmp_path / "run"
+    assert cloze_main(["evaluate", f"paths.root={root}", f"pretrain.init_from={artifact}"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: pretrain.init_from={artifact} is a Cloze pretrain artifact, not a transformers "
+        f"checkpoint: evaluate its export, pretrain.init_from={artifact / 'huggingface'}\n"
+    )
+    assert not root.exists()

@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "flows.deploy",
         "flows.refresh",
+        "flows.evaluate",
         "flows.compare",
         "flows.lift",
         "flows.conf_defaults",

@@ -17,6 +17,7 @@ OPTIONS = {  # each subcommand's --help lists its options
     "serve": ["--config CONFIG"],
     "deploy": ["--config CONFIG", "serve", "register"],
     "refresh": ["OVERRIDE", "refresh.domain"],
+    "evaluate": ["--verbose", "OVERRIDE", "pretrain.init_from"],
     "compare": ["--last LAST", "--run RUN_ID", "--format", "--all", "--include-unfinished"],
     "lift": ["--experiment {pubmed,sst2}", "--via-transformers", "OVERRIDE"],
     "ui": ["--prefect-port PREFECT_PORT", "--mlflow-port MLFLOW_PORT"],

@@ -11,7 +11,14 @@ import pytest
 
 from flows.core.config import CONF_DIR, compose_config
 from flows.core.settings import ConfigError
-from flows.deploy.cli import check_overrides, check_server, config_path, deployment_options
+from flows.deploy.cli import (
+    check_overrides,
+    check_server,
+    config_path,
+    deployment_options,
+    entrypoint_of,
+    flow_of,
+)
 from flows.deploy.settings import DEPLOYMENTS, DeploymentSettings, DeploySettings
 from flows.orchestration.run_form import RunForm
 
@@ -48,6 +55,14 @@ def test_a_cron_schedule_keeps_its_time_zone_and_stage_deployments_stop_early() 
     assert (schedule.cron, schedule.timezone) == ("0 2 * * *", "Europe/Berlin")
     refresh = deployment_options("domain-refresh", DeploymentSettings())
     assert refresh["parameters"] == {"overrides": []} and refresh["schedules"] is None
+
+
+def test_the_evaluate_deployment_runs_cloze_evaluate_s_own_flow_with_no_stage_parameter() -> None:
+    options = deployment_options("evaluate", DeploymentSettings())
+    assert options["parameters"] == {"overrides": []}
+    assert options["description"].startswith("Cloze evaluate: a checkpoint (init_from) as it is")
+    assert entrypoint_of("evaluate") == "flows/evaluate/flow.py:evaluate_deployment"
+    assert flow_of("evaluate").name == "cloze-evaluate"  # the CLI's flow name: one flow page
 
 
 def test_deployment_parameters_compose_exactly_like_the_command_line(tmp_path: Path) -> None:

@@ -56,7 +56,9 @@ def deployment_run(root: Path, folder: Path | str) -> Any:
     """A run of the `evaluate` deployment's flow, in this process, as a worker starts it."""
     from flows.evaluate.flow import evaluate_deployment
 
-    return evaluate_deployment(init_from=str(folder), overrides=[*TASKS, f"paths.root={root}"])
+    return evaluate_deployment(
+        init_from=str(folder), overrides=[*TASKS, f"paths.root={root}"], return_state=True
+    )
 
 
 def continuation(root: Path, folder: Path) -> dict[str, Any]:

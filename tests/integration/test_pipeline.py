@@ -276,8 +276,6 @@ def test_cli_names_replay_paths_that_match_nothing_before_any_stage(tmp_path: Pa
         timeout=120,
     )
     assert result.returncode == 2
-    assert (
-        result.stderr
-        == f"error: corpus.replay.paths: the glob '{tmp_path}/wiki_*' matches no file\n"
-    )
+    error = f"error: corpus.replay.paths: the glob '{tmp_path}/wiki_*' matches no file\n"
+    assert error in result.stderr and result.stderr.count("error:") == 1
     assert not (tmp_path / "artifacts" / "tokenizer").exists()

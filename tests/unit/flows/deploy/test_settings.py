@@ -60,7 +60,9 @@ def test_a_cron_schedule_keeps_its_time_zone_and_stage_deployments_stop_early() 
 def test_the_evaluate_deployment_runs_cloze_evaluate_s_own_flow_with_no_stage_parameter() -> None:
     options = deployment_options("evaluate", DeploymentSettings())
     assert options["parameters"] == {"overrides": []}
-    assert options["description"].startswith("Cloze evaluate: a checkpoint (init_from) as it is")
+    assert options["description"] == (
+        "Cloze evaluate: a typed run form (init_from, tasks) plus raw Hydra overrides"
+    )
     assert entrypoint_of("evaluate") == "flows/evaluate/flow.py:evaluate_deployment"
     assert flow_of("evaluate").name == "cloze-evaluate"  # the CLI's flow name: one flow page
 

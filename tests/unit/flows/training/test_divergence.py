@@ -107,7 +107,7 @@ class StopAtStep(Logger):
         pass
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        if step is not None and step + 1 >= self.step:
+        if step is not None and step >= self.step:  # metrics carry the steps done (MetricSteps)
             raise RuntimeError(f"killed at step {self.step}")
 
 

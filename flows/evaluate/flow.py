@@ -80,8 +80,8 @@ def evaluate_task(
                 ctx.store,
                 task_runs.loggers,
             )
-        except BaseException:
-            task_runs.fail_open()
+        except BaseException as error:
+            task_runs.end_open(error)
             raise
         publish(ref, run, task_runs)
         return ref

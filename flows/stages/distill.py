@@ -29,7 +29,12 @@ from flows.stages.distill_plan import (
     teacher_config,
     teacher_identity,
 )
-from flows.stages.pretrain import check_shards_match, resumable_trainer, save_and_export
+from flows.stages.pretrain import (
+    check_shards_match,
+    resumable_trainer,
+    save_and_export,
+    validation_figures,
+)
 from flows.stages.tokenizer import load_tokenizer
 from flows.stages.training_types import DistillOutputs, DistillStageSettings
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
@@ -164,7 +169,7 @@ def distill_on_rank(job: DistillJob, directory: Path) -> dict[str, Any]:
     started = time.perf_counter()
     trainer.fit(module, datamodule=data, ckpt_path=resume_from or None, weights_only=True)
     fit_seconds = time.perf_counter() - started
-    final = trainer.validate(module, datamodule=data, verbose=False)[0]
+    final = validation_figures(trainer.validate(module, datamodule=data, verbose=False))
     if not trainer.is_global_zero:
         return {}
     exported = save_and_export(student, trained, job.tokenizer_ref.path, directory)

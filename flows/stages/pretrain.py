@@ -40,7 +40,7 @@ from flows.stages.training_types import GENERAL_VALIDATION_KEY, PretrainOutputs,
 from flows.training.divergence_report import divergence_guard
 from flows.training.launch import broadcast_from_rank_zero, build_on_ranks, is_rank_zero
 from flows.training.settings import TrainerSettings, model_in_key
-from flows.training.trainer import make_trainer
+from flows.training.trainer import STEP_KEY, make_trainer
 from flows.training.training_checkpoints import resumable_checkpoint
 from lightning_modules.data.collator import MaskingCollator
 from lightning_modules.data.masking_rules import MaskingRule
@@ -255,8 +255,9 @@ def general_masking(rows: Path | None, trained: TrainedTokenizer, seed: int) -> 
 
 
 def validation_figures(results: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    """One validation's figures, whichever of its loaders' result dicts Lightning put each in."""
-    return {name: value for result in results for name, value in result.items()}
+    """One validation's figures, whichever of its loaders' result dicts Lightning put each in;
+    without `step`, the x value trainer.MetricSteps logs beside them, which is no figure."""
+    return {name: value for result in results for name, value in result.items() if name != STEP_KEY}
 
 
 class KeepWeights(pl.Callback):

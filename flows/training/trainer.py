@@ -87,6 +87,9 @@ def lightning_strategy(settings: TrainerSettings) -> str | Strategy:
     return "auto"
 
 
+STEP_KEY = "step"  # Lightning reads a logged `step` as the metrics' x value
+
+
 class MetricSteps(pl.Callback):
     """Records each metric at the optimizer steps done when it was computed, as the progress
     lines and checkpoints count them.
@@ -105,9 +108,9 @@ class MetricSteps(pl.Callback):
         batch: object,
         batch_idx: int,
     ) -> None:
-        module.log("step", float(trainer.global_step))  # the optimizer has stepped by now
+        module.log(STEP_KEY, float(trainer.global_step))  # the optimizer has stepped by now
 
     def on_validation_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
             # The same on every rank: the reduction keeps Lightning from warning, and is exact.
-            module.log("step", float(trainer.global_step), sync_dist=True)
+            module.log(STEP_KEY, float(trainer.global_step), sync_dist=True)

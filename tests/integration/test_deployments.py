@@ -174,7 +174,7 @@ def test_a_cli_run_and_a_deployment_run_are_filed_under_one_flow(services: Servi
     with SyncPrefectClient(services.prefect_api) as client:
         flows = {flow.id: flow.name for flow in client.read_flows()}
         runs = client.read_flow_runs()
-    assert set(flows.values()) == {"cloze-pipeline", "domain-refresh"}
+    assert set(flows.values()) == {"cloze-pipeline", "domain-refresh", "cloze-evaluate"}
     from_cli = [run for run in runs if run.deployment_id is None]
     assert from_cli and {flows[run.flow_id] for run in from_cli} == {"cloze-pipeline"}
     assert flows[deployed.flow_id] == "cloze-pipeline"

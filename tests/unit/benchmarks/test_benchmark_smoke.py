@@ -22,11 +22,12 @@ SMOKE_ARGUMENTS = {
     "recipe_speed": ["--rounds=1", "--steps=1", "--only=batch 16"],
     "modernbert_memory": ["--seq-len=128", "--tokens-per-step=256"],
 }
-# Covered elsewhere: qa_throughput (tests/unit/benchmarks/test_qa_throughput.py), time_to_quality
+# Covered elsewhere: grid_pruning (tests/unit/benchmarks/test_grid_pruning.py), qa_throughput
+# (tests/unit/benchmarks/test_qa_throughput.py), time_to_quality
 # (test_time_to_quality.py). Not yet run here: those without a tiny-shape option, and two whose
 # rows did not finish on a loaded 2-core machine (train_throughput: over 15 minutes with
 # --models=bert-tiny --steps=2; recipe_sweep: its pipeline's Prefect server did not start).
-COVERED_ELSEWHERE = ("qa_throughput", "time_to_quality")
+COVERED_ELSEWHERE = ("qa_throughput", "time_to_quality", "grid_pruning")
 NOT_YET = (
     "bare_served_flow",
     "checkpoint_import",

@@ -53,7 +53,8 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def deployment_run(root: Path, folder: Path | str) -> Any:
-    """A run of the `evaluate` deployment's flow, in this process, as a worker starts it."""
+    """A run of the `evaluate` deployment's flow, in this process, as a worker starts it: its
+    final state (a refusal is a failed state, not an exception)."""
     from flows.evaluate.flow import evaluate_deployment
 
     return evaluate_deployment(
@@ -164,7 +165,9 @@ def test_an_evaluation_after_a_continuation_fits_nothing_here_as_its_deployment(
 ) -> None:
     continued = continuation(tmp_path, checkpoint)["stages"]["finetune"]
     before = arms(tmp_path)
-    summary = deployment_run(tmp_path, checkpoint)
+    state = deployment_run(tmp_path, checkpoint)
+    assert state.is_completed(), state.message
+    summary = state.result()
     assert arms(tmp_path) == before
     assert summary["stages"]["checkpoint"]["cache_hit"]
     finetune = summary["stages"]["finetune"]

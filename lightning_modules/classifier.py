@@ -7,7 +7,7 @@ whole-split predictions aligned to words, which a per-batch `validation_step` ca
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytorch_lightning as pl
@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Sampler
 
 from lightning_modules.models.config import IGNORE_INDEX
 from lightning_modules.optim import optimizer_config
@@ -46,6 +46,33 @@ class FinetuneModule(pl.LightningModule):
         return optimizer_config(self.model, self.optimizer_settings)
 
 
+class LengthOrder(Sampler[int]):
+    """Scoring order: shortest examples first, so a batch pads little. In split order a batch of
+    32 NER sentences held 2.2x its real tokens (NCBI-disease and BC5CDR validation, MiniLM's
+    tokenizer); sorted, 1.05x. `restore` puts outputs back into split order."""
+
+    def __init__(self, lengths: Sequence[int]) -> None:
+        self.order = sorted(range(len(lengths)), key=lengths.__getitem__)  # stable: ties in order
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.order)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def restore(self, outputs: list[Any]) -> list[Any]:
+        restored: list[Any] = [None] * len(outputs)
+        for position, output in zip(self.order, outputs, strict=True):
+            restored[position] = output
+        return restored
+
+
+def in_split_order(loader: DataLoader, outputs: list[Any]) -> list[Any]:
+    """Outputs in the order of the loader's dataset, whatever order it was read in."""
+    sampler = loader.sampler
+    return sampler.restore(outputs) if isinstance(sampler, LengthOrder) else outputs
+
+
 @torch.no_grad()
 def predict(model: nn.Module, loader: DataLoader) -> Predictions:
     """Per example, in loader order: a label id, or the tag ids at the labelled positions."""
@@ -61,7 +88,7 @@ def predict(model: nn.Module, loader: DataLoader) -> Predictions:
             labelled = batch["labels"] != IGNORE_INDEX
             predictions.extend(row[mask].tolist() for row, mask in zip(best, labelled, strict=True))
     model.train(was_training)
-    return predictions
+    return in_split_order(loader, predictions)
 
 
 @torch.no_grad()
@@ -78,7 +105,7 @@ def predict_spans(model: nn.Module, loader: DataLoader) -> Predictions:
         ):
             windows.append((row[0, :length].tolist(), row[1, :length].tolist()))
     model.train(was_training)
-    return windows
+    return in_split_order(loader, windows)
 
 
 class BestEpoch(pl.Callback):
@@ -110,7 +137,10 @@ class BestEpoch(pl.Callback):
         self.best_state: dict[str, torch.Tensor] | None = None
 
     def on_train_epoch_end(self, trainer: pl.Trainer, module: FinetuneModule) -> None:  # type: ignore[override]
-        score = self.score(self.predictor(module.model, self.loader))
+        # Lightning autocasts its own steps only: a callback's forward passes would run in fp32
+        # (on a bf16-native CPU, half of a fine-tuning run's time went to this scoring).
+        with trainer.precision_plugin.forward_context():
+            score = self.score(self.predictor(module.model, self.loader))
         epoch = trainer.current_epoch + 1
         module.log("val/score", score)
         self.scores.append(score)

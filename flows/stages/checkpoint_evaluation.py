@@ -43,7 +43,7 @@ from flows.stages.finetune_progress import FinishedTasks
 from flows.stages.training_types import EVALUATED, FinetuneOutputs
 from flows.training.settings import TrainerSettings
 
-VERSION = 1
+VERSION = 2
 
 
 def evaluate_checkpoint(

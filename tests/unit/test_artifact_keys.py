@@ -47,13 +47,13 @@ PINNED = {
         "tokenizer": "42adec7afb521f040291",
         "shards": "94fb36023401051d7de7",
         "pretrain": "13cf8590ea42fd7dabc8",
-        "finetune": "77a12076352968b890b6",
+        "finetune": "932b0a0e268378777d97",
     },
     "default": {
         "tokenizer": "fb4be842b66af12ba6ff",
         "shards": "b625087590a26be3806f",
         "pretrain": "289283bbea2930bf7cd0",
-        "finetune": "0e6e9a0925445f03de66",
+        "finetune": "ac5d232f2651197f1ba3",
     },
 }
 # experiment=distilbert_smoke (its other stages are the smoke pins above: distillation moves none;

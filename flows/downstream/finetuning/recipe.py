@@ -35,7 +35,13 @@ from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import ARMS, BASE_ARM, STUDENT_ARM, TaskSpec
 from flows.training.settings import TrainerSettings
 from flows.training.trainer import make_trainer
-from lightning_modules.classifier import BestEpoch, FinetuneModule, predict, predict_spans
+from lightning_modules.classifier import (
+    BestEpoch,
+    FinetuneModule,
+    LengthOrder,
+    predict,
+    predict_spans,
+)
 from lightning_modules.models.config import IGNORE_INDEX, EncoderConfig
 from lightning_modules.models.heads import (
     BertForSequenceClassification,
@@ -206,10 +212,14 @@ class TaskRun:
         return data if positions is None else data.subset(positions)
 
     def loader(self, split: str, seed: int, shuffle: bool = False) -> DataLoader:
+        """Training batches shuffled by the seed; scoring ones by length (predict restores the
+        split's order)."""
+        data = self.split(split, seed)
         return DataLoader(
-            SplitDataset(self.split(split, seed)),
+            SplitDataset(data),
             batch_size=self.settings.batch_size,
             shuffle=shuffle,
+            sampler=None if shuffle else LengthOrder([len(item["input_ids"]) for item in data]),
             collate_fn=lambda items: pad_batch(items, self.pad_id),
             generator=torch.Generator().manual_seed(seed),
         )
@@ -338,7 +348,8 @@ def train_once(
     )
     trainer.fit(module, train_dataloaders=run.loader("train", seed, shuffle=True))
     selector.restore(model)
-    predictions, threshold = run.test_predictions(model, seed)
+    with trainer.precision_plugin.forward_context():  # at the run's precision, as validation
+        predictions, threshold = run.test_predictions(model, seed)
     return RunResult(
         arm,
         learning_rate,

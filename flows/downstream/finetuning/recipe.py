@@ -215,11 +215,12 @@ class TaskRun:
         """Training batches shuffled by the seed; scoring ones by length (predict restores the
         split's order)."""
         data = self.split(split, seed)
+        by_length = LengthOrder([len(item["input_ids"]) for item in data.items])
         return DataLoader(
             SplitDataset(data),
             batch_size=self.settings.batch_size,
             shuffle=shuffle,
-            sampler=None if shuffle else LengthOrder([len(item["input_ids"]) for item in data]),
+            sampler=None if shuffle else by_length,
             collate_fn=lambda items: pad_batch(items, self.pad_id),
             generator=torch.Generator().manual_seed(seed),
         )

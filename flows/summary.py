@@ -276,7 +276,7 @@ def task_verdicts(outputs: dict[str, Any]) -> list[list[str]]:
             *base_verdict(outputs, line.task, fine.confidence),
             *downstream_result(line, fine.confidence, EVALUATED in outputs),
             *student_result(outputs, line.task, fine.confidence),
-            *qa_summary_lines(outputs, line.task),
+            *qa_summary_lines(outputs, line.task, EVALUATED in outputs),
         ]
         for line in fine.figures.values()
     ]

@@ -112,7 +112,9 @@ class BestEpoch(pl.Callback):
     """Scores the validation split after each epoch, keeps the best weights, stops on patience.
 
     Restoring the best epoch's weights makes the epoch count a choice made on validation, per
-    arm, like the learning rate; test data is never looked at during training.
+    arm, like the learning rate; test data is never looked at during training. Epochs that tie
+    on `score` are told apart by `tiebreak` where one is given (question answering: every epoch
+    may score what abstaining on every question scores, while the span skill still grows).
     """
 
     def __init__(
@@ -122,6 +124,7 @@ class BestEpoch(pl.Callback):
         patience: int,
         predictor: Callable[[nn.Module, DataLoader], Predictions] = predict,
         behind: Callable[[int, float], bool] | None = None,
+        tiebreak: Callable[[Predictions], float] | None = None,
     ) -> None:
         """`behind(epoch, best score so far)` says when the run trails a rival too far to go on
         (a grid's pruning rule); None: only patience stops it."""
@@ -130,9 +133,11 @@ class BestEpoch(pl.Callback):
         self.score = score
         self.patience = patience
         self.behind = behind
+        self.tiebreak = tiebreak
         self.scores: list[float] = []  # after each epoch: what pruning a later run reads
         self.pruned = False
         self.best_score = float("-inf")
+        self.best_tiebreak = float("-inf")  # the best epoch's tiebreak; -inf without one
         self.best_epoch = 0
         self.best_state: dict[str, torch.Tensor] | None = None
 
@@ -140,12 +145,14 @@ class BestEpoch(pl.Callback):
         # Lightning autocasts its own steps only: a callback's forward passes would run in fp32
         # (on a bf16-native CPU, half of a fine-tuning run's time went to this scoring).
         with trainer.precision_plugin.forward_context():
-            score = self.score(self.predictor(module.model, self.loader))
+            predictions = self.predictor(module.model, self.loader)
+        score = self.score(predictions)
+        tiebreak = self.tiebreak(predictions) if self.tiebreak is not None else float("-inf")
         epoch = trainer.current_epoch + 1
         module.log("val/score", score)
         self.scores.append(score)
-        if score > self.best_score:
-            self.best_score, self.best_epoch = score, epoch
+        if (score, tiebreak) > (self.best_score, self.best_tiebreak):
+            self.best_score, self.best_tiebreak, self.best_epoch = score, tiebreak, epoch
             self.best_state = copy.deepcopy(module.model.state_dict())
         elif epoch - self.best_epoch >= self.patience:
             trainer.should_stop = True

@@ -19,8 +19,14 @@ from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.settings import output_settings
 from flows.downstream.finetuning.baselines import BaselineResult, evaluate_baselines
 from flows.downstream.finetuning.caps import caps_outputs, caps_record
-from flows.downstream.finetuning.qa_runs import unanswerable_mode
-from flows.downstream.finetuning.recipe import ArmResult, LoggerFactory, TaskRun, evaluate_arm
+from flows.downstream.finetuning.qa_runs import SPAN, answerable, unanswerable_mode
+from flows.downstream.finetuning.recipe import (
+    ArmResult,
+    LoggerFactory,
+    RunResult,
+    TaskRun,
+    evaluate_arm,
+)
 from flows.downstream.settings import (
     RECIPE_FIELDS,
     FinetuneSettings,
@@ -249,12 +255,29 @@ def lift_figures(
     task_run: TaskRun, arms: dict[str, ArmResult], settings: FinetuneSettings, seed: int
 ) -> dict[str, Any]:
     """What every evaluation of a task reports, the stage's and each lift-curve point's: each
-    arm's mean and std, the lift with its paired-t interval, and its bootstrap interval."""
+    arm's mean and std, the lift with its paired-t interval, and its bootstrap interval (a QA
+    task's span skill's too)."""
     spec, epochs = task_run.spec, task_run.settings.epochs
     return {
         **task_outputs(spec.name, spec.metric, arms, settings.confidence, epochs),
         **bootstrap_outputs(task_run, arms, settings, seed),
+        **span_bootstrap(task_run, arms, settings, seed),
     }
+
+
+def span_bootstrap(
+    task_run: TaskRun,
+    arms: dict[str, ArmResult],
+    settings: FinetuneSettings,
+    seed: int,
+    pair: tuple[str, str] = ("pretrained", "random_init"),
+    name: str = "lift",
+) -> dict[str, float]:
+    """A QA task's span skill (`<task>.<name>_span_<metric>_bootstrap_*`): the bootstrap over
+    its answerable test questions; nothing for another kind."""
+    if not task_run.question_answering:
+        return {}
+    return bootstrap_outputs(task_run, arms, settings, seed, pair, name, span=True)
 
 
 def bootstrap_outputs(
@@ -264,13 +287,22 @@ def bootstrap_outputs(
     seed: int,
     pair: tuple[str, str] = ("pretrained", "random_init"),
     name: str = "lift",
+    span: bool = False,
 ) -> dict[str, float]:
     """`<task>.<name>_<metric>_bootstrap_low|high`: the paired bootstrap over test examples of
-    the first arm of `pair` minus the second (the lift; `over_base` for a continued checkpoint)."""
+    the first arm of `pair` minus the second (the lift; `over_base` for a continued checkpoint).
+    `span`: a QA task's span skill, over its answerable test questions and their best spans."""
     spec, gold = task_run.spec, task_run.splits["test"].gold
+    kept = answerable(gold) if span else list(range(len(gold)))
+    if not kept:
+        return {}
+
+    def predicted(run: RunResult) -> list[Any]:
+        return [(run.test_spans or [])[i] for i in kept] if span else run.test_predictions
+
     statistics = {
         arm: [
-            example_statistics(spec.kind, gold, run.test_predictions, task_run.labels)
+            example_statistics(spec.kind, [gold[i] for i in kept], predicted(run), task_run.labels)
             for run in arms[arm].runs
         ]
         for arm in pair
@@ -287,7 +319,7 @@ def bootstrap_outputs(
         types,
         spec.kind,
     )
-    prefix = f"{spec.name}.{name}_{spec.metric}_bootstrap"
+    prefix = f"{spec.name}.{name}_{SPAN if span else ''}{spec.metric}_bootstrap"
     return {f"{prefix}_low": low, f"{prefix}_high": high}
 
 
@@ -413,6 +445,7 @@ def finetune(
                 outputs.update(base_outputs(spec.name, arms, settings.confidence))
                 pair = ("pretrained", BASE_ARM)
                 outputs.update(bootstrap_outputs(task_run, arms, settings, seed, pair, OVER_BASE))
+                outputs.update(span_bootstrap(task_run, arms, settings, seed, pair, OVER_BASE))
             record = task_record(task_run, arms, baselines)
             runs[spec.name] = {
                 **record,

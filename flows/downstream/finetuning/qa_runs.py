@@ -4,16 +4,37 @@ On a task with unanswerable questions (SQuAD 2.0) the null-score threshold is fi
 validation split's own decoding: while training, on the epoch's validation logits (the score that
 picks the epoch and the learning rate); for test, on the chosen model's validation logits, then
 applied to test unchanged. Test never sets it.
+
+Beside the task's score, every run is scored on its span skill: exact match and F1 on the
+answerable questions alone with abstention off (each question gets its best span). A SQuAD 2.0
+score can sit at the share of unanswerable questions (abstaining everywhere) while the encoder
+finds answers: the span scores show what the overall F1 hides, and break the ties of a grid whose
+every rate abstains everywhere on validation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from flows.downstream.tasks.encoding import EncodedSplit
 from flows.downstream.tasks.qa_decoding import WindowLogits, answers, candidates, fit_threshold
 from flows.downstream.tasks.qa_encoding import QAEncodedSplit
 from flows.downstream.tasks.spec import TaskSpec
+from lightning_modules.squad_metrics import has_answer, squad_scores
+
+SPAN = "span_"  # `span_exact_match`, `span_f1`: a run's test scores of the span skill
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A split's answers, the threshold they were cut at (None: every question answered), and
+    every question's best span (abstention off)."""
+
+    answers: list[str]
+    threshold: float | None
+    spans: list[str]
 
 
 def decoded_answers(
@@ -23,27 +44,46 @@ def decoded_answers(
     validation: list[WindowLogits] | None,
     unanswerable: bool,
     metric: str,
-) -> tuple[list[str], float | None]:
-    """Answers to `split`'s questions from its window `logits`, and the null-score threshold they
-    were cut at (None without `unanswerable`: every question answered), fitted on
-    `validation`'s logits, or on `logits` when `split` is validation."""
+) -> Decoded:
+    """Answers to `split`'s questions from its window `logits`, cut at the null-score threshold
+    (without `unanswerable`: every question answered) fitted on `validation`'s logits, or on
+    `logits` when `split` is validation."""
     encoded = splits[split]
     assert isinstance(encoded, QAEncodedSplit)
     found = candidates(encoded, logits)
+    spans = answers(found, None)
     if not unanswerable:
-        return answers(found, None), None
+        return Decoded(spans, None, spans)
     reference = splits["validation"]
     assert isinstance(reference, QAEncodedSplit)
     fitted = found if validation is None else candidates(reference, validation)
     threshold = fit_threshold(reference.gold, fitted, metric)
-    return answers(found, threshold), threshold
+    return Decoded(answers(found, threshold), threshold, spans)
+
+
+def span_scores(gold: Sequence[Sequence[str]], spans: Sequence[str]) -> dict[str, float]:
+    """`span_exact_match` and `span_f1` over the answerable questions, each answered with its
+    best span; none when no question is answerable."""
+    kept = [
+        (answers, span) for answers, span in zip(gold, spans, strict=True) if has_answer(answers)
+    ]
+    if not kept:
+        return {}
+    scores = squad_scores([answers for answers, _ in kept], [span for _, span in kept])
+    return {f"{SPAN}{name}": scores[name] for name in ("exact_match", "f1")}
+
+
+def answerable(gold: Sequence[Sequence[str]]) -> list[int]:
+    """Positions of the questions the span scores are over."""
+    return [position for position, answers in enumerate(gold) if has_answer(answers)]
 
 
 def unanswerable_mode(spec: TaskSpec, train: list[Any]) -> bool:
-    """SQuAD 2.0's no-answer prediction: as a question-answering task says, else as its train
-    split holds unanswerable questions; never for another kind."""
+    """SQuAD 2.0's no-answer prediction: as a question-answering task says (`drop`: never, its
+    unanswerable questions are left out), else as its train split holds unanswerable questions;
+    never for another kind."""
     if spec.kind != "question_answering":
         return False
     if spec.unanswerable is not None:
-        return spec.unanswerable
+        return spec.unanswerable is True
     return any(not example.answers for example in train)

@@ -5,9 +5,11 @@ Per arm, the learning rate is chosen on the validation split from `finetune.lear
 remaining seeds train at that rate. Each run keeps its best validation epoch (early stopping with
 `finetune.patience` under a generous `finetune.epochs`); a run whose best epoch is the last
 allowed may still have been improving and is flagged `capped`; an arm whose chosen rate is the
-lowest or highest of the grid is flagged `grid_edge`. In limited-label mode each seed trains on
-its own labelled sample. Test scores are computed once per run, after training, and never steer
-a choice.
+lowest or highest of the grid is flagged `grid_edge`. A question-answering task breaks ties of
+its metric (every rate, or every epoch, at the score of abstaining everywhere) on the span F1 of
+validation (qa_runs.py); a grid whose every rate tied is flagged `tied`. In limited-label mode
+each seed trains on its own labelled sample. Test scores are computed once per run, after
+training, and never steer a choice.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from flows.downstream.finetuning.pruning import GridPruning
-from flows.downstream.finetuning.qa_runs import decoded_answers
+from flows.downstream.finetuning.qa_runs import Decoded, decoded_answers, span_scores
 from flows.downstream.settings import Recipe
 from flows.downstream.tasks.encoding import EncodedSplit, Item
 from flows.downstream.tasks.load import train_sample
@@ -115,6 +117,10 @@ class RunResult:
     null_threshold: float | None = None
     validation_scores: list[float] = field(default_factory=list)  # after each epoch
     pruned: bool = False  # a grid run stopped for trailing its seed's leader (pruning.py)
+    # Question answering: the best epoch's validation span F1 (what breaks a tie of the metric),
+    # and each test question's best span, abstention off (the span skill's bootstrap input).
+    validation_span_f1: float | None = None
+    test_spans: list[str] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -123,7 +129,9 @@ class ArmResult:
     grid: dict[str, float]  # learning rate -> mean validation score over `grid_seeds` seeds
     runs: list[RunResult] = field(default_factory=list)
     # "lowest" or "highest" when the chosen rate is an end of a grid of two or more rates: the best
-    # rate may lie outside the grid. None inside the grid, or for a one-rate grid (no choice).
+    # rate may lie outside the grid; "tied" when every rate scored the same on validation (the
+    # rate was chosen on the tiebreak, or is the first). None inside the grid, or for a one-rate
+    # grid (no choice).
     grid_edge: str | None = None
 
     @classmethod
@@ -144,10 +152,13 @@ class ArmResult:
         )
 
 
-def grid_edge(chosen: float, grid: list[float]) -> str | None:
-    """Where the chosen rate sits in the grid, when that is an end of it."""
+def grid_edge(chosen: float, grid: list[float], scores: Sequence[float] = ()) -> str | None:
+    """Where the chosen rate sits in the grid, when that is an end of it; "tied" when every rate
+    scored the same (`scores`, one per rate): no end was chosen for its score."""
     if len(set(grid)) < 2:
         return None
+    if scores and len(set(scores)) == 1:
+        return "tied"
     if chosen == min(grid):
         return "lowest"
     return "highest" if chosen == max(grid) else None
@@ -237,19 +248,35 @@ class TaskRun:
         """A QA split's window logits decoded into answers (qa_runs.py); else as they are."""
         if not self.question_answering:
             return predictions
-        return decoded_answers(
-            self.splits, split, predictions, None, self.unanswerable, self.spec.metric
-        )[0]
+        return self.decoded(split, predictions).answers
 
-    def test_predictions(self, model: nn.Module, seed: int) -> tuple[Any, float | None]:
-        """Test predictions, and a QA run's null-score threshold, fitted on validation first."""
+    def decoded(self, split: str, logits: Any, validation: Any = None) -> Decoded:
+        """A QA split's answers, threshold and best spans (qa_runs.decoded_answers)."""
+        return decoded_answers(
+            self.splits, split, logits, validation, self.unanswerable, self.spec.metric
+        )
+
+    def span_f1(self, split: str, logits: Any) -> float:
+        """A QA split's span F1 (answerable questions, abstention off): the metric's tiebreak;
+        0 on a split without an answerable question."""
+        spans = self.decoded(split, logits).spans
+        return span_scores(self.splits[split].gold, spans).get("span_f1", 0.0)
+
+    def test_predictions(self, model: nn.Module, seed: int) -> Decoded:
+        """Test predictions, and a QA run's null-score threshold (fitted on validation first)
+        and best spans."""
         if not self.question_answering:
-            return predict(model, self.loader("test", seed)), None
+            return Decoded(predict(model, self.loader("test", seed)), None, [])
         validation = predict_spans(model, self.loader("validation", seed))
         test = predict_spans(model, self.loader("test", seed))
-        return decoded_answers(
-            self.splits, "test", test, validation, self.unanswerable, self.spec.metric
-        )
+        return self.decoded("test", test, validation)
+
+    def test_metrics(self, decoded: Decoded) -> dict[str, float]:
+        """The task's test scores; a QA task's span skill beside them."""
+        scores = self.metrics("test", decoded.answers)
+        if self.question_answering:
+            scores |= span_scores(self.splits["test"].gold, decoded.spans)
+        return scores
 
     def metrics(self, split: str, predictions: Any) -> dict[str, float]:
         gold, negative = self.splits[split].gold, self.spec.negative_label
@@ -337,6 +364,7 @@ def train_once(
         settings.patience,
         run.predictor(),
         None if pruning is None else pruning.behind,
+        (lambda outputs: run.span_f1("validation", outputs)) if run.question_answering else None,
     )
     label = f"{arm}-lr{learning_rate:g}-seed{seed}"
     trainer = make_trainer(
@@ -350,7 +378,7 @@ def train_once(
     trainer.fit(module, train_dataloaders=run.loader("train", seed, shuffle=True))
     selector.restore(model)
     with trainer.precision_plugin.forward_context():  # at the run's precision, as validation
-        predictions, threshold = run.test_predictions(model, seed)
+        decoded = run.test_predictions(model, seed)
     return RunResult(
         arm,
         learning_rate,
@@ -358,18 +386,29 @@ def train_once(
         selector.best_score,
         selector.best_epoch,
         selector.best_epoch == epochs,
-        run.metrics("test", predictions),
-        predictions,
-        threshold,
+        run.test_metrics(decoded),
+        decoded.answers,
+        decoded.threshold,
         selector.scores,
         selector.pruned,
+        selector.best_tiebreak if run.question_answering else None,
+        decoded.spans if run.question_answering else None,
     )
 
 
+def chosen_rate(grid: list[tuple[float, list[RunResult]]], scores: list[float]) -> int:
+    """The rate (its position in `grid`) with the best mean validation score (`scores`); among
+    equals, the best mean validation span F1 (a QA task's tiebreak), then the first. A rate with
+    a pruned run is out."""
+    tiebreaks = [fmean(r.validation_span_f1 or 0.0 for r in runs) for _, runs in grid]
+    whole = [i for i, (_, runs) in enumerate(grid) if not any(r.pruned for r in runs)]
+    return max(whole, key=lambda i: (scores[i], tiebreaks[i]))
+
+
 def evaluate_arm(run: TaskRun, arm: str, seeds: list[int]) -> ArmResult:
-    """Each rate of the grid scored on the first `grid_seeds` seeds (mean validation score; the
-    first of equals wins; a rate with a pruned run is out), then the other seeds at the chosen
-    rate."""
+    """Each rate of the grid scored on the first `grid_seeds` seeds (mean validation score; ties:
+    the higher mean validation span F1 of a QA task, then the first; a rate with a pruned run is
+    out), then the other seeds at the chosen rate."""
     rates = run.grid(arm)[0]
     tuning = seeds[: run.settings.grid_seeds]
     total = len(rates) * len(tuning) + len(seeds) - len(tuning)
@@ -393,14 +432,12 @@ def evaluate_arm(run: TaskRun, arm: str, seeds: list[int]) -> ArmResult:
 
         grid = [(rate, [timed(rate, seed, rival(seed)) for seed in tuning]) for rate in rates]
         scores = [fmean(result.validation_score for result in runs) for _, runs in grid]
-        whole = [i for i, (_, runs) in enumerate(grid) if not any(r.pruned for r in runs)]
-        best = max(whole, key=lambda i: scores[i])  # the first of equals
-        chosen, runs = grid[best]
+        chosen, runs = grid[chosen_rate(grid, scores)]
         result = ArmResult(
             chosen,
             {f"{rate:g}": score for (rate, _), score in zip(grid, scores, strict=True)},
             list(runs),
-            grid_edge(chosen, rates),
+            grid_edge(chosen, rates, scores),
         )
         result.runs += [timed(chosen, seed) for seed in seeds[len(tuning) :]]
     return result

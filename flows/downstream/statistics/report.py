@@ -172,21 +172,30 @@ def grid_key(figures: TaskFigures, arm: str) -> str:
 
 def grid_edge_warning(figures: TaskFigures) -> str | None:
     """A line for a task where an arm chose the lowest or highest rate of its grid, naming
-    the key of that arm's own grid."""
+    the key of that arm's own grid; or where every rate of an arm's grid tied on validation,
+    saying how the rate was chosen instead (a QA task: on validation span F1)."""
     edges = {arm: figures.arms[arm] for arm in ARMS if figures.arms[arm].grid_edge}
     if not edges:
         return None
     keys = {arm: grid_key(figures, arm) for arm in edges}
-    chosen = "; ".join(
-        f"{ARM_NAMES[arm]} chose {arm_figures.learning_rate:g}, the {arm_figures.grid_edge} "
+    spans = "pretrained_span_f1_mean" in figures.metrics  # a QA task breaks ties on them
+    how = "chosen on validation span F1" if spans else "taken as the first"
+    parts = [
+        f"{ARM_NAMES[arm]}: every rate of {keys[arm]} tied on validation {figures.metric}, "
+        f"{arm_figures.learning_rate:g} {how}"
+        if arm_figures.grid_edge == "tied"
+        else f"{ARM_NAMES[arm]} chose {arm_figures.learning_rate:g}, the {arm_figures.grid_edge} "
         f"rate of {keys[arm]}"
         for arm, arm_figures in edges.items()
+    ]
+    ends = [keys[arm] for arm, arm_figures in edges.items() if arm_figures.grid_edge != "tied"]
+    extend = " and ".join(dict.fromkeys(ends))
+    advice = (
+        f"the best rate may lie outside the grid: extend {extend} past that end"
+        if ends
+        else f"validation {figures.metric} told no rate apart"
     )
-    extend = " and ".join(dict.fromkeys(keys.values()))
-    return (
-        f"GRID EDGE {figures.task}: {chosen}; the best rate may lie outside the grid: "
-        f"extend {extend} past that end"
-    )
+    return f"GRID EDGE {figures.task}: {'; '.join(parts)}; {advice}"
 
 
 def uninformative_warning(figures: TaskFigures) -> str | None:

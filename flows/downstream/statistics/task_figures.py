@@ -23,7 +23,9 @@ class ArmFigures:
     learning_rate: float  # chosen on validation
     epochs_mean: float
     capped_runs: int  # runs whose best epoch was the last allowed
-    grid_edge: str  # "lowest" / "highest" when the chosen rate is an end of the grid, else ""
+    # "lowest" / "highest" when the chosen rate is an end of the grid, "tied" when every rate
+    # scored the same on validation, else ""
+    grid_edge: str
 
 
 @dataclass(frozen=True)

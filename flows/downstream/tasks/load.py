@@ -24,7 +24,12 @@ from flows.downstream.tasks.encoding import encode, stand_in_tokenizer
 from flows.downstream.tasks.hub import read_hub
 from flows.downstream.tasks.markers import check_train_markers, keep_marked
 from flows.downstream.tasks.qa_encoding import encode_questions
-from flows.downstream.tasks.qa_splits import carve_qa_splits
+from flows.downstream.tasks.qa_splits import (
+    carve_qa_splits,
+    drop_unanswerable,
+    unanswerable_per_file,
+    warn_never_abstains,
+)
 from flows.downstream.tasks.readers import (
     LabelIndex,
     TaggedSentence,
@@ -185,8 +190,7 @@ def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
     drops = keep_relations(spec, data_dir, splits) if spec.kind == "relation" else {}
     qa_carved = {}
     if spec.kind == "question_answering":
-        check_unanswerable(spec, splits["train"], str(spec.source("train", data_dir)))
-        qa_carved = carve_qa_splits(spec, splits, sampling.seed)
+        qa_carved = question_splits(spec, splits, data_dir, sampling.seed)
     if spec.drop_contained_rows:
         whole = whole_rows(splits["train"])
         log.info(
@@ -221,6 +225,20 @@ def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
     return TaskData(
         spec, labels, ordered, source, absent, sizes, marker_drops=drops, carved=qa_carved
     )
+
+
+def question_splits(
+    spec: TaskSpec, splits: dict[str, list[Any]], data_dir: Path, seed: int
+) -> dict[str, str]:
+    """A QA task's splits checked against its `unanswerable` setting, carved where missing
+    (qa_splits.py), then answerable-only under `unanswerable: drop`; says what it carved."""
+    check_unanswerable(spec, splits["train"], str(spec.source("train", data_dir)))
+    counts = unanswerable_per_file(spec, splits, data_dir)
+    carved = carve_qa_splits(spec, splits, seed)
+    if spec.unanswerable == "drop":
+        drop_unanswerable(spec, splits, counts)
+    warn_never_abstains(spec, splits)
+    return carved
 
 
 def keep_relations(

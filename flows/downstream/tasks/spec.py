@@ -65,8 +65,10 @@ OPT_IN_FIELDS = ("drop_contained_rows", "entity_markers", "entity_offsets", "neg
 # Fields only a question-answering task reads: out of every other task's key.
 QA_FIELDS = ("qa_columns", "unanswerable")
 # A question-answering task's decoding, in its key (none before 2): 2 may abstain on every
-# question when that scores best on validation, and records each run's null-score threshold.
-QA_DECODING = 2
+# question when that scores best on validation, and records each run's null-score threshold;
+# 3 abstains on every test question when that scores best on validation (threshold -inf), breaks
+# ties of the metric on validation span F1, and scores the span skill.
+QA_DECODING = 3
 # What a task of each kind is compared against besides random init
 # (flows/downstream/finetuning/baselines.py).
 BASELINES = {
@@ -145,9 +147,10 @@ class TaskSpec(Settings):
     # id, title, question, context, answers where they are not so named (jsonl, parquet, hub).
     # `unanswerable`: true asks for SQuAD 2.0's no-answer prediction with its null-score
     # threshold chosen on validation (refused for a v1.1 file); null: as the train split holds
-    # unanswerable questions or not; false: always answer.
+    # unanswerable questions or not; false: always answer; drop: answerable-only, unanswerable
+    # questions left out of every split (counted in one warning per file), always answer.
     qa_columns: dict[str, str] = Field(default_factory=dict)
-    unanswerable: bool | None = None
+    unanswerable: bool | Literal["drop"] | None = None
     recipe: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")

@@ -220,9 +220,10 @@ def qa_records(
 def check_unanswerable(spec: TaskSpec, train: list[QAExample], where: str) -> None:
     """`unanswerable: true` asks for SQuAD 2.0's null-score threshold: a train split with no
     unanswerable question (v1.1) has nothing to learn it from."""
-    if spec.unanswerable and all(example.answers for example in train):
+    if spec.unanswerable is True and all(example.answers for example in train):
         raise TaskInputError(
             f"{where}: no question is unanswerable (SQuAD v1.1: no is_impossible, no empty "
             f"answers), but finetune.catalog.{spec.name}.unanswerable=true asks for the v2.0 "
-            "null-score threshold; remove unanswerable (or set it to null), or use a v2.0 file"
+            "null-score threshold; remove unanswerable (or set it to null, or to drop for "
+            "answerable-only EM/F1), or use a v2.0 file"
         )

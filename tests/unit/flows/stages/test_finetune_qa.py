@@ -1,6 +1,7 @@
 """Question answering through the finetune stage: a SQuAD 2.0 file the test writes, run as a
 user-defined task (`format: squad`, `kind: question_answering`), scored by the official EM/F1
-for each arm and both baselines, with the lift's intervals."""
+for each arm and both baselines, with the lift's intervals; the span skill beside it (EM/F1 on the
+answerable questions, abstention off); and the answerable-only mode (`unanswerable: drop`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from flows.core.config import compose_config
 from flows.downstream.settings import FinetuneSettings
+from flows.downstream.statistics.qa_report import qa_summary_lines
 from flows.stages.finetune import finetune
 from tests.fakes import TINY_TRAINER as TRAINER
 from tests.fakes import WordShards, squad_articles
@@ -94,7 +96,11 @@ def test_the_pretrained_encoder_learns_to_point_at_the_answer(answered: Any) -> 
 def test_the_summary_shows_em_and_f1_per_arm_and_baseline(answered: Any) -> None:
     ref, _ = answered
     summary = (ref.path / "summary.md").read_text()
-    assert "|  | exact_match | f1 | has_ans_f1 | no_ans_accuracy | null_threshold |" in summary
+    header = (
+        "|  | exact_match | f1 | has_ans_f1 | no_ans_accuracy | span_exact_match | span_f1 | "
+        "null_threshold |"
+    )
+    assert header in summary
     for row in ("pretrained", "random init", "baseline: no_answer", "baseline: lexical_overlap"):
         assert f"| {row} | " in summary
     results = json.loads((ref.path / "results.json").read_text())
@@ -106,20 +112,49 @@ def test_the_summary_shows_em_and_f1_per_arm_and_baseline(answered: Any) -> None
 
 
 def test_each_run_records_the_null_threshold_it_fitted_on_validation(answered: Any) -> None:
-    """results.json holds each run's threshold; the outputs (MLflow's metrics) and the summary
-    its mean and std per arm, never a baseline's."""
+    """results.json holds each run's threshold (-inf: it abstains everywhere); the outputs
+    (MLflow's metrics) count those runs and hold the others' mean and std per arm, never a
+    baseline's; the summary shows both."""
     ref, _ = answered
     results = json.loads((ref.path / "results.json").read_text())
-    for arm in ("pretrained", "random_init"):
-        thresholds = [run["null_threshold"] for run in results["qa"][arm]["runs"]]
-        assert len(thresholds) == 2 and all(math.isfinite(t) for t in thresholds)
-        assert ref.outputs[f"qa.{arm}_null_threshold_mean"] == pytest.approx(mean(thresholds))
-    assert "qa.baseline_no_answer_null_threshold_mean" not in ref.outputs
     summary = (ref.path / "summary.md").read_text()
-    mean_cell = f"{ref.outputs['qa.pretrained_null_threshold_mean']:.3f} ±"
     rows = summary.split("\n")
-    assert any(row.startswith("| pretrained |") and mean_cell in row for row in rows)
+    for arm, row in (("pretrained", "pretrained"), ("random_init", "random init")):
+        thresholds = [run["null_threshold"] for run in results["qa"][arm]["runs"]]
+        finite = [t for t in thresholds if math.isfinite(t)]
+        assert len(thresholds) == 2 and all(t == -math.inf for t in set(thresholds) - set(finite))
+        assert ref.outputs[f"qa.{arm}_abstaining_runs"] == 2 - len(finite)
+        if finite:
+            assert ref.outputs[f"qa.{arm}_null_threshold_mean"] == pytest.approx(mean(finite))
+        cell = "abstains everywhere" if not finite else f"{mean(finite):.3f} ±"
+        assert any(line.startswith(f"| {row} |") and cell in line for line in rows)
+    assert "qa.baseline_no_answer_null_threshold_mean" not in ref.outputs
     assert [row.endswith(" | n/a |") for row in rows if row.startswith("| baseline:")] == [True] * 2
+
+
+def test_the_span_skill_is_reported_per_arm_with_the_lift_s_two_intervals(
+    answered: Any,
+) -> None:
+    """EM and F1 on the answerable test questions with the best span always given: at least the
+    HasAns score (which abstains on some), with the lift's paired-t and bootstrap intervals, in
+    the outputs (MLflow's metrics) and in a summary line above the table."""
+    outputs = answered[0].outputs
+    for arm in ("pretrained", "random_init"):
+        for score in ("exact_match", "f1"):
+            span = outputs[f"qa.{arm}_span_{score}_mean"]
+            assert outputs[f"qa.{arm}_has_ans_{score}_mean"] <= span + 1e-9 <= 1 + 1e-9
+    lift = outputs["qa.lift_span_f1"]
+    assert lift == pytest.approx(
+        outputs["qa.pretrained_span_f1_mean"] - outputs["qa.random_init_span_f1_mean"]
+    )
+    assert outputs["qa.lift_span_f1_ci_low"] <= lift <= outputs["qa.lift_span_f1_ci_high"]
+    low, high = outputs["qa.lift_span_f1_bootstrap_low"], outputs["qa.lift_span_f1_bootstrap_high"]
+    assert low <= lift <= high
+    line = qa_summary_lines(outputs, "qa")[0]
+    assert line.startswith("  span skill (span_f1: answerable test questions, best span always")
+    assert f"pretrained {outputs['qa.pretrained_span_f1_mean']:.3f} ± " in line
+    assert f"lift {lift:+.3f}; 95% CI paired t over seeds [" in line
+    assert f"bootstrap over test questions [{low:+.3f}, {high:+.3f}]" in line
 
 
 def test_a_single_file_has_validation_and_test_carved_by_article(
@@ -137,3 +172,36 @@ def test_a_single_file_has_validation_and_test_carved_by_article(
     assert ref.outputs["qa.test_examples"] == 10  # the last article of five
     assert "test carved: the last 1 article(s) of the train file" in ref.outputs["qa.caps"]
     assert "validation carved: 4 context(s) of train" in ref.outputs["qa.caps"]
+
+
+def test_answerable_only_leaves_the_unanswerable_questions_out_and_never_abstains(
+    answered: Any,
+    word_shards: WordShards,
+    word_encoder: Any,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`unanswerable: drop` on a SQuAD 2.0 file: said once for the file, with its counts; every
+    split answerable only; no threshold, so the plain F1 is the span F1."""
+    (tmp_path / "all.json").write_text(json.dumps(squad_articles(5, 10, seed=3)))
+    settings = qa_settings(
+        tmp_path,
+        "{format:squad,kind:question_answering,train:all.json,unanswerable:drop}",
+        seeds=1,
+        epochs=2,
+        baselines=["lexical_overlap"],
+    )
+    with caplog.at_level("WARNING"):
+        ref = finetune(settings, 5, TRAINER, word_encoder, word_shards.tokenizer, word_shards.store)
+    said = [r.getMessage() for r in caplog.records if "unanswerable question(s)" in r.getMessage()]
+    assert len(said) == 1
+    assert said[0].endswith(
+        "all.json holds 25 unanswerable question(s) of 50, left out of every split "
+        "(finetune.catalog.qa.unanswerable=drop)"
+    )
+    outputs = ref.outputs
+    assert outputs["qa.test_examples"] == 5  # the last article's answerable half
+    assert "qa.pretrained_no_ans_accuracy_mean" not in outputs
+    assert "qa.pretrained_abstaining_runs" not in outputs  # no threshold was fitted
+    for arm in ("pretrained", "random_init"):
+        assert outputs[f"qa.{arm}_f1_mean"] == outputs[f"qa.{arm}_span_f1_mean"]

@@ -11,7 +11,13 @@ import pytest
 
 from flows.downstream.tasks.encoding import stand_in_tokenizer
 from flows.downstream.tasks.load import Sampling, load_task
-from flows.downstream.tasks.qa_decoding import Candidate, answers, candidates, fit_threshold
+from flows.downstream.tasks.qa_decoding import (
+    Candidate,
+    abstains_everywhere,
+    answers,
+    candidates,
+    fit_threshold,
+)
 from flows.downstream.tasks.qa_encoding import CLS_SPAN, encode_questions, span_text
 from flows.downstream.tasks.spec import TaskSpec, default_data_dir
 from flows.downstream.tasks.squad import QAExample, read_squad
@@ -92,13 +98,26 @@ def test_the_null_threshold_is_the_one_that_scores_best() -> None:
     assert answers(found, None) == ["a", "x", "y", "b"]  # v1.1: always answer
 
 
-def test_abstaining_on_every_question_is_a_threshold_too() -> None:
-    """As the official `best_f1` starts from answering none: every span here is wrong."""
+def test_when_answering_nothing_is_best_on_validation_test_abstains_everywhere() -> None:
+    """As the official `best_f1` starts from answering none: every span here is wrong, so the
+    threshold is -inf, and applied to test it abstains on every question, whatever its margin
+    (the lowest validation margin would answer test questions below it)."""
     gold = [["b"], [], []]
     found = [Candidate("x", 5.0, 1.0), Candidate("y", 2.0, 4.0), Candidate("z", 3.0, 3.5)]
     threshold = fit_threshold(gold, found, "f1")
-    assert threshold < min(c.margin for c in found)
+    assert threshold == -math.inf and abstains_everywhere(threshold)
     assert answers(found, threshold) == ["", "", ""]
+    test = [Candidate("far", 50.0, 1.0), Candidate("near", 2.0, 1.9)]  # margins -49, -0.1
+    assert answers(test, threshold) == ["", ""]
+
+
+def test_a_validation_that_ties_with_abstaining_everywhere_abstains_everywhere() -> None:
+    """The unanswerable question has the lower margin, so no cut answers the answerable one
+    alone: answering both scores what abstaining on both does, and the tie goes to abstaining
+    (the official script's strict `>`)."""
+    gold = [["a"], []]
+    found = [Candidate("a", 5.0, 2.0), Candidate("x", 5.0, 1.0)]  # margins -3, -4
+    assert fit_threshold(gold, found, "f1") == -math.inf
 
 
 def test_the_threshold_is_finite_when_some_question_has_no_span() -> None:

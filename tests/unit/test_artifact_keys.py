@@ -24,7 +24,7 @@ from flows.corpora.file_source import OPT_IN_RULES
 from flows.corpora.formats import ReadRules
 from flows.corpora.replay import open_replay
 from flows.downstream.settings import OPT_IN_RECIPE_FIELDS, FinetuneSettings, Recipe
-from flows.downstream.tasks.spec import OPT_IN_FIELDS, TaskSpec
+from flows.downstream.tasks.spec import OPT_IN_FIELDS, QA_DECODING, TaskSpec
 from flows.plan import PipelinePlan
 from flows.stages import distill, finetune, pretrain, tokenizer
 from flows.stages.distill_plan import plan_student
@@ -170,6 +170,18 @@ def test_an_opt_in_task_field_keys_the_task_only_when_set() -> None:
     assert "drop_contained_rows" not in off
     assert TaskSpec(name="t", **task, drop_contained_rows=False).key_record() == off
     assert TaskSpec(name="t", **task, drop_contained_rows=True).key_record() != off
+
+
+def test_only_a_question_answering_task_keys_its_decoding_and_unanswerable_mode() -> None:
+    """QA decoding 3 (abstain everywhere where validation says so, span tiebreaks) moved every
+    QA task's key, and only theirs; `unanswerable: drop` keys the task apart from its SQuAD 2.0
+    twin on the same file."""
+    qa = {"format": "squad", "kind": "question_answering", "train": "q.json"}
+    assert TaskSpec(name="q", **qa).key_record()["decoding"] == QA_DECODING == 3
+    dropped = TaskSpec(name="q", **qa, unanswerable="drop").key_record()
+    assert dropped != TaskSpec(name="q", **qa).key_record() and dropped["unanswerable"] == "drop"
+    glue = TaskSpec(name="t", format="glue", labels=["0", "1"], train="t.tsv", test="t.tsv")
+    assert not {"decoding", "unanswerable", "qa_columns"} & set(glue.key_record())
 
 
 TASK = {"format": "glue", "labels": ["0", "1"], "train": "t.tsv", "test": "t.tsv"}

@@ -882,6 +882,17 @@ def question(id: str, *answers: tuple[str, int], impossible: bool = False) -> di
 
 
 ROLLO = ("Rollo", 0)
+
+
+def squad_paragraphs(*paragraphs: list[dict[str, Any]]) -> str:
+    """One article of SQuAD 2.0 JSON, a context of its own per list of `qas` entries."""
+    rows = [
+        {"context": f"Rollo led the Normans in year {index}.", "qas": qas}
+        for index, qas in enumerate(paragraphs)
+    ]
+    return json.dumps({"version": "v2.0", "data": [{"title": "a", "paragraphs": rows}]})
+
+
 RELATION = {
     **JSONL,
     "kind": "relation",
@@ -1067,7 +1078,20 @@ TASK_CASES += [
         {**SQUAD, "unanswerable": True},
         r"q\.json: no question is unanswerable \(SQuAD v1\.1: no is_impossible, no empty "
         r"answers\), but finetune\.catalog\.t\.unanswerable=true asks for the v2\.0 null-score "
-        r"threshold",
+        r"threshold; remove unanswerable \(or set it to null, or to drop for answerable-only "
+        r"EM/F1\), or use a v2\.0 file",
+    ),
+    TaskCase(
+        "SQuAD task that drops unanswerable questions, on a train split of nothing else",
+        {
+            "q.json": squad_paragraphs(
+                [question("a", impossible=True)], [question("b", impossible=True)]
+            )
+        },
+        {**SQUAD, "unanswerable": "drop"},
+        r"task t: every question of its train split \(1\) is unanswerable, and finetune\.catalog"
+        r"\.t\.unanswerable=drop leaves them all out; give the train split answerable questions, "
+        r"or remove unanswerable",
     ),
     TaskCase(
         "squad-schema record whose answer is not at its answer_start",
@@ -1169,6 +1193,84 @@ def test_bad_task_input_fails_the_up_front_check(tmp_path: Path, case: TaskCase)
     settings = FinetuneSettings(tasks=["t"], catalog={"t": case.spec}, data_dir=str(tmp_path))
     with pytest.raises((TaskInputError, ConfigError), match=case.message.split(";")[0]):
         settings.check_task_files(0)
+
+
+# Input that runs but not as it reads: (name, files, finetune.catalog.t, every warning line a
+# check of the task files logs, in order). Each is said once, with its counts.
+TASK_WARNING_CASES = [
+    (
+        "unanswerable questions in a task that drops them, a line per file",
+        {
+            "q.json": squad_paragraphs(
+                [question("a", ROLLO), question("b", impossible=True)], [question("c", ROLLO)]
+            ),
+            "u.json": squad_paragraphs([question("d", ROLLO)], [question("e", impossible=True)]),
+        },
+        {**SQUAD, "test": "u.json", "unanswerable": "drop"},
+        [
+            "task t: {dir}/q.json holds 1 unanswerable question(s) of 3, left out of every split "
+            "(finetune.catalog.t.unanswerable=drop)",
+            "task t: {dir}/u.json holds 1 unanswerable question(s) of 2, left out of every split "
+            "(finetune.catalog.t.unanswerable=drop)",
+        ],
+    ),
+    (
+        "one file as train and test in a task that drops its unanswerable questions",
+        {"q.json": squad_paragraphs([question("a", ROLLO)], [question("b", impossible=True)])},
+        {**SQUAD, "test": "q.json", "unanswerable": "drop", "validation": "q.json"},
+        [
+            "task t: {dir}/q.json holds 1 unanswerable question(s) of 2, left out of every split "
+            "(finetune.catalog.t.unanswerable=drop)"
+        ],
+    ),
+    (
+        "a SQuAD v1.1 train file beside a v2.0 test file",
+        {
+            "q.json": squad_json(
+                [("Rollo led the Normans.", "Rollo", 0), ("Rollo led.", "Rollo", 0)]
+            ),
+            "u.json": squad_paragraphs([question("d", ROLLO)], [question("e", impossible=True)]),
+        },
+        {**SQUAD, "test": "u.json"},
+        [
+            "task t: its train split holds no unanswerable question (SQuAD v1.1), so no run "
+            "abstains, but 1 of 2 test questions are unanswerable; each scores 0: set "
+            "finetune.catalog.t.unanswerable=drop to leave them out (answerable-only EM/F1), or "
+            "train on a v2.0 file"
+        ],
+    ),
+    (
+        "a SQuAD v1.1 file in a task that drops unanswerable questions: nothing to say",
+        {
+            "q.json": squad_json(
+                [("Rollo led the Normans.", "Rollo", 0), ("Rollo led.", "Rollo", 0)]
+            )
+        },
+        {**SQUAD, "unanswerable": "drop"},
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("files", "spec", "lines"),
+    [case[1:] for case in TASK_WARNING_CASES],
+    ids=[case[0] for case in TASK_WARNING_CASES],
+)
+def test_task_input_that_runs_otherwise_than_it_reads_is_said_once(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    files: dict[str, str],
+    spec: dict[str, Any],
+    lines: list[str],
+) -> None:
+    for name, content in files.items():
+        write(tmp_path / name, content)
+    settings = FinetuneSettings(tasks=["t"], catalog={"t": spec}, data_dir=str(tmp_path))
+    with caplog.at_level("WARNING", logger="flows.downstream.tasks"):
+        settings.check_task_files(0)
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("flows.downstream")]
+    assert said == [line.format(dir=tmp_path) for line in lines]
 
 
 def test_label_counts_above_a_train_pool_are_refused_before_any_service_or_stage(

@@ -9,7 +9,7 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from flows.downstream.finetuning.caps import caps_outputs, caps_record
-from flows.downstream.finetuning.recipe import ArmResult, RunResult, grid_edge
+from flows.downstream.finetuning.recipe import ArmResult, RunResult, chosen_rate, grid_edge
 from flows.downstream.settings import Recipe
 from flows.downstream.statistics.base_report import base_outputs, base_verdict, is_worse_than_base
 from flows.downstream.statistics.report import markdown_table
@@ -35,6 +35,46 @@ def test_the_grid_edge_is_an_end_of_a_grid_of_two_or_more_rates() -> None:
     grid = [1e-4, 3e-4, 1e-3]
     assert [grid_edge(rate, grid) for rate in grid] == ["lowest", None, "highest"]
     assert grid_edge(1e-3, [1e-3]) is None  # one rate: nothing was chosen
+
+
+def test_a_grid_whose_every_rate_tied_is_tied_not_an_edge() -> None:
+    grid = [1e-4, 3e-4, 1e-3]
+    assert grid_edge(1e-4, grid, [0.5, 0.5, 0.5]) == "tied"
+    assert grid_edge(1e-4, grid, [0.5, 0.5, 0.4]) == "lowest"  # two tied, the third lower
+
+
+def run_at(rate: float, score: float, span_f1: float | None, pruned: bool = False) -> RunResult:
+    return RunResult(
+        "arm", rate, 0, score, 1, False, {}, [], pruned=pruned, validation_span_f1=span_f1
+    )
+
+
+def test_rates_that_tie_on_the_metric_are_chosen_on_validation_span_f1() -> None:
+    """Every rate at the score of abstaining everywhere: the span F1 chooses; a higher score
+    still wins over any span F1; without span F1s (not QA) the first of equals; a pruned rate
+    never."""
+    tied = [(1e-4, [run_at(1e-4, 0.5, 0.1)]), (3e-4, [run_at(3e-4, 0.5, 0.3)])]
+    assert chosen_rate(tied, [0.5, 0.5]) == 1
+    assert chosen_rate(tied, [0.6, 0.5]) == 0
+    plain = [(rate, [run_at(rate, 0.5, None)]) for rate in (1e-4, 3e-4)]
+    assert chosen_rate(plain, [0.5, 0.5]) == 0
+    pruned = [tied[0], (3e-4, [run_at(3e-4, 0.5, 0.3, pruned=True)])]
+    assert chosen_rate(pruned, [0.5, 0.5]) == 0
+
+
+def test_a_tied_grid_says_how_the_rate_was_chosen_instead_of_naming_an_edge() -> None:
+    grid = [1e-4, 3e-4]
+    tied = ArmResult(1e-4, {"0.0001": 0.5, "0.0003": 0.5}, arm(1e-4, grid, [3, 4]).runs, "tied")
+    arms = {"pretrained": arm(3e-4, [3e-4], [3, 4]), "random_init": tied}
+    plain = outputs_of(arms)
+    assert (
+        "  GRID EDGE t: random init: every rate of finetune.learning_rates tied on validation "
+        "accuracy, 0.0001 taken as the first; validation accuracy told no rate apart"
+    ) in summary_lines(plain)
+    question_answering = outputs_of(arms, **{"t.pretrained_span_f1_mean": 0.3})
+    assert any(
+        "0.0001 chosen on validation span F1" in line for line in summary_lines(question_answering)
+    )
 
 
 def test_an_arm_at_the_grid_edge_is_flagged_with_the_key_to_extend() -> None:

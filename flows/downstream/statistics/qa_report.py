@@ -137,7 +137,10 @@ def qa_summary_lines(outputs: dict[str, Any], task: str, evaluated: bool = False
     return [
         *span_lines(outputs, task, evaluated),
         f"  {' / '.join(columns)}:",
-        *(f"    {label}: {' / '.join(cells)}" for label, cells in qa_rows(outputs, task)),
+        *(
+            f"    {'base' if evaluated and label == 'pretrained' else label}: {' / '.join(cells)}"
+            for label, cells in qa_rows(outputs, task)
+        ),
     ]
 
 

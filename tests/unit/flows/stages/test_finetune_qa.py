@@ -16,7 +16,9 @@ import pytest
 from flows.core.config import compose_config
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.statistics.qa_report import qa_summary_lines
+from flows.stages.checkpoint_evaluation import evaluate_checkpoint
 from flows.stages.finetune import finetune
+from flows.summary import task_verdicts
 from tests.fakes import TINY_TRAINER as TRAINER
 from tests.fakes import WordShards, squad_articles
 
@@ -205,3 +207,22 @@ def test_answerable_only_leaves_the_unanswerable_questions_out_and_never_abstain
     assert "qa.pretrained_abstaining_runs" not in outputs  # no threshold was fitted
     for arm in ("pretrained", "random_init"):
         assert outputs[f"qa.{arm}_f1_mean"] == outputs[f"qa.{arm}_span_f1_mean"]
+
+
+def test_cloze_evaluate_prints_the_base_arm_s_span_skill_with_the_lift_s_intervals(
+    answered: Any, word_shards: WordShards, word_encoder: Any
+) -> None:
+    """`cloze evaluate`'s stage on a QA task: its summary names the checkpoint's arm `base`, and
+    the span line gives base and random init with base over random init's two intervals."""
+    settings = answered[1].model_copy(
+        update={"pretrained_learning_rates": [3e-3], "pretrained_epochs": 3}
+    )
+    ref = evaluate_checkpoint(
+        settings, 5, TRAINER, word_encoder, word_shards.tokenizer, word_shards.store
+    )
+    lines = [line for task in task_verdicts(ref.outputs) for line in task]
+    span = next(line for line in lines if line.startswith("  span skill"))
+    assert f"base {ref.outputs['qa.pretrained_span_f1_mean']:.3f} ± " in span
+    assert "random init " in span and "; base over random init " in span
+    assert "paired t over seeds [" in span and "bootstrap over test questions [" in span
+    assert "qa.random_init_abstaining_runs" in ref.outputs  # the QA table's figures too

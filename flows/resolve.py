@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.core.config import compose_config
+from flows.core.logs import new_run_warnings
 from flows.core.settings import ConfigError
 from flows.corpora.general_text import check_general_text
 from flows.init_from_config import adopt_init
@@ -77,6 +78,7 @@ def resolve_run(
             "(distils this run's model) or pick experiment=distilbert_smoke"
         )
     if until == STAGES[-1]:
+        new_run_warnings()  # what the check says about the task files, the stage won't repeat
         run.finetune.check_task_files(run.seed)
     general = run.pretrain.general(run.corpus)
     if general is not None and until in STAGES[STAGES.index("pretrain") :]:

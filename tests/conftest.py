@@ -48,6 +48,14 @@ def greek_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def input_warnings_said_afresh() -> None:
+    """Each test is a run of its own: what an earlier one warned about is said again."""
+    from flows.core.logs import new_run_warnings
+
+    new_run_warnings()
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()

@@ -18,6 +18,24 @@ PROJECT_LOGGERS = ("flows", "lightning_modules", "cloze")
 LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
 
 
+_SAID: set[str] = set()  # this run's input warnings, as said
+
+
+def new_run_warnings() -> None:
+    """A run starts: its input warnings are said afresh (`resolve_run` calls this first, so a
+    served worker's next run repeats what the last one said)."""
+    _SAID.clear()
+
+
+def warn_once(logger: logging.Logger, message: str, *args: object) -> None:
+    """A warning about the run's input, said once per run: the up-front check of the task files
+    and the stage both read them, and each would say it."""
+    text = message % args if args else message
+    if text not in _SAID:
+        _SAID.add(text)
+        logger.warning("%s", text)
+
+
 def setup_logging(level: int = logging.INFO) -> None:
     """Call once per process (a spawned rank is a fresh process and calls it again)."""
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)

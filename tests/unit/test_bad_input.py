@@ -22,6 +22,7 @@ import pytest
 from flows.__main__ import main as cli_main
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.core.config import compose_config
+from flows.core.logs import new_run_warnings
 from flows.core.settings import ConfigError
 from flows.corpora import CorpusSettings, open_corpus
 from flows.corpora.formats import CorpusInputError
@@ -1271,6 +1272,22 @@ def test_task_input_that_runs_otherwise_than_it_reads_is_said_once(
         settings.check_task_files(0)
     said = [r.getMessage() for r in caplog.records if r.name.startswith("flows.downstream")]
     assert said == [line.format(dir=tmp_path) for line in lines]
+
+
+def test_a_task_input_warning_is_said_once_per_run_though_check_and_stage_both_read_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, files, spec, lines = TASK_WARNING_CASES[1]
+    for name, content in files.items():
+        write(tmp_path / name, content)
+    settings = FinetuneSettings(tasks=["t"], catalog={"t": spec}, data_dir=str(tmp_path))
+    with caplog.at_level("WARNING", logger="flows.downstream.tasks"):
+        settings.check_task_files(0)  # resolve_run's up-front check
+        settings.check_task_files(0)  # the finetune stage reads the same files
+        new_run_warnings()  # a served worker's next run
+        settings.check_task_files(0)
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("flows.downstream")]
+    assert said == [line.format(dir=tmp_path) for line in lines] * 2
 
 
 def test_label_counts_above_a_train_pool_are_refused_before_any_service_or_stage(

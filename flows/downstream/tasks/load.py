@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flows.core.logs import warn_once
 from flows.corpora.formats import CorpusInputError
 from flows.corpora.pydoc_topics_task import LABELS, load_pydoc_topics
 from flows.downstream.tasks.contained import whole_rows
@@ -169,7 +170,8 @@ def absent_from_test(spec: TaskSpec, labels: list[str], test: list[Any]) -> list
     shown = set().union(*(label_ids(example) for example in test))
     absent = [label for index, label in enumerate(labels) if index not in shown]
     if absent:
-        log.warning(
+        warn_once(
+            log,
             "task %s: the test split has no example of %s; those labels get no test score",
             spec.name,
             ", ".join(map(repr, absent)),
@@ -251,7 +253,8 @@ def keep_relations(
         splits[split], dropped = keep_marked(examples, spec.markers())
         if dropped.dropped:
             drops[split] = dropped.record()
-            log.warning(
+            warn_once(
+                log,
                 "task %s: %d of %d %s rows lack a marker of %s or hold one unbalanced, left out "
                 "(first: %s)",
                 spec.name,

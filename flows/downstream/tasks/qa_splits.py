@@ -18,6 +18,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from flows.core.logs import warn_once
 from flows.downstream.tasks.spec import TaskInputError, TaskSpec
 from flows.downstream.tasks.squad import QAExample
 
@@ -91,7 +92,8 @@ def drop_unanswerable(
     key = f"finetune.catalog.{spec.name}.unanswerable=drop"
     for source, (unanswerable, questions) in counts.items():
         if unanswerable:
-            log.warning(
+            warn_once(
+                log,
                 "task %s: %s holds %d unanswerable question(s) of %d, left out of every split (%s)",
                 spec.name,
                 source,
@@ -119,7 +121,8 @@ def warn_never_abstains(spec: TaskSpec, splits: dict[str, list[Any]]) -> None:
         for split in ("validation", "test")
     }
     if any(held.values()):
-        log.warning(
+        warn_once(
+            log,
             "task %s: its train split holds no unanswerable question (SQuAD v1.1), so no run "
             "abstains, but %s; each scores 0: set finetune.catalog.%s.unanswerable=drop to "
             "leave them out (answerable-only EM/F1), or train on a v2.0 file",

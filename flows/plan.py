@@ -214,10 +214,7 @@ class PipelinePlan:
         test's stand-in, instead of the detected one; a timed probe is cached in the store)."""
         checkpoint = checkpoint_folder(run.pretrain.init_from)
         store = ArtifactStore(RunPaths.from_settings(run.paths).artifacts)
-        precision = resolve_precision(
-            run.trainer.precision, run.trainer.accelerator, store, hardware
-        )
-        trainer = run.trainer.model_copy(update={"precision": precision.precision})
+        trainer, precision = resolved_trainer(run.trainer, store, hardware)
         pretrain = PretrainSettings(
             run.model,
             run.objective,
@@ -260,6 +257,17 @@ class PipelinePlan:
             return open_corpus(settings)
         texts = self.finetune.validation_texts(tasks, self.pretrain.seed)
         return open_corpus(settings, ExcludedTexts.of(tasks, texts))
+
+
+def resolved_trainer(
+    trainer: TrainerSettings, store: ArtifactStore | None = None, hardware: Hardware | None = None
+) -> tuple[TrainerSettings, PrecisionChoice]:
+    """`trainer` with `precision` resolved on this machine (`auto`: what it computes fastest),
+    and why. The one call of the resolver: a run's plan makes it once and every stage reads the
+    precision it is given, so no key or Trainer ever holds `auto`; a test or benchmark that
+    calls a stage directly resolves through here too."""
+    choice = resolve_precision(trainer.precision, trainer.accelerator, store, hardware)
+    return trainer.model_copy(update={"precision": choice.precision}), choice
 
 
 def load_run_config(config: dict[str, Any]) -> RunConfig:

@@ -38,6 +38,15 @@ class PrecisionChoice:
         software (AVX2)`."""
         return f"precision {self.precision}: {self.reason}"
 
+    @property
+    def params(self) -> dict[str, str]:
+        """The run's params beside `trainer.precision` as configured (`auto`): what it resolved
+        to, and why."""
+        return {
+            "trainer.precision_resolved": self.precision,
+            "trainer.precision_reason": self.reason,
+        }
+
     def report(self, log: logging.Logger) -> None:
         """The run's line about it, first; an explicit bf16 on hardware that emulates it adds
         one warning with the measured slowdown."""

@@ -75,6 +75,7 @@ def demo_task(work_dir: Path, model: str) -> Prepared:
     """The demo's task as the stage prepares it; a random `model` encoder as 'pretrained'."""
     from flows.core.artifacts import ArtifactStore
     from flows.corpora import open_corpus
+    from flows.plan import resolved_trainer
     from flows.resolve import resolve_run
     from flows.stages.finetune import prepare_task, run_baselines
     from flows.stages.tokenizer import load_tokenizer, train_tokenizer
@@ -94,7 +95,7 @@ def demo_task(work_dir: Path, model: str) -> Prepared:
         )
         encoder_dir.mkdir(parents=True)
         save_masked_lm(BertForMaskedLM(shape), encoder_dir)
-    settings, trainer = config.finetune, config.trainer
+    settings, trainer = config.finetune, resolved_trainer(config.trainer)[0]
     task = settings.plan[0]  # the demo task, with the recipe and seeds the stage runs it on
     started = time.process_time()
     data, run, _ = prepare_task(

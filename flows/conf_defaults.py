@@ -22,8 +22,7 @@ from flows.core.paths import PathSettings
 from flows.core.settings import Settings
 from flows.corpora import CorpusSettings
 from flows.downstream.settings import FinetuneSettings
-from flows.plan import InitSettings
-from flows.refresh.promotion import RefreshSettings
+from flows.plan import InitSettings, RefreshSettings
 from flows.stages.distill_plan import DistillSettings
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.shards.stage import ShardSettings

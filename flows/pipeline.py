@@ -8,23 +8,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
-from prefect.states import State
 
-from flows.core.artifacts import MANIFEST_FILE, ArtifactError, ArtifactRef, ArtifactStore
-from flows.core.config import to_yaml
+from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore
 from flows.core.paths import RunPaths
-from flows.core.redaction import redact_secrets, redacting_errors
-from flows.core.settings import ConfigError
+from flows.core.redaction import redacting_errors
 from flows.corpora import Corpus
-from flows.corpora.formats import CorpusInputError
 from flows.orchestration.data_inputs import shards_input, task_inputs
+from flows.orchestration.handoff import handed_over, resolved_here
 from flows.orchestration.interrupts import note_flow_run
 from flows.orchestration.publish import (
     TaskRuns,
@@ -33,78 +29,26 @@ from flows.orchestration.publish import (
     publish_label_curve,
     publish_prefect_markdown,
 )
+from flows.orchestration.registry import distilled_description, publish_model, version_description
+from flows.orchestration.retry_policy import IO_TASK_OPTIONS
 from flows.orchestration.shard_runners import prefect_unit_mapper
 from flows.plan import STAGES, PipelinePlan
-from flows.refresh.promotion import CHAMPION
-from flows.resolve import ResolvedRun, resolve_run
+from flows.resolve import ResolvedRun
 from flows.stages import training_stages
 from flows.stages.distill_plan import external_teacher
-from flows.stages.init_source import HUGGINGFACE_DIR
-from flows.stages.shards.stage import ShardOutputs, build_shards
+from flows.stages.shards.stage import build_shards
 from flows.stages.tokenizer import train_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer
-from flows.stages.training_types import PretrainOutputs, PretrainSettings
 from flows.summary import build_summary, render_summary, stage_figures, summary_markdown
-from flows.tracking.links import child_title, corpus_label, current_identity, stage_title
+from flows.tracking.links import child_title, current_identity, stage_title
 from flows.tracking.prefect_logs import report_progress_to_prefect
-from flows.tracking.runs import (
-    ARTIFACT_KEY_TAG,
-    ARTIFACT_PATH_TAG,
-    STEP_OFFSET_TAG,
-    RunHandle,
-    Tracker,
-    final_status,
-)
-from flows.training.precision_choice import PrecisionChoice
-from lightning_modules.data.shard_format import CorruptShardError
+from flows.tracking.run_config import log_config
+from flows.tracking.runs import STEP_OFFSET_TAG, RunHandle, Tracker, final_status
 
 log = logging.getLogger(__name__)
 # Training stages share this tag: a Prefect tag concurrency limit on it (set by
 # `python -m flows.deploy`) keeps two runs from training on one machine's accelerators at once.
 TRAINING_TAG = "cloze-training"
-# Errors that the same inputs raise every time: retrying them only delays the `error:` line.
-DETERMINISTIC_ERRORS: tuple[type[BaseException], ...] = (
-    ConfigError,
-    CorpusInputError,  # and TaskInputError
-    ArtifactError,
-    CorruptShardError,
-    UnicodeError,
-    FileNotFoundError,
-    IsADirectoryError,
-    NotADirectoryError,
-    PermissionError,
-)
-
-
-def can_heal(error: BaseException) -> bool:
-    """Whether a retry could succeed: I/O that fails transiently, never a deterministic error.
-
-    The whole cause chain counts, so an input error wrapped by a worker pool is still one.
-    """
-    chain: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and current not in chain:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    if any(isinstance(link, DETERMINISTIC_ERRORS) for link in chain):
-        return False
-    return any(isinstance(link, (OSError, TimeoutError)) for link in chain)
-
-
-def retry_if_it_can_heal(task: Any, task_run: Any, state: State) -> bool:
-    """Prefect's `retry_condition_fn`: a failed state holds the exception as its data."""
-    error = state.data if isinstance(state.data, BaseException) else None
-    return error is not None and can_heal(error)
-
-
-# Reading and tokenizing text can fail transiently (network filesystems, the hub); retrying is
-# safe because a stage publishes atomically. Training is never retried: a rerun resumes instead.
-IO_TASK_OPTIONS: dict[str, Any] = {
-    "retries": 2,
-    "retry_delay_seconds": 30,
-    "retry_condition_fn": retry_if_it_can_heal,
-    "tags": ["cloze-io"],
-}
 
 
 @dataclass(frozen=True)
@@ -135,6 +79,13 @@ class StageContext:
             ref = self.tracker.record_stage(stage, produce, self.parent, label=label, title=title)
         log.info(stage_end_line(label or stage, ref))
         return ref
+
+    def publish(self, run: RunHandle, ref: ArtifactRef, name: str | None, description: str) -> None:
+        """A freshly trained model's export on `run`, registered under `name` if given
+        (flows/orchestration/registry.py)."""
+        publish_model(
+            self.tracker, self.parent, run, ref, name, description, self.first_version_champion
+        )
 
 
 def stage_end_line(name: str, ref: ArtifactRef) -> str:
@@ -186,32 +137,6 @@ def shards_task(ctx: StageContext, corpus: Corpus, tokenizer: ArtifactRef) -> Ar
     )
 
 
-def publish_model(
-    ctx: StageContext, run: RunHandle, ref: ArtifactRef, name: str | None, description: str
-) -> None:
-    """Logs a freshly trained model's Hugging Face export; registers it under `name` if given,
-    the first version as `@champion`, and tags the parent run with the version too (the
-    pipeline's run is the one a person opens)."""
-    export = ref.path / HUGGINGFACE_DIR
-    if ref.cache_hit or not export.is_dir():
-        return
-    run.log_artifacts(export, HUGGINGFACE_DIR)  # tokenizer.json travels in it
-    if name:
-        version = ctx.tracker.register_model(
-            name,
-            run,
-            HUGGINGFACE_DIR,
-            {ARTIFACT_KEY_TAG: ref.key, ARTIFACT_PATH_TAG: str(ref.path)},
-            description,
-        )
-        registered = {"cloze.registered_model": f"{name}/{version}"}
-        if ctx.first_version_champion and ctx.tracker.version_by_alias(name, CHAMPION) is None:
-            ctx.tracker.set_alias(name, CHAMPION, version)
-            log.info("registered %s version %s as models:/%s@%s", name, version, name, CHAMPION)
-        run.set_tags(registered)
-        ctx.parent.set_tags(registered)
-
-
 def pretrain_task_run_name() -> str:
     """`pretrain seed 0`: the Prefect task run named as its MLflow run is."""
     from prefect.runtime import task_run
@@ -250,13 +175,8 @@ def pretrain_task(
         ref = training_stages.pretrain(
             settings, shards, tokenizer, ctx.store, [run.lightning_logger()]
         )
-        publish_model(
-            ctx,
-            run,
-            ref,
-            ctx.plan.tracking.registered_model,
-            version_description(ctx.plan, settings, shards, ref),
-        )
+        description = version_description(ctx.plan, settings, shards, ref)
+        ctx.publish(run, ref, ctx.plan.tracking.registered_model, description)
         return ref
 
     return ctx.tracked(
@@ -277,11 +197,8 @@ def distill_task(
         ref = training_stages.distill(
             settings, teacher, shards, tokenizer, ctx.store, [run.lightning_logger()]
         )
-        description = (
-            f"Student distilled from teacher {settings.distill.teacher or teacher.key} "
-            f"(distill artifact {ref.key}); see the run's distill metrics for its scores."
-        )
-        publish_model(ctx, run, ref, settings.distill.registered_model, description)
+        description = distilled_description(settings.distill.teacher or teacher.key, ref)
+        ctx.publish(run, ref, settings.distill.registered_model, description)
         return ref
 
     return ctx.tracked("distill", distill_and_publish)
@@ -391,43 +308,6 @@ def published_artifact(path: str | None) -> ArtifactRef | None:
     return ArtifactStore(directory.parents[1]).lookup(directory.parent.name, directory.name)
 
 
-def version_description(
-    plan: PipelinePlan, settings: PretrainSettings, shards: ArtifactRef, ref: ArtifactRef
-) -> str:
-    """What a registry version is: its data, its recipe and its held-out scores."""
-    data, outputs = ShardOutputs.of(shards), PretrainOutputs.of(ref)
-    lineage = training_stages.read_lineage(ref.path)
-    start = (
-        training_stages.lineage_text(lineage)
-        if lineage is not None
-        else f"continued from {settings.init_from}"
-        if settings.init_from
-        else "random init"
-    )
-    return "\n".join(
-        [
-            f"Data: {corpus_label(plan.corpus.model_dump())} ({plan.corpus.kind}), "
-            f"{data.train_documents:,} documents, {data.train_tokens:,} training tokens "
-            f"(shards {shards.key}).",
-            f"Recipe: model {settings.model.name}, objective {settings.objective.name}, "
-            f"{outputs.steps:,} steps over {outputs.train_tokens:,} tokens, seed {settings.seed}, "
-            f"{start}.",
-            f"Scores: validation loss {outputs.initial_val_loss:.3f} -> {outputs.val_loss:.3f}"
-            + "".join(
-                f", {name} {value:.4g}"
-                for name, value in sorted(outputs.validation.items())
-                if name != "val_loss"
-            )
-            + ".",
-        ]
-    )
-
-
-# The run in progress in this process, resolved by its entry point; Prefect only ever sees its
-# config redacted.
-_RESOLVED: ContextVar[ResolvedRun | None] = ContextVar("cloze_resolved", default=None)
-
-
 def pretraining_pipeline(
     resolved: ResolvedRun, name: str | None = None, flow_object: Any = None, **options: Any
 ) -> Any:
@@ -436,26 +316,13 @@ def pretraining_pipeline(
     flow call (`return_state`).
 
     `name` names the flow run (the CLI's `<experiment>-<corpus>-<timestamp>`); its MLflow runs
-    take the same name. Prefect stores a flow's parameters in its database and shows them in the
-    UI, so the flow is given the redacted config; the resolved run, secrets and all, stays in
-    this process (a context variable) and the flow takes it back from there.
+    take the same name. The flow is given the redacted config; the resolved run, secrets and
+    all, stays in this process (flows/orchestration/handoff.py).
     """
     flow_object = flow_object or pipeline_flow
     flow_object = flow_object.with_options(flow_run_name=name) if name else flow_object
-    token = _RESOLVED.set(resolved)
-    try:
-        return flow_object(redact_secrets(resolved.config), resolved.until, **options)
-    finally:
-        _RESOLVED.reset(token)
-
-
-def resolved_here(config: dict[str, Any], until: str) -> ResolvedRun:
-    """The run this process resolved into `config`, or `config` resolved now: a flow run
-    started some other way (the UI) goes through the same one function, once."""
-    held = _RESOLVED.get()
-    if held is not None and held.until == until and redact_secrets(held.config) == config:
-        return held
-    return resolve_run(config, until)
+    with handed_over(resolved) as config:
+        return flow_object(config, resolved.until, **options)
 
 
 # One job, one flow: a run from the CLI and a deployment's run (flows/deploy/entrypoints.py) are
@@ -523,7 +390,7 @@ def run_stages(resolved: ResolvedRun) -> dict[str, Any]:
     )
     log_config(parent, resolved.config)
     if plan.precision is not None:
-        parent.log_params(precision_params(plan.precision))
+        parent.log_params(plan.precision.params)
     ctx = StageContext(plan, store, tracker, parent)
     try:
         wanted = STAGES[: STAGES.index(until) + 1]
@@ -576,32 +443,3 @@ def run_stages(resolved: ResolvedRun) -> dict[str, Any]:
         description="Cloze pipeline run: the verdict per task, the stages, the MLflow run",
     )
     return summary
-
-
-def precision_params(choice: PrecisionChoice) -> dict[str, str]:
-    """Beside `trainer.precision` as configured (`auto`): what it resolved to, and why."""
-    return {
-        "trainer.precision_resolved": choice.precision,
-        "trainer.precision_reason": choice.reason,
-    }
-
-
-def log_config(run: RunHandle, config: dict[str, Any]) -> None:
-    """The config, secrets masked: whole as `config.yaml`, and as params flattened under their
-    section's prefix (`trainer.max_steps`), so MLflow's table groups them by section.
-
-    The params list only the catalog entries of the tasks the run fine-tunes on: the other
-    tasks' files and columns (a third of all keys) would be columns of noise in the table.
-    """
-    loggable = redact_secrets(config)
-    run.log_params(params_of(loggable))
-    run.log_text(to_yaml(loggable), "config.yaml")
-
-
-def params_of(config: dict[str, Any]) -> dict[str, Any]:
-    finetune = config.get("finetune")
-    if not isinstance(finetune, dict) or not isinstance(finetune.get("catalog"), dict):
-        return config
-    tasks = set(finetune.get("tasks") or [])
-    catalog = {name: spec for name, spec in finetune["catalog"].items() if name in tasks}
-    return {**config, "finetune": {**finetune, "catalog": catalog}}

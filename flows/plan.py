@@ -16,13 +16,12 @@ from pydantic import Field, model_validator
 
 from flows.core.artifacts import ArtifactStore
 from flows.core.paths import PathSettings, RunPaths, configure_services
-from flows.core.settings import ConfigError, Settings, bounds, one_of, settings_from
+from flows.core.settings import ConfigError, Number, Settings, bounds, one_of, settings_from
 from flows.corpora import Corpus, CorpusSettings, open_corpus
 from flows.corpora.excluded import ExcludedTexts
 from flows.corpora.formats import FORMATS
 from flows.downstream.settings import FinetuneSettings, recipe_key
 from flows.init_from_config import checkpoint_folder
-from flows.refresh.promotion import RefreshSettings
 from flows.stages.distill_plan import DistillSettings, plan_student
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.shards.stage import ShardSettings
@@ -67,6 +66,53 @@ class InitSettings(Settings):
         return GeneralValidation(
             tuple(self.general_validation), self.general_validation_format, cleaning
         )
+
+
+class RefreshSettings(Settings):
+    """`refresh.*`: which domain, where its models live, and what makes a challenger win."""
+
+    section = "refresh"
+    domain: str | None = None
+    """Names the domain's fingerprint manifest (<artifact root>/domains/<domain>/)."""
+    registered_model: str | None = None
+    """Registry entry holding @champion and @challenger; null: cloze-<domain>."""
+    metric: str = "pydoc_topics.pretrained_accuracy_mean"
+    """Any numeric finetune output key: what makes a challenger win."""
+    higher_is_better: bool = True
+    """Whether a higher `metric` is better."""
+    margin: Annotated[Number, bounds(ge=0)] = 0.0
+    """Promote only when the challenger wins by more than this."""
+    base_model: str | None = None
+    """First run (no champion yet): its pretrain.init_from; null: from scratch."""
+    max_general_loss_increase: Annotated[Number, bounds(ge=0)] | None = None
+    """Refuse a challenger whose general validation loss rose more than this; null: off."""
+
+    @model_validator(mode="after")
+    def _names_are_usable(self) -> RefreshSettings:
+        if self.domain is not None and not self.domain.replace("-", "").replace("_", "").isalnum():
+            raise ConfigError(
+                f"refresh.domain={self.domain!r} must be a name of letters, digits, - and _ "
+                "(it names the fingerprint manifest's folder and the registered model)"
+            )
+        if not self.metric:
+            raise ConfigError(
+                "refresh.metric must name a finetune output, e.g. "
+                "pydoc_topics.pretrained_accuracy_mean"
+            )
+        return self
+
+    def require_domain(self) -> str:
+        if self.domain is None:
+            raise ConfigError(
+                "domain-refresh needs refresh.domain (e.g. refresh.domain=legal) and "
+                "corpus=files with corpus.paths pointing at the growing corpus directory"
+            )
+        return self.domain
+
+    @property
+    def model_name(self) -> str:
+        """The registry entry whose `champion` and `challenger` aliases this domain moves."""
+        return self.registered_model or f"cloze-{self.require_domain()}"
 
 
 class RunConfig(Settings):
@@ -214,10 +260,7 @@ class PipelinePlan:
         test's stand-in, instead of the detected one; a timed probe is cached in the store)."""
         checkpoint = checkpoint_folder(run.pretrain.init_from)
         store = ArtifactStore(RunPaths.from_settings(run.paths).artifacts)
-        precision = resolve_precision(
-            run.trainer.precision, run.trainer.accelerator, store, hardware
-        )
-        trainer = run.trainer.model_copy(update={"precision": precision.precision})
+        trainer, precision = resolved_trainer(run.trainer, store, hardware)
         pretrain = PretrainSettings(
             run.model,
             run.objective,
@@ -260,6 +303,17 @@ class PipelinePlan:
             return open_corpus(settings)
         texts = self.finetune.validation_texts(tasks, self.pretrain.seed)
         return open_corpus(settings, ExcludedTexts.of(tasks, texts))
+
+
+def resolved_trainer(
+    trainer: TrainerSettings, store: ArtifactStore | None = None, hardware: Hardware | None = None
+) -> tuple[TrainerSettings, PrecisionChoice]:
+    """`trainer` with `precision` resolved on this machine (`auto`: what it computes fastest),
+    and why. The one call of the resolver: a run's plan makes it once and every stage reads the
+    precision it is given, so no key or Trainer ever holds `auto`; a test or benchmark that
+    calls a stage directly resolves through here too."""
+    choice = resolve_precision(trainer.precision, trainer.accelerator, store, hardware)
+    return trainer.model_copy(update={"precision": choice.precision}), choice
 
 
 def load_run_config(config: dict[str, Any]) -> RunConfig:

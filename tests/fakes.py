@@ -24,8 +24,9 @@ from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.core.config import compose_config
 from flows.core.settings import settings_from
 from flows.downstream.settings import FinetuneSettings
-from flows.plan import RunConfig, load_run_config
+from flows.plan import RunConfig, load_run_config, resolved_trainer
 from flows.training.hardware import Hardware
+from flows.training.settings import TrainerSettings
 
 if TYPE_CHECKING:
     import torch
@@ -92,14 +93,24 @@ def composed(*overrides: str) -> RunConfig:
 NATIVE_BF16_CPU = Hardware("cpu", True, "AVX512 with avx512_bf16")
 EMULATED_BF16_CPU = Hardware("cpu", False, "AVX2")
 TINY_ENCODER = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
-TINY_TRAINER = composed(
-    "trainer.max_steps=4",
-    "trainer.warmup_steps=1",
-    "trainer.batch_size=8",
-    "trainer.val_every_steps=4",
-    "trainer.log_every_steps=2",
-    "trainer.threads=1",
-).trainer
+
+
+def on_this_machine(trainer: TrainerSettings) -> TrainerSettings:
+    """`trainer` as a run's plan hands it to the stages, `precision: auto` resolved here: a stage
+    reads the precision it is given and never resolves one (flows/plan.py `resolved_trainer`)."""
+    return resolved_trainer(trainer)[0]
+
+
+TINY_TRAINER = on_this_machine(
+    composed(
+        "trainer.max_steps=4",
+        "trainer.warmup_steps=1",
+        "trainer.batch_size=8",
+        "trainer.val_every_steps=4",
+        "trainer.log_every_steps=2",
+        "trainer.threads=1",
+    ).trainer
+)
 # The downstream tests' fine-tuning budget: two seeds, one rate, two short epochs, small samples.
 TINY_RECIPE: dict[str, Any] = {
     "seeds": 2,

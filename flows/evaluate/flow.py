@@ -28,17 +28,11 @@ from flows.orchestration.flow_runs import (
     resolve_form,
     run_name,
 )
+from flows.orchestration.handoff import resolved_here
 from flows.orchestration.publish import TaskRuns, publish
+from flows.orchestration.retry_policy import IO_TASK_OPTIONS
 from flows.orchestration.run_form import Task
-from flows.pipeline import (
-    IO_TASK_OPTIONS,
-    TRAINING_TAG,
-    StageContext,
-    checkpoint_task,
-    log_config,
-    precision_params,
-    resolved_here,
-)
+from flows.pipeline import TRAINING_TAG, StageContext, checkpoint_task
 from flows.plan import PipelinePlan
 from flows.resolve import ResolvedRun
 from flows.stages import training_stages
@@ -46,6 +40,7 @@ from flows.stages.tokenizer_import import import_tokenizer
 from flows.summary import build_summary, render_summary
 from flows.tracking.links import current_identity
 from flows.tracking.prefect_logs import report_progress_to_prefect
+from flows.tracking.run_config import log_config
 from flows.tracking.runs import RunHandle, Tracker, final_status
 
 log = logging.getLogger(__name__)
@@ -131,7 +126,7 @@ def run_evaluation(resolved: ResolvedRun) -> dict[str, Any]:
     )
     log_config(parent, resolved.config)
     if plan.precision is not None:
-        parent.log_params(precision_params(plan.precision))
+        parent.log_params(plan.precision.params)
     ctx = StageContext(plan, store, tracker, parent)
     try:
         refs = {"tokenizer": imported_tokenizer_task(ctx)}

@@ -35,16 +35,10 @@ from flows.orchestration.flow_runs import (
     resolve_form,
     run_name,
 )
+from flows.orchestration.registry import CHALLENGER, CHAMPION
 from flows.orchestration.run_form import NO_EXPERIMENT, Experiment, described_by_form
-from flows.pipeline import (
-    StageContext,
-    finetune_task,
-    log_config,
-    pretrain_task,
-    shards_task,
-    tokenizer_task,
-)
-from flows.plan import PipelinePlan, RunConfig
+from flows.pipeline import StageContext, finetune_task, pretrain_task, shards_task, tokenizer_task
+from flows.plan import PipelinePlan, RefreshSettings, RunConfig
 from flows.refresh.fingerprints import (
     CorpusChanges,
     compare,
@@ -52,19 +46,13 @@ from flows.refresh.fingerprints import (
     load_manifest,
     save_manifest,
 )
-from flows.refresh.promotion import (
-    CHALLENGER,
-    CHAMPION,
-    Forgetting,
-    RefreshSettings,
-    decide,
-    metric_value,
-)
+from flows.refresh.promotion import Forgetting, decide, metric_value
 from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import reused_tokenizer
 from flows.stages.training_types import PretrainOutputs
 from flows.tracking.links import current_identity
 from flows.tracking.prefect_logs import report_progress_to_prefect
+from flows.tracking.run_config import log_config
 from flows.tracking.runs import Tracker
 
 

@@ -1,4 +1,5 @@
-"""Champion/challenger: the `refresh.*` settings and the promotion decision, free of any I/O.
+"""Champion/challenger: the promotion decision on `refresh.*` (flows/plan.py `RefreshSettings`),
+free of any I/O.
 
 The metric is any numeric output key of the finetune stage (`<task>.pretrained_<metric>_mean`,
 `<task>.lift_<metric>`, ...), read by name, so the decision does not depend on which keys the
@@ -9,61 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import model_validator
-
-from flows.core.settings import ConfigError, Number, Settings, bounds
-
-CHAMPION = "champion"
-CHALLENGER = "challenger"
-
-
-class RefreshSettings(Settings):
-    """`refresh.*`: which domain, where its models live, and what makes a challenger win."""
-
-    section = "refresh"
-    domain: str | None = None
-    """Names the domain's fingerprint manifest (<artifact root>/domains/<domain>/)."""
-    registered_model: str | None = None
-    """Registry entry holding @champion and @challenger; null: cloze-<domain>."""
-    metric: str = "pydoc_topics.pretrained_accuracy_mean"
-    """Any numeric finetune output key: what makes a challenger win."""
-    higher_is_better: bool = True
-    """Whether a higher `metric` is better."""
-    margin: Annotated[Number, bounds(ge=0)] = 0.0
-    """Promote only when the challenger wins by more than this."""
-    base_model: str | None = None
-    """First run (no champion yet): its pretrain.init_from; null: from scratch."""
-    max_general_loss_increase: Annotated[Number, bounds(ge=0)] | None = None
-    """Refuse a challenger whose general validation loss rose more than this; null: off."""
-
-    @model_validator(mode="after")
-    def _names_are_usable(self) -> RefreshSettings:
-        if self.domain is not None and not self.domain.replace("-", "").replace("_", "").isalnum():
-            raise ConfigError(
-                f"refresh.domain={self.domain!r} must be a name of letters, digits, - and _ "
-                "(it names the fingerprint manifest's folder and the registered model)"
-            )
-        if not self.metric:
-            raise ConfigError(
-                "refresh.metric must name a finetune output, e.g. "
-                "pydoc_topics.pretrained_accuracy_mean"
-            )
-        return self
-
-    def require_domain(self) -> str:
-        if self.domain is None:
-            raise ConfigError(
-                "domain-refresh needs refresh.domain (e.g. refresh.domain=legal) and "
-                "corpus=files with corpus.paths pointing at the growing corpus directory"
-            )
-        return self.domain
-
-    @property
-    def model_name(self) -> str:
-        """The registry entry whose `champion` and `challenger` aliases this domain moves."""
-        return self.registered_model or f"cloze-{self.require_domain()}"
+from flows.core.settings import ConfigError
 
 
 @dataclass(frozen=True)

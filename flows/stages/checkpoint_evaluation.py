@@ -58,7 +58,6 @@ def evaluate_checkpoint(
 ) -> ArtifactRef:
     """Each task's base and random-init arms (cached, shared with continuations), its
     baselines, and the checkpoint's lift over random init with both intervals."""
-    trainer_settings = trainer_settings.resolved(store)  # the key never holds `auto`
     record: dict[str, Any] = {
         "settings": {
             **stage_settings(settings, seed, trainer_settings),

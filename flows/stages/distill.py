@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +93,6 @@ def distill(
     store: ArtifactStore,
     loggers: Sequence[Logger] = (),
 ) -> ArtifactRef:
-    settings = replace(settings, trainer=settings.trainer.resolved(store))  # never `auto` keyed
     given_as = settings.distill.teacher or str(teacher.path)
     check_teacher_tokenizer(teacher, tokenizer_ref.key, given_as)
     trained = load_tokenizer(tokenizer_ref)

@@ -379,7 +379,6 @@ def finetune(
     its share of the teacher's lift, and teacher and student sizes and speed, in one table; with
     `base_ref` (an imported checkpoint that pretraining continued) the checkpoint as it was, and
     what continuing it bought over it."""
-    trainer_settings = trainer_settings.resolved(store)  # the key never holds `auto`
     record: dict[str, Any] = {
         "settings": stage_settings(settings, seed, trainer_settings),
         "inputs": {"pretrain": pretrain_ref.key, "tokenizer": tokenizer_ref.key},

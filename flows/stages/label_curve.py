@@ -89,7 +89,6 @@ def label_curve(
     `pretrain` and `tokenizer` artifacts (and `distill`, whose student is then an arm too)."""
     if not settings.curve_counts:
         return None
-    trainer = trainer.resolved(store)  # the points' keys never hold `auto`
     points = evaluate_counts(settings, seed, trainer, refs, store, loggers_for)
     record: dict[str, Any] = {
         "settings": {"confidence": settings.confidence},

@@ -140,7 +140,6 @@ def lift_curve(
     run's `pretrain`, `tokenizer` and `finetune` artifacts."""
     if not settings.curve_fractions:
         return None
-    trainer = trainer.resolved(store)  # the points' keys never hold `auto`
     weights = kept_weights(settings, refs["pretrain"])
     points = {
         fraction: evaluate_checkpoint(

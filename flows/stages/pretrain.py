@@ -8,7 +8,7 @@ import shutil
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +96,6 @@ def pretrain(
     store: ArtifactStore,
     loggers: Sequence[Logger] = (),
 ) -> ArtifactRef:
-    # The key holds the precision trained in, never `auto` (flows/training/precision_choice.py).
-    settings = replace(settings, trainer=settings.trainer.resolved(store))
     check_enough_sequences(shards_ref, settings.trainer)
     record = pretrain_record(settings, shards_ref.key, tokenizer_ref.key)
     init = init_source(settings.init_from)

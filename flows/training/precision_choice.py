@@ -1,4 +1,5 @@
-"""`trainer.precision: auto`, resolved once per run from the hardware (flows/training/hardware.py).
+"""`trainer.precision: auto`, resolved once per run from the hardware (flows/training/hardware.py),
+by the run's plan (flows/plan.py `resolved_trainer`); the stages read what it resolved.
 
 - CUDA: bf16-mixed where the GPU computes bf16 natively, else 16-mixed (fp16 with a gradient
   scaler: V100, T4).
@@ -37,12 +38,32 @@ class PrecisionChoice:
         software (AVX2)`."""
         return f"precision {self.precision}: {self.reason}"
 
+    @property
+    def params(self) -> dict[str, str]:
+        """The run's params beside `trainer.precision` as configured (`auto`): what it resolved
+        to, and why."""
+        return {
+            "trainer.precision_resolved": self.precision,
+            "trainer.precision_reason": self.reason,
+        }
+
     def report(self, log: logging.Logger) -> None:
         """The run's line about it, first; an explicit bf16 on hardware that emulates it adds
         one warning with the measured slowdown."""
         log.info(self.line)
         if self.warning:
             log.warning(self.warning)
+
+
+def refuse_fp16_off_cuda(requested: str, device: str, where: str) -> None:
+    """The one home of the rule that 16-mixed (fp16 autocast with a gradient scaler) trains on
+    CUDA only: checked as configured (`trainer.accelerator=cpu`, `where`) and on the device a run
+    resolves on."""
+    if requested == "16-mixed" and device != "cuda":
+        raise ConfigError(
+            "trainer.precision=16-mixed needs a CUDA GPU (fp16 autocast with a gradient scaler), "
+            f"but {where}: use trainer.precision=auto or 32-true"
+        )
 
 
 def choose_precision(
@@ -55,11 +76,9 @@ def choose_precision(
         native = rates().bf16_slowdown <= 1.0  # native bf16 units are at least as fast as fp32
     device = "GPU" if hardware.device == "cuda" else "CPU" if hardware.device == "cpu" else "device"
     fallback = "16-mixed" if hardware.device == "cuda" else "32-true"
-    if requested == "16-mixed" and hardware.device != "cuda":
-        raise ConfigError(
-            f"trainer.precision=16-mixed needs a CUDA GPU, but this run trains on "
-            f"{hardware.device} ({hardware.name}): use trainer.precision=auto"
-        )
+    refuse_fp16_off_cuda(
+        requested, hardware.device, f"this run trains on {hardware.device} ({hardware.name})"
+    )
     if requested != "auto":
         warning = None
         if requested == "bf16-mixed" and not native:

@@ -12,7 +12,6 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import model_validator
 
-from flows.core.artifacts import ArtifactStore
 from flows.core.keys import opt_ins_at_default
 from flows.core.settings import (
     ConfigError,
@@ -23,6 +22,7 @@ from flows.core.settings import (
     settings_from,
     settings_of,
 )
+from flows.training.precision_choice import refuse_fp16_off_cuda
 from lightning_modules.models.config import EncoderConfig
 from lightning_modules.optim_settings import OptimizerSettings
 
@@ -106,24 +106,9 @@ class TrainerSettings(settings_of(OptimizerSettings, OPTIMIZER_KEYS)):  # type: 
                 f"[0, trainer.max_steps={self.max_steps})"
             )
         self._check_scale_out()
-        if self.precision == "16-mixed" and self.accelerator == "cpu":
-            raise ConfigError(
-                "trainer.precision=16-mixed needs a CUDA GPU (fp16 autocast with a gradient "
-                "scaler), but trainer.accelerator=cpu: use trainer.precision=auto or 32-true"
-            )
+        if self.accelerator == "cpu":  # known before any hardware is detected
+            refuse_fp16_off_cuda(self.precision, "cpu", "trainer.accelerator=cpu")
         return self
-
-    def resolved(self, store: ArtifactStore | None = None) -> TrainerSettings:
-        """These settings with `precision: auto` replaced by what the hardware computes fastest
-        (flows/training/precision_choice.py); unchanged when a precision is set. The pipeline
-        resolves once per run and logs why; a stage or Trainer given `auto` resolves it too, so
-        no key or Trainer ever holds `auto`."""
-        if self.precision != "auto":
-            return self
-        from flows.training.precision_choice import resolve_precision
-
-        choice = resolve_precision(self.precision, self.accelerator, store)
-        return self.model_copy(update={"precision": choice.precision})
 
     def optimizer(self, total_steps: int, head_only_steps: int = 0) -> OptimizerSettings:
         """The AdamW recipe of these settings for a run of `total_steps` steps, the first

@@ -31,6 +31,11 @@ def make_trainer(
     Lightning's own launcher would re-run the whole program (the flow, MLflow) in every rank.
     Data modules shard the global batch themselves, so Lightning's sampler injection is off.
     """
+    if settings.precision == "auto":
+        raise ValueError(
+            "trainer.precision=auto reached a Trainer: a run resolves it once, in its plan "
+            "(flows/plan.py); a caller outside a run passes the precision to train in"
+        )
     if settings.threads:
         torch.set_num_threads(settings.threads)
     plugins: list[Any] = [AtomicCheckpointIO()]  # flows/training/training_checkpoints.py says why
@@ -44,7 +49,6 @@ def make_trainer(
         # Processes are started per rank with torchrun's environment (flows/training/launch.py);
         # named here so a SLURM allocation's variables cannot redefine the ranks.
         plugins.append(TorchElasticEnvironment())
-    settings = settings.resolved()  # `auto`: a caller outside the pipeline, which resolves it
     precision: str | None = settings.precision
     if settings.precision in ("bf16-mixed", "16-mixed") and settings.strategy != "fsdp":
         # Lets mixed-precision runs clip gradients with fused AdamW (precision.py says why).

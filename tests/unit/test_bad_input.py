@@ -50,7 +50,7 @@ from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import load_encoder_weights
 from tests.checkpoint_tokenizers import write_tokenizer
 from tests.checkpoints import tiny_checkpoint
-from tests.fakes import GREEK_LETTERS, greek_text, write_results
+from tests.fakes import GREEK_LETTERS, greek_text, on_this_machine, write_results
 
 TEXT = "a paragraph with comfortably more than five words in it, numbered {}"
 
@@ -571,8 +571,8 @@ def built(
 
 
 TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
-ONE_STEP = TrainerSettings(
-    max_steps=2, warmup_steps=1, batch_size=4, val_every_steps=2, log_every_steps=1
+ONE_STEP = on_this_machine(
+    TrainerSettings(max_steps=2, warmup_steps=1, batch_size=4, val_every_steps=2, log_every_steps=1)
 )
 
 
@@ -590,7 +590,9 @@ def test_a_corpus_too_small_for_one_batch_is_an_input_error_before_training(
 ) -> None:
     _, tokenizer, shards = built
     batch = shards.outputs["train_sequences"] + 1
-    trainer = TrainerSettings(max_steps=2, warmup_steps=1, batch_size=batch, val_every_steps=2)
+    trainer = on_this_machine(
+        TrainerSettings(max_steps=2, warmup_steps=1, batch_size=batch, val_every_steps=2)
+    )
     with pytest.raises(
         CorpusInputError,
         match=rf"gives {batch - 1} training sequences, fewer than trainer.batch_size={batch} ",

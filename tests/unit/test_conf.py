@@ -20,8 +20,7 @@ from omegaconf import OmegaConf
 
 from flows.conf_defaults import GROUPS, default_of, stale
 from flows.core.config import BASE, CONF_DIR, compose_config
-from flows.plan import load_run_config
-from flows.refresh.promotion import RefreshSettings
+from flows.plan import RefreshSettings, load_run_config
 
 ABSENT = object()  # a key the config does not hold
 # What a preset needs from the user to compose into a valid run config.

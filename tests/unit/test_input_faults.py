@@ -19,7 +19,7 @@ from flows.corpora import CorpusSettings, formats, hashing, open_corpus
 from flows.corpora.formats import CorpusInputError
 from flows.corpora.stats import CorpusStats
 from flows.downstream.tasks.spec import TaskInputError
-from flows.pipeline import IO_TASK_OPTIONS, can_heal
+from flows.orchestration.retry_policy import IO_TASK_OPTIONS, can_heal
 from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 

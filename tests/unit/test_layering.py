@@ -31,9 +31,6 @@ LAYERS: list[tuple[str, ...]] = [
         "flows.summary",
         "flows.plan",
         "flows.resolve",
-        # `refresh.*`'s settings and the promotion rule are pure (flows.core only): the run
-        # config holds the section typed, as it holds every other.
-        "flows.refresh.promotion",
         "flows.init_from_config",
         "flows.continuation",
         "flows.orchestration",

@@ -18,11 +18,11 @@ from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.stages.training_types import PretrainSettings
 from flows.training.settings import TrainerSettings
 from flows.ui import UiSettings, server_commands
-from tests.fakes import GREEK_LETTERS, greek_text
+from tests.fakes import GREEK_LETTERS, greek_text, on_this_machine
 
 TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
-TWO_STEPS = TrainerSettings(
-    max_steps=2, warmup_steps=1, batch_size=4, val_every_steps=2, log_every_steps=1
+TWO_STEPS = on_this_machine(
+    TrainerSettings(max_steps=2, warmup_steps=1, batch_size=4, val_every_steps=2, log_every_steps=1)
 )
 
 

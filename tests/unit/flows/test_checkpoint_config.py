@@ -61,7 +61,7 @@ def test_an_explicit_value_equal_to_the_checkpoints_is_accepted(checkpoint: Path
 
 def test_adoption_is_idempotent(checkpoint: Path) -> None:
     """A config adopted by one entry point, resolved again where a flow run is started with it
-    (flows/pipeline.py `resolved_here`), is the same config."""
+    (flows/orchestration/handoff.py `resolved_here`), is the same config."""
     once, _ = adopted(f"pretrain.init_from={checkpoint}", "model.dropout=0.0")
     twice, _ = adopt_init(once)
     assert twice == once

@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 from flows.core.artifacts import ArtifactRef
 from flows.core.config import CONF_DIR
 from flows.deploy.settings import DeploySettings
-from flows.pipeline import StageContext, publish_model
+from flows.orchestration.registry import publish_model
 from flows.stages.init_source import HUGGINGFACE_DIR
 from flows.tracking.runs import Tracker
 
@@ -29,9 +29,8 @@ def trained(folder: Path, key: str) -> ArtifactRef:
 def pipeline_run(tracker: Tracker, folder: Path, key: str) -> tuple[Any, Any]:
     """One pipeline run that pretrains and registers: its parent and pretrain runs."""
     parent = tracker.start_run("pipeline")
-    ctx: Any = StageContext(None, None, tracker, parent)  # type: ignore[arg-type]
     pretrain = tracker.start_run("pretrain", parent)
-    publish_model(ctx, pretrain, trained(folder, key), NAME, "a test encoder")
+    publish_model(tracker, parent, pretrain, trained(folder, key), NAME, "a test encoder")
     return parent, pretrain
 
 

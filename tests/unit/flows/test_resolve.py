@@ -91,12 +91,13 @@ def test_a_flow_run_given_only_its_config_resolves_it_once(
     """A flow run started with a config and nothing resolved in this process (the UI's "run
     again") goes through the same one function."""
     from flows import pipeline
+    from flows.orchestration import handoff
 
     config = resolve_run(
         tokenizer_run(tmp_path, greek_corpus, f"pretrain.init_from={checkpoint}"), "tokenizer"
     ).config
     adoptions = counted(monkeypatch, init_from_config, "adopt_checkpoint")
-    resolutions = counted(monkeypatch, pipeline, "resolve_run")
+    resolutions = counted(monkeypatch, handoff, "resolve_run")
     pipeline.pipeline_flow(config, "tokenizer")
     assert (len(resolutions), len(adoptions)) == (1, 1)
 

@@ -20,7 +20,14 @@ from lightning_modules.export_roformer import interleaved_order
 from lightning_modules.models.config import EncoderConfig
 from lightning_modules.models.rotary import RotaryEmbedding, apply_rotary
 from lightning_modules.models.serialization import load_masked_lm
-from tests.fakes import SPECIALS, WordShards, logits_match, perturbed, tiny_tokenizer
+from tests.fakes import (
+    SPECIALS,
+    WordShards,
+    logits_match,
+    on_this_machine,
+    perturbed,
+    tiny_tokenizer,
+)
 
 ROTARY_BERT: dict[str, Any] = {  # `model=bert-tiny model.position_embedding=rotary`, smaller
     "hidden_size": 32,
@@ -148,7 +155,9 @@ def test_a_rotary_model_roformer_cannot_represent_is_refused_naming_the_keys(
 def test_the_pretrain_stage_exports_a_rotary_bert_as_roformer(word_shards: WordShards) -> None:
     from transformers import AutoModelForMaskedLM
 
-    steps = TrainerSettings(max_steps=2, warmup_steps=1, batch_size=4, val_every_steps=2)
+    steps = on_this_machine(
+        TrainerSettings(max_steps=2, warmup_steps=1, batch_size=4, val_every_steps=2)
+    )
     settings = PretrainSettings(ROTARY_BERT, ObjectiveSettings(), steps, 0)
     result = pretrain(settings, word_shards.shards, word_shards.tokenizer, word_shards.store)
     assert result.outputs["huggingface_export"]

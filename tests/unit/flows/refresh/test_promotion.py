@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from flows.core.settings import ConfigError, settings_from
-from flows.refresh.promotion import Forgetting, RefreshSettings, decide, metric_value
+from flows.plan import RefreshSettings
+from flows.refresh.promotion import Forgetting, decide, metric_value
 
 
 def test_the_first_challenger_becomes_champion() -> None:

@@ -20,11 +20,11 @@ from flows.stages.shards.stage import ShardSettings, build_shards
 from flows.stages.tokenizer import TokenizerSettings, train_tokenizer
 from flows.stages.training_types import DistillOutputs, DistillStageSettings, PretrainSettings
 from flows.training.settings import TrainerSettings
-from tests.fakes import GREEK_LETTERS, greek_text
+from tests.fakes import GREEK_LETTERS, greek_text, on_this_machine
 
 TEACHER = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64}
-STEPS = TrainerSettings(
-    max_steps=6, warmup_steps=1, batch_size=4, val_every_steps=3, log_every_steps=3
+STEPS = on_this_machine(
+    TrainerSettings(max_steps=6, warmup_steps=1, batch_size=4, val_every_steps=3, log_every_steps=3)
 )
 
 

@@ -187,8 +187,8 @@ def test_a_refresh_reads_the_loss_before_and_after_from_the_challengers_run(
 ) -> None:
     """What `refresh.max_general_loss_increase` judges (flows/refresh/promotion.py `decide`):
     step 0 (the weights continued: the champion) against the end, and both in the report."""
+    from flows.plan import RefreshSettings
     from flows.refresh.flow import general_forgetting, general_losses
-    from flows.refresh.promotion import RefreshSettings
 
     ref, _ = from_scratch
     out = PretrainOutputs.of(ref)

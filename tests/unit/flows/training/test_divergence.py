@@ -24,17 +24,19 @@ from flows.training.divergence_report import remedy
 from flows.training.settings import TrainerSettings
 from flows.training.training_checkpoints import checksum_file
 from lightning_modules.divergence import DivergenceGuard, TrainingDiverged
-from tests.fakes import TINY_ENCODER, WordShards
+from tests.fakes import TINY_ENCODER, WordShards, on_this_machine
 
-DIVERGING = TrainerSettings(
-    max_steps=30,
-    warmup_steps=1,
-    batch_size=8,
-    learning_rate=1000,
-    val_every_steps=30,
-    checkpoint_every_steps=1,
-    log_every_steps=10,
-    threads=1,
+DIVERGING = on_this_machine(
+    TrainerSettings(
+        max_steps=30,
+        warmup_steps=1,
+        batch_size=8,
+        learning_rate=1000,
+        val_every_steps=30,
+        checkpoint_every_steps=1,
+        log_every_steps=10,
+        threads=1,
+    )
 )
 
 

@@ -94,7 +94,9 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_shape(tmp_path: Path, name: str
     done = subprocess.run(
         [sys.executable, "-m", f"benchmarks.{name}", *arguments],
         cwd=REPO,
-        env=local_env(tmp_path / "home"),  # its own home, Prefect server and MLflow store
+        # Its own home, Prefect server and MLflow store; the server given time to start beside
+        # the suite's work (as tests/integration/test_evaluate.py gives it).
+        env=local_env(tmp_path / "home", PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="600"),
         capture_output=True,
         text=True,
         timeout=900,

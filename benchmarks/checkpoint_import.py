@@ -10,6 +10,8 @@ so the second peak is the one a run pays). Cloze's load includes hashing the wei
 lineage key).
 
     PYTHONPATH=. .venv/bin/python -m benchmarks.checkpoint_import [--folder DIR] [--repeats 3]
+
+`--layers` and `--hidden-size` shrink the checkpoint built (bert-base's 12 x 768 by default).
 """
 
 from __future__ import annotations
@@ -33,10 +35,18 @@ COLUMNS = [
 ]
 
 
-def build_checkpoint(folder: str) -> dict[str, Any]:
+def build_checkpoint(folder: str, layers: int, hidden_size: int) -> dict[str, Any]:
+    """bert-base's config (its vocabulary and positions) at `layers` x `hidden_size`: 12 x 768
+    is bert-base itself, a smaller shape a run of seconds."""
     import transformers
 
-    model = transformers.BertForMaskedLM(transformers.BertConfig())
+    config = transformers.BertConfig(
+        num_hidden_layers=layers,
+        hidden_size=hidden_size,
+        num_attention_heads=max(1, hidden_size // 64),
+        intermediate_size=4 * hidden_size,
+    )
+    model = transformers.BertForMaskedLM(config)
     model.save_pretrained(folder)
     return {"parameters": sum(parameter.numel() for parameter in model.parameters())}
 
@@ -95,11 +105,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--folder", help="a checkpoint folder to reuse (built when absent)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--layers", type=int, default=12, help="of the checkpoint built")
+    parser.add_argument("--hidden-size", type=int, default=768, help="of the checkpoint built")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         folder = args.folder or str(Path(scratch) / "bert-base")
         if not (Path(folder) / "config.json").exists():
-            built = in_child_process(build_checkpoint, folder=folder)
+            built = in_child_process(
+                build_checkpoint, folder=folder, layers=args.layers, hidden_size=args.hidden_size
+            )
             print(f"built {folder}: {built['parameters']:,} parameters")
         runs = [
             in_child_process(load, path=path, folder=folder)

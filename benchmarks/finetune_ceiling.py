@@ -29,7 +29,7 @@ members, the matmuls at the stacked rate), and the per-run rest (Trainer, loops,
 build) by K, the most it could. Times are this process's CPU time on one thread (a loaded machine
 inflates wall time more), and every comparison is made side by side in one run.
 
-    python -m benchmarks.finetune_ceiling --models bert-tiny,bert-mini
+    python -m benchmarks.finetune_ceiling --models bert-tiny,bert-mini [HYDRA OVERRIDE ...]
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ import cProfile
 import os
 import pstats
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -71,8 +72,9 @@ class Prepared:
     once_cpu_s: float  # what the stage spends once per task: encoding, the baselines
 
 
-def demo_task(work_dir: Path, model: str) -> Prepared:
-    """The demo's task as the stage prepares it; a random `model` encoder as 'pretrained'."""
+def demo_task(work_dir: Path, model: str, overrides: Sequence[str] = ()) -> Prepared:
+    """The demo's task as the stage prepares it; a random `model` encoder as 'pretrained'.
+    `overrides`: Hydra overrides of the demo's config (a smaller corpus, fewer examples)."""
     from flows.core.artifacts import ArtifactStore
     from flows.corpora import open_corpus
     from flows.plan import resolved_trainer
@@ -83,7 +85,7 @@ def demo_task(work_dir: Path, model: str) -> Prepared:
     from lightning_modules.models.heads import BertForMaskedLM
     from lightning_modules.models.serialization import save_masked_lm
 
-    config = resolve_run([f"model={model}"], until=None).run
+    config = resolve_run([f"model={model}", *overrides], until=None).run
     tokenizer = train_tokenizer(
         config.tokenizer, open_corpus(config.corpus), ArtifactStore(work_dir / "store")
     )
@@ -251,10 +253,16 @@ def step_bound(kinds: dict[str, float], full: float, floor: float, gain: float, 
 
 
 def report_model(
-    work_dir: Path, model: str, epochs: int, matmul_gain: float, warm_up: bool, bf16: bool
+    work_dir: Path,
+    model: str,
+    epochs: int,
+    matmul_gain: float,
+    warm_up: bool,
+    bf16: bool,
+    overrides: Sequence[str] = (),
 ) -> float:
     """Prints the model's figures; returns its ceiling (the higher of measured and bound)."""
-    prepared = demo_task(work_dir, model)
+    prepared = demo_task(work_dir, model, overrides)
     run, max_epochs = prepared.run, prepared.run.settings.epochs
     split = run_split(run, epochs, warm_up)
     # Every run as long as the recipe allows: the smallest share for the once-per-task work.
@@ -312,6 +320,7 @@ def main() -> None:
     parser.add_argument("--models", default="bert-tiny,bert-mini")
     parser.add_argument("--epochs", type=int, default=2, help="epochs of the profiled run")
     parser.add_argument("--work-dir", type=Path, default=Path(".cloze/bench/finetune"))
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides of the demo's config")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"load average at start: {' '.join(f'{value:.1f}' for value in os.getloadavg())}")
@@ -345,7 +354,9 @@ def main() -> None:
     for index, model in enumerate(args.models.split(",")):
         hidden = HIDDEN[model]
         gain = max(1.0, gains[hidden, dtype_trained])
-        ceilings[model] = report_model(args.work_dir, model, args.epochs, gain, index == 0, bf16)
+        ceilings[model] = report_model(
+            args.work_dir, model, args.epochs, gain, index == 0, bf16, args.overrides
+        )
     print(
         "\nceiling of the finetune stage from ensembles, the higher of measured and bound: "
         + ", ".join(f"{model} {value:.2f}x" for model, value in ceilings.items())

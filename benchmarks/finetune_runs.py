@@ -7,7 +7,7 @@ bert-tiny) through `flows.downstream.finetuning.recipe.train_once`, as the stage
 stopping off so every run trains the same number of epochs, and reports runs per CPU-minute
 (process CPU time: fair on a shared machine) beside a `cProfile` split of one run.
 
-    python -m benchmarks.finetune_runs --runs 4 --epochs 3
+    python -m benchmarks.finetune_runs --runs 4 --epochs 3 [HYDRA OVERRIDE ...]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import cProfile
 import io
 import pstats
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,10 +27,11 @@ from benchmarks.finetune_ceiling import demo_task
 from flows.downstream.finetuning.recipe import TaskRun
 
 
-def prepare(work_dir: Path, epochs: int) -> TaskRun:
+def prepare(work_dir: Path, epochs: int, overrides: Sequence[str] = ()) -> TaskRun:
     """The demo's task as the stage prepares it (a random bert-tiny as the 'pretrained' encoder),
-    every run `epochs` long: early stopping off (`patience` = `epochs`)."""
-    run = demo_task(work_dir, "bert-tiny").run
+    every run `epochs` long: early stopping off (`patience` = `epochs`); `overrides` of the
+    demo's config as demo_task's."""
+    run = demo_task(work_dir, "bert-tiny", overrides).run
     fixed = run.settings.model_copy(update={"epochs": epochs, "patience": epochs})
     return replace(run, settings=fixed)
 
@@ -42,9 +44,10 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--work-dir", type=Path, default=Path(".cloze/bench"))
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides of the demo's config")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    run = prepare(args.work_dir, args.epochs)
+    run = prepare(args.work_dir, args.epochs, args.overrides)
     train_once(run, "pretrained", 1e-3, 0)  # warm-up: imports, first-call costs
     wall, cpu = time.perf_counter(), time.process_time()
     scores = [

@@ -49,8 +49,22 @@ SEED = 0
 MASK_RATE = 0.15
 
 
-def prepare_shards(work_dir: Path) -> tuple[Path, Path]:
-    """Tokenizer and shards from Cloze's own stages; cached in work_dir across benchmark runs."""
+def corpus_file(work_dir: Path, chars: int | None) -> Path:
+    """WikiText-2 test, or (`chars`) its first `chars` characters, copied into work_dir: a
+    smaller corpus for a run of seconds."""
+    source = data_file("wikitext-2-raw/wiki.test.raw")
+    if chars is None:
+        return source
+    work_dir.mkdir(parents=True, exist_ok=True)
+    head = work_dir / f"wiki.test.{chars}.txt"
+    with source.open(encoding="utf-8") as handle:
+        head.write_text(handle.read(chars), encoding="utf-8")
+    return head
+
+
+def prepare_shards(work_dir: Path, chars: int | None = None) -> tuple[Path, Path]:
+    """Tokenizer and shards from Cloze's own stages; cached in work_dir across benchmark runs.
+    `chars`: the corpus's first characters only (corpus_file)."""
     from flows.core.artifacts import ArtifactStore
     from flows.corpora import CorpusSettings, open_corpus
     from flows.stages.shards.stage import ShardSettings, build_shards
@@ -60,7 +74,7 @@ def prepare_shards(work_dir: Path) -> tuple[Path, Path]:
     # characters; packing makes that harmless, and both paths train on the same sequences.
     corpus_settings = CorpusSettings(
         kind="files",
-        paths=[str(data_file("wikitext-2-raw/wiki.test.raw"))],
+        paths=[str(corpus_file(work_dir, chars))],
         max_chars=4_000_000,
     )
     store = ArtifactStore(work_dir)
@@ -338,6 +352,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--work-dir", type=Path, default=Path(".cloze/bench"))
     parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument(
+        "--corpus-chars", type=int, default=None, help="train on WikiText-2 test's first N only"
+    )
     args = parser.parse_args()
     names = args.paths.split(",")
     if unknown := set(names) - set(PATHS):
@@ -347,7 +364,7 @@ def main() -> None:
     for name, reason in skipped.items():
         print(f"skipped {name!r}: {reason}")
     names = [name for name in names if name not in skipped]
-    shard_dir, tokenizer_dir = prepare_shards(args.work_dir)
+    shard_dir, tokenizer_dir = prepare_shards(args.work_dir, args.corpus_chars)
     torch.set_num_threads(args.threads)
     peaks = matmul_peaks(device=args.device)
     rows = []

@@ -140,10 +140,16 @@ class RunConfig(Settings):
         # The shape is checked now, with the configured vocabulary as a stand-in, so a bad
         # `model.*` value fails before the tokenizer and shards stages spend any time.
         shape = encoder_config(self.model, self.tokenizer.vocab_size, 0)
-        check_sequence_fits(shape, self.shards.seq_len)
         if self.distill is not None:
             self._distill_fits(self.distill, shape)
         return self
+
+    def check_rows_fit(self) -> None:
+        """The shards' rows against the model (check_sequence_fits): a run that builds shards
+        and pretrains on them calls this; `cloze evaluate` builds none, so a checkpoint with
+        fewer positions than `shards.seq_len` is scored as it is."""
+        shape = encoder_config(self.model, self.tokenizer.vocab_size, 0)
+        check_sequence_fits(shape, self.shards.seq_len)
 
     @model_validator(mode="after")
     def _head_warmup_fits(self) -> RunConfig:
@@ -252,7 +258,10 @@ class PipelinePlan:
 
     @classmethod
     def from_config(cls, config: dict[str, Any], hardware: Hardware | None = None) -> PipelinePlan:
-        return cls.from_run_config(load_run_config(config), hardware)
+        """A pipeline's plan from its composed config, validated whole (its rows included)."""
+        run = load_run_config(config)
+        run.check_rows_fit()
+        return cls.from_run_config(run, hardware)
 
     @classmethod
     def from_run_config(cls, run: RunConfig, hardware: Hardware | None = None) -> PipelinePlan:

@@ -23,7 +23,7 @@ from typing import Any
 from flows.core.config import compose_config
 from flows.core.logs import new_run_warnings
 from flows.core.settings import ConfigError
-from flows.corpora.general_text import check_general_text
+from flows.corpora.general_text import check_general_text, check_held_out
 from flows.init_from_config import adopt_init
 from flows.plan import STAGES, RunConfig, load_run_config
 from flows.stages.init_source import is_registry_uri
@@ -42,6 +42,8 @@ class ResolvedRun:
     """What adopting a checkpoint changed, to print once before any stage."""
     until: str | None = STAGES[-1]
     """The last stage the run reaches; None for a tool that runs none (it reads the paths)."""
+    pretraining: bool = True
+    """False for `cloze evaluate`, which builds no shards: `shards.*` is not checked."""
 
     @property
     def registry_uri(self) -> str | None:
@@ -51,13 +53,14 @@ class ResolvedRun:
 
     def from_registry(self, resolve: Callable[[str], Path]) -> ResolvedRun:
         """The registry's checkpoint adopted and validated (see the module's docstring)."""
-        return resolve_run(self.config, self.until, resolve)
+        return resolve_run(self.config, self.until, resolve, self.pretraining)
 
 
 def resolve_run(
     source: Sequence[str] | Mapping[str, Any],
     until: str | None = STAGES[-1],
     resolve: Callable[[str], Path] | None = None,
+    pretraining: bool = True,
 ) -> ResolvedRun:
     """`source` (Hydra overrides, or a config composed from them) as the run it configures.
 
@@ -65,13 +68,17 @@ def resolve_run(
     `models:/` URI only given `resolve`, the pipeline's registry lookup); validated whole:
     every section, `until` against the config, the task files of a run that fine-tunes and the
     general validation text of one that pretrains (read now: a bad one costs seconds, not a
-    pretraining). A problem is a ConfigError (or CorpusInputError) naming the key.
+    pretraining). `pretraining=False` (`cloze evaluate`) leaves out what only a run that builds
+    shards needs: its rows against the model's positions, and the general validation text. A
+    problem is a ConfigError (or CorpusInputError) naming the key.
     """
     if until is not None and until not in STAGES:
         raise ConfigError(f"until={until!r} must be one of {STAGES}")
     config = dict(source) if isinstance(source, Mapping) else compose_config(list(source))
     adopted, notes = adopt_init(config, resolve)
     run = load_run_config(adopted)
+    if pretraining:
+        run.check_rows_fit()
     if until == "distill" and run.distill is None:
         raise ConfigError(
             "until=distill: this config has no distill stage; add the override distill=default "
@@ -81,6 +88,7 @@ def resolve_run(
         new_run_warnings()  # what the check says about the task files, the stage won't repeat
         run.finetune.check_task_files(run.seed)
     general = run.pretrain.general(run.corpus)
-    if general is not None and until in STAGES[STAGES.index("pretrain") :]:
+    if pretraining and general is not None and until in STAGES[STAGES.index("pretrain") :]:
         check_general_text(general.corpus(), GENERAL_VALIDATION_KEY)
-    return ResolvedRun(adopted, run, tuple(notes), until)
+        check_held_out(list(general.paths), GENERAL_VALIDATION_KEY, run.corpus)
+    return ResolvedRun(adopted, run, tuple(notes), until, pretraining)

@@ -18,12 +18,11 @@ from flows.downstream.statistics.lift_points import (
 )
 from flows.downstream.statistics.qa_report import qa_summary_lines
 from flows.downstream.statistics.report import baselines_text, interval_text, warnings
-from flows.downstream.statistics.task_figures import TaskFigures
+from flows.downstream.statistics.task_figures import EVALUATED, TaskFigures
 from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import TokenizerOutputs
 from flows.stages.tokenizer_import import ImportedTokenizerOutputs
 from flows.stages.training_types import (
-    EVALUATED,
     CheckpointOutputs,
     DistillOutputs,
     FinetuneOutputs,
@@ -79,14 +78,14 @@ def forgetting_text(pre: PretrainOutputs) -> str:
     )
 
 
-def downstream_result(line: TaskFigures, confidence: float, evaluated: bool = False) -> list[str]:
+def downstream_result(line: TaskFigures, confidence: float) -> list[str]:
     """`sst2 accuracy over 5 seed(s): pretrained 0.800 ± 0.010, ...; lift +0.100`, then its two
     intervals, the baselines, the recipe, and a warning when a run was capped by its epochs or
-    an arm chose an end of its learning-rate grid. `evaluated`: `cloze evaluate`'s, whose
-    pretrained arm is the checkpoint as it is, its `base`."""
+    an arm chose an end of its learning-rate grid. `cloze evaluate`'s (`line.evaluated`) says
+    `base`: its pretrained arm is the checkpoint as it is."""
     pre, rand = line.pretrained, line.random_init
     arm, lift = (
-        ("base", "base over random init") if evaluated else ("pretrained", "pretraining lift")
+        ("base", "base over random init") if line.evaluated else ("pretrained", "pretraining lift")
     )
     lines = [
         f"{line.task} {line.metric} over {line.seeds} seed(s): {arm} "
@@ -274,7 +273,7 @@ def task_verdicts(outputs: dict[str, Any]) -> list[list[str]]:
     return [
         [
             *base_verdict(outputs, line.task, fine.confidence),
-            *downstream_result(line, fine.confidence, EVALUATED in outputs),
+            *downstream_result(line, fine.confidence),
             *student_result(outputs, line.task, fine.confidence),
             *qa_summary_lines(outputs, line.task, EVALUATED in outputs),
         ]

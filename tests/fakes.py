@@ -282,12 +282,17 @@ SERVED_RUN = [
 ]
 
 
-def grid_arm(rate: float, grid: list[float], best_epochs: list[int]) -> ArmResult:
-    """An arm that chose `rate` from `grid`, one seed per best epoch (10 epochs allowed)."""
+def grid_arm(
+    rate: float, grid: list[float], best_epochs: list[int], allowed: int = 10
+) -> ArmResult:
+    """An arm that chose `rate` from `grid`, one seed per best epoch (`allowed` epochs at most:
+    a run whose best epoch is that one was capped)."""
     from flows.downstream.finetuning.recipe import ArmResult, RunResult, grid_edge
 
     runs = [
-        RunResult("arm", rate, seed, 0.5, epoch, epoch == 10, {"accuracy": 0.6 + seed / 100}, [])
+        RunResult(
+            "arm", rate, seed, 0.5, epoch, epoch == allowed, {"accuracy": 0.6 + seed / 100}, []
+        )
         for seed, epoch in enumerate(best_epochs)
     ]
     return ArmResult(rate, {f"{r:g}": 0.5 for r in grid}, runs, grid_edge(rate, grid))

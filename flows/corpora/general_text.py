@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from flows.core.settings import ConfigError
 from flows.corpora.base import Corpus, CorpusSettings, dropped_text
-from flows.corpora.file_source import FileSource
+from flows.corpora.file_source import FileSource, resolve_paths
 from flows.corpora.formats import CorpusInputError
 
 
@@ -47,3 +48,21 @@ def check_general_text(corpus: Corpus, key: str) -> None:
         f"({dropped_text(corpus.settings, corpus.stats)}); point it at general-domain text or "
         "relax the corpus's cleaning rules"
     )
+
+
+def check_held_out(paths: list[str], key: str, corpus: CorpusSettings) -> None:
+    """Fails (ConfigError naming both keys and the file) when a file of `paths` is also one the
+    run trains on (`corpus.paths`, `corpus.replay.paths`): text the model trains on cannot
+    measure what it forgot, and its loss would fall as if nothing were."""
+    trained = {"corpus.paths": corpus.paths if corpus.kind == "files" else []}
+    if corpus.replay is not None:
+        trained["corpus.replay.paths"] = corpus.replay.paths
+    held = resolve_paths(paths, key)
+    for name, patterns in trained.items():
+        shared = sorted(set(held) & set(resolve_paths(patterns, name))) if patterns else []
+        if shared:
+            more = f" (and {len(shared) - 1} more)" if len(shared) > 1 else ""
+            raise ConfigError(
+                f"{key} and {name} both name {shared[0]}{more}: general text the run trains on "
+                f"cannot measure what it forgot; hold it out of {name} or name other text"
+            )

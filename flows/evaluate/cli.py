@@ -39,9 +39,9 @@ def parse_args(argv: list[str], prog: str) -> argparse.Namespace:
 
 
 def resolve(overrides: list[str]) -> ResolvedRun:
-    """The run, resolved once and checked for what an evaluation needs (flow.check_evaluable),
-    without importing Prefect."""
-    resolved = resolve_run(overrides)
+    """The run, resolved once as one that builds no shards and checked for what an evaluation
+    needs (flow.check_evaluable), without importing Prefect."""
+    resolved = resolve_run(overrides, pretraining=False)  # no shards: `shards.*` unchecked
     check_evaluable(resolved.run)
     return resolved
 

@@ -23,10 +23,10 @@ from flows.core.redaction import redacting_errors
 from flows.evaluate.checks import check_evaluable
 from flows.orchestration.flow_runs import (
     EXPECTED_ERRORS,
+    evaluation_name,
     read_form,
     refused,
     resolve_form,
-    run_name,
 )
 from flows.orchestration.handoff import resolved_here
 from flows.orchestration.publish import TaskRuns, publish
@@ -89,7 +89,7 @@ def evaluate_flow(config: dict[str, Any], until: str = "finetune") -> dict[str, 
     """A checkpoint (`pretrain.init_from`) as it is, on the configured tasks: its tokenizer and
     weights imported, then each task's base and random-init arms. `until` is always finetune
     (the signature the CLI's runner calls every flow with)."""
-    return run_evaluation(resolved_here(config, until))
+    return run_evaluation(resolved_here(config, until, pretraining=False))
 
 
 @redacting_errors()  # the flow run's state message and logged traceback hold no secret
@@ -150,7 +150,7 @@ def run_evaluation(resolved: ResolvedRun) -> dict[str, Any]:
     return summary
 
 
-@flow(name=EVALUATE_FLOW, flow_run_name=run_name, log_prints=True)
+@flow(name=EVALUATE_FLOW, flow_run_name=evaluation_name, log_prints=True)
 def evaluate_deployment(
     init_from: str = "",
     tasks: list[Task] = [],  # noqa: B006 (defaults the UI shows; never mutated)
@@ -168,7 +168,7 @@ def evaluate_deployment(
     """
     try:
         form = read_form(init_from=init_from, tasks=tasks, overrides=overrides)
-        resolved = resolve_form(form)
+        resolved = resolve_form(form, pretraining=False)
         check_evaluable(resolved.run)
         summary = run_evaluation(resolved)
     except EXPECTED_ERRORS as error:

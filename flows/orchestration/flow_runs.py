@@ -70,15 +70,18 @@ def taken(key: str | None, form: RunForm) -> ResolvedRun | None:
     return held
 
 
-def run_name() -> str:
-    """`<UTC time>-<model>[-<experiment>]-<corpus or domain>` from the run's parameters.
+def run_name(pretraining: bool = True) -> str:
+    """`<UTC time>-<model>[-<experiment>]-<corpus or domain>` from the run's parameters
+    (`pretraining`: as resolve_run's).
 
     An invalid config must not fail here, where the error would be obscure: the run is named
     `invalid-config-...`, and the flow body resolves again and reports it with the key named.
     """
     try:
         form = read_form(**flow_run.get_parameters())
-        resolved = taken(CALLER, form) or resolve_run(form.to_overrides(), form.until)
+        resolved = taken(CALLER, form) or resolve_run(
+            form.to_overrides(), form.until, pretraining=pretraining
+        )
     except EXPECTED_ERRORS:
         return f"invalid-config-{datetime.now(UTC).strftime(TIMESTAMP_FORMAT)}"
     run_id = flow_run.get_id()
@@ -87,9 +90,16 @@ def run_name() -> str:
     return run_label(resolved.run.overrides, resolved.config)  # a checkpoint names the model
 
 
-def resolve_form(form: RunForm) -> ResolvedRun:
+def evaluation_name() -> str:
+    """`run_name` of a `cloze evaluate` run, which builds no shards."""
+    return run_name(pretraining=False)
+
+
+def resolve_form(form: RunForm, pretraining: bool = True) -> ResolvedRun:
     """The run `form` configures, resolved once in this process (by `run_name`, or now), with
-    the services pointed at its home."""
-    resolved = taken(flow_run.get_id(), form) or resolve_run(form.to_overrides(), form.until)
+    the services pointed at its home (`pretraining`: as resolve_run's)."""
+    resolved = taken(flow_run.get_id(), form) or resolve_run(
+        form.to_overrides(), form.until, pretraining=pretraining
+    )
     start_services(resolved.run)
     return resolved

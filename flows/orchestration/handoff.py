@@ -33,10 +33,15 @@ def handed_over(resolved: ResolvedRun) -> Iterator[dict[str, Any]]:
         _RESOLVED.reset(token)
 
 
-def resolved_here(config: dict[str, Any], until: str) -> ResolvedRun:
+def resolved_here(config: dict[str, Any], until: str, pretraining: bool = True) -> ResolvedRun:
     """The run this process resolved into `config`, or `config` resolved now: a flow run
-    started some other way (the UI) goes through the same one function, once."""
+    started some other way (the UI) goes through the same one function, once. `pretraining`:
+    as resolve_run's (False for `cloze evaluate`)."""
     held = _RESOLVED.get()
-    if held is not None and held.until == until and redact_secrets(held.config) == config:
+    if (
+        held is not None
+        and (held.until, held.pretraining) == (until, pretraining)
+        and redact_secrets(held.config) == config
+    ):
         return held
-    return resolve_run(config, until)
+    return resolve_run(config, until, pretraining=pretraining)

@@ -26,6 +26,7 @@ from flows.downstream.finetuning.recipe import LoggerFactory
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.statistics.qa_report import qa_outputs
 from flows.downstream.statistics.report import bar_chart, baseline_outputs, markdown_table
+from flows.downstream.statistics.task_figures import EVALUATED
 from flows.downstream.tasks.spec import BASE_ARM
 from flows.stages.control_arm import CONTROL_ARM, base_record, cached_arm, control_record
 from flows.stages.finetune import (
@@ -41,7 +42,7 @@ from flows.stages.finetune import (
     task_record,
 )
 from flows.stages.finetune_progress import FinishedTasks
-from flows.stages.training_types import EVALUATED, FinetuneOutputs
+from flows.stages.training_types import FinetuneOutputs
 from flows.training.settings import TrainerSettings
 
 VERSION = 2

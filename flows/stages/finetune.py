@@ -258,8 +258,10 @@ def lift_figures(
     arm's mean and std, the lift with its paired-t interval, and its bootstrap interval (a QA
     task's span skill's too)."""
     spec, epochs = task_run.spec, task_run.settings.epochs
+    # An arm from a public checkpoint (a base arm beside it) has its own epoch limit.
+    pretrained_limit = None if task_run.base_dir is None else task_run.grid("pretrained")[1]
     return {
-        **task_outputs(spec.name, spec.metric, arms, settings.confidence, epochs),
+        **task_outputs(spec.name, spec.metric, arms, settings.confidence, epochs, pretrained_limit),
         **bootstrap_outputs(task_run, arms, settings, seed),
         **span_bootstrap(task_run, arms, settings, seed),
     }

@@ -159,11 +159,6 @@ class CheckpointOutputs(StageOutputs):
     import_seconds: float
 
 
-# A finetune artifact of `cloze evaluate` names the checkpoint it evaluated as it is under this
-# key: its `pretrained` arm is that checkpoint's `base` (flows/stages/checkpoint_evaluation.py).
-EVALUATED = "evaluated_checkpoint"
-
-
 @dataclass(frozen=True)
 class FinetuneOutputs(StageOutputs):
     """The tasks and their figures. The manifest keeps them flat (`<task>.<key>`, as MLflow logs

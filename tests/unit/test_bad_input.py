@@ -1362,6 +1362,43 @@ def test_bad_general_validation_text_is_refused_before_any_service_or_stage(
     assert not (tmp_path / "run").exists()  # no service, no store, no stage
 
 
+# `pretrain.general_validation` naming a file the run trains on: (name, the override that names
+# it for training, the key the `error:` line names).
+TRAINED_ON_CASES = [
+    ("as the corpus", "corpus.paths=['{f}']", "corpus.paths"),
+    ("as the replay", "corpus.replay={{paths:['{f}'],share:0.1}}", "corpus.replay.paths"),
+]
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [case[1:] for case in TRAINED_ON_CASES],
+    ids=[c[0] for c in TRAINED_ON_CASES],
+)
+def test_general_validation_text_the_run_trains_on_is_refused_before_any_stage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], override: str, key: str
+) -> None:
+    (tmp_path / "general").mkdir()
+    wiki = tmp_path / "general" / "wiki.txt"
+    domain = tmp_path / "domain.txt"
+    for path in (wiki, domain):
+        write(path, "\n\n".join(TEXT.format(index) for index in range(20)))
+    overrides = [
+        "corpus.kind=files",
+        f"corpus.paths=['{domain}']",
+        override.format(f=wiki),
+        f"pretrain.general_validation=['{tmp_path}/general/*.txt']",  # matched by a glob
+        f"paths.root={tmp_path / 'run'}",
+    ]
+    assert cli_main(overrides) == 2
+    assert capsys.readouterr().err == (
+        f"error: pretrain.general_validation and {key} both name {wiki.resolve()}: general text "
+        f"the run trains on cannot measure what it forgot; hold it out of {key} or name other "
+        "text\n"
+    )
+    assert not (tmp_path / "run").exists()  # no service, no store, no stage
+
+
 RUN_FORM_CASES = [
     ({"until": "evaluate"}, "parameter until: Input should be 'tokenizer', 'shards', "),
     ({"experiment": "smok"}, "parameter experiment: Input should be 'none', 'albert', "),
@@ -1557,8 +1594,7 @@ EVALUATE_CASES: list[tuple[str, Callable[[Path, Path], list[str]], str]] = [
         "extended vocabulary",
         lambda checkpoint, scratch: [
             f"pretrain.init_from={checkpoint}",
-            "tokenizer.extend_vocabulary=10",
-            "shards.seq_len=64",  # the tiny checkpoint's positions
+            "tokenizer.extend_vocabulary=10",  # shards.seq_len=128: evaluate builds no rows
         ],
         "tokenizer.extend_vocabulary=10 adds corpus words to the checkpoint's vocabulary, but "
         "cloze evaluate reads no corpus: the checkpoint is scored as it is; drop it",
@@ -1584,6 +1620,20 @@ def test_cloze_evaluate_refuses_bad_input_before_any_stage(
     known = ", ".join(sorted(compose_config([])["finetune"]["catalog"]))
     assert capsys.readouterr().err == f"error: {message.format(scratch=scratch, known=known)}\n"
     assert not root.exists()  # no service started, no stage ran
+
+
+def test_cloze_evaluate_scores_a_checkpoint_with_fewer_positions_than_shards_seq_len(
+    bert_tiny: Path,
+) -> None:
+    """`shards.seq_len` (128) against the checkpoint's 64 positions matters to a continuation,
+    which packs rows of that length, and to nothing `cloze evaluate` runs."""
+    from flows.evaluate.cli import resolve
+    from flows.resolve import resolve_run
+
+    overrides = [f"pretrain.init_from={bert_tiny}", "finetune=pydoc_topics"]
+    assert resolve(overrides).run.shards.seq_len == 128
+    with pytest.raises(ConfigError, match=r"^shards\.seq_len=128 exceeds model\.max_position_"):
+        resolve_run(overrides)
 
 
 def test_cloze_evaluate_refuses_a_pretrain_artifact_naming_its_export(

@@ -102,13 +102,18 @@ def task_outputs(
     arms: dict[str, ArmResult],
     confidence: float,
     max_epochs: int,
+    pretrained_max_epochs: int | None = None,
 ) -> dict[str, Any]:
-    """The flat `<task>.*` keys of the stage's outputs (listed in docs/downstream-reference.md)."""
+    """The flat `<task>.*` keys of the stage's outputs (listed in docs/downstream-reference.md).
+    `pretrained_max_epochs`: the pretrained arm's own limit when it starts from a public
+    checkpoint (`finetune.pretrained_epochs`); None: the task's `max_epochs` bounds it too."""
     outputs: dict[str, Any] = {
         f"{task}.metric": metric,
         f"{task}.seeds": len(arms["pretrained"].runs),
         f"{task}.max_epochs": max_epochs,
     }
+    if pretrained_max_epochs is not None:
+        outputs[f"{task}.pretrained_max_epochs"] = pretrained_max_epochs
     for arm in ARMS:
         result = arms[arm]
         outputs[f"{task}.{arm}_learning_rate"] = result.learning_rate
@@ -147,27 +152,46 @@ def task_key(figures: TaskFigures, field: str) -> str:
     return recipe_key(figures.task, field, figures.recipe_set_by_task)
 
 
+def arm_name(figures: TaskFigures, arm: str) -> str:
+    """An arm as a line names it: `cloze evaluate`'s pretrained arm is the checkpoint as it is,
+    its `base`."""
+    return "base" if figures.evaluated and arm == "pretrained" else ARM_NAMES[arm]
+
+
+def arm_key(figures: TaskFigures, arm: str, field: str) -> str:
+    """The key that sets `field` (`learning_rates` or `epochs`) for an arm: an arm starting
+    from a public checkpoint is tuned on `pretrained_<field>` (TaskRecipe.grid)."""
+    own = figures.from_checkpoint and arm == "pretrained"
+    return task_key(figures, f"pretrained_{field}" if own else field)
+
+
+def epoch_limit(figures: TaskFigures, arm: str) -> str:
+    """`finetune.epochs=20`: the key that bounds an arm's epochs, with its value when known
+    (an artifact from before `pretrained_max_epochs` was written lacks it)."""
+    key = arm_key(figures, arm, "epochs")
+    if figures.from_checkpoint and arm == "pretrained":
+        limit = figures.metrics.get("pretrained_max_epochs")
+        return key if limit is None else f"{key}={limit}"
+    return f"{key}={figures.max_epochs}"
+
+
 def capped_warning(figures: TaskFigures) -> str | None:
-    """A line for a task where some run's best epoch was the last allowed; None when none was."""
+    """A line for a task where some run's best epoch was the last allowed, naming the key that
+    bounds each arm's epochs; None when none was."""
     capped = {arm: figures.arms[arm].capped_runs for arm in ARMS}
     if not any(capped.values()):
         return None
-    runs = ", ".join(
-        f"{ARM_NAMES[arm]} {count} of {figures.seeds}" for arm, count in capped.items()
-    )
+    by_limit: dict[str, list[str]] = {}
+    for arm, count in capped.items():
+        by_limit.setdefault(epoch_limit(figures, arm), []).append(
+            f"{arm_name(figures, arm)} {count} of {figures.seeds}"
+        )
+    runs = ", ".join(f"({limit}) in {', '.join(arms)} runs" for limit, arms in by_limit.items())
+    raise_keys = dict.fromkeys(arm_key(figures, arm, "epochs") for arm in ARMS if capped[arm])
     return (
-        f"CAPPED {figures.task}: the best validation epoch was the last allowed "
-        f"({task_key(figures, 'epochs')}={figures.max_epochs}) in {runs} runs; those runs may "
-        f"still have been improving: raise {task_key(figures, 'epochs')}"
+        f"CAPPED {figures.task}: the best validation epoch was the last allowed {runs}; those "
+        f"runs may still have been improving: raise {' and '.join(raise_keys)}"
     )
-
-
-def grid_key(figures: TaskFigures, arm: str) -> str:
-    """The key that sets an arm's learning-rate grid: in a checkpoint continuation (a base arm
-    beside it) the pretrained arm is tuned on `pretrained_learning_rates` (TaskRecipe.grid)."""
-    continued = f"base_{figures.metric}_mean" in figures.metrics
-    field = "pretrained_learning_rates" if continued and arm == "pretrained" else "learning_rates"
-    return task_key(figures, field)
 
 
 def grid_edge_warning(figures: TaskFigures) -> str | None:
@@ -177,16 +201,16 @@ def grid_edge_warning(figures: TaskFigures) -> str | None:
     edges = {arm: figures.arms[arm] for arm in ARMS if figures.arms[arm].grid_edge}
     if not edges:
         return None
-    keys = {arm: grid_key(figures, arm) for arm in edges}
+    keys = {arm: arm_key(figures, arm, "learning_rates") for arm in edges}
     spans = "pretrained_span_f1_mean" in figures.metrics  # a QA task breaks ties on them
     how = "chosen on validation span F1" if spans else "taken as the first"
     parts = [
-        f"{ARM_NAMES[arm]}: every rate of {keys[arm]} tied on validation {figures.metric}, "
-        f"{arm_figures.learning_rate:g} {how}"
-        if arm_figures.grid_edge == "tied"
-        else f"{ARM_NAMES[arm]} chose {arm_figures.learning_rate:g}, the {arm_figures.grid_edge} "
+        f"{arm_name(figures, arm)}: every rate of {keys[arm]} tied on validation {figures.metric}, "
+        f"{picked.learning_rate:g} {how}"
+        if picked.grid_edge == "tied"
+        else f"{arm_name(figures, arm)} chose {picked.learning_rate:g}, the {picked.grid_edge} "
         f"rate of {keys[arm]}"
-        for arm, arm_figures in edges.items()
+        for arm, picked in edges.items()
     ]
     ends = [keys[arm] for arm, arm_figures in edges.items() if arm_figures.grid_edge != "tied"]
     extend = " and ".join(dict.fromkeys(ends))

@@ -13,6 +13,10 @@ from typing import Any
 
 from flows.downstream.tasks.spec import ARMS
 
+# A finetune artifact of `cloze evaluate` names the checkpoint it evaluated as it is under this
+# key: its `pretrained` arm is that checkpoint's `base` (flows/stages/checkpoint_evaluation.py).
+EVALUATED = "evaluated_checkpoint"
+
 
 @dataclass(frozen=True)
 class ArmFigures:
@@ -46,6 +50,7 @@ class TaskFigures:
     recipe_set_by_task: list[str]  # the fields its catalog entry sets over `finetune.*`
     caps: str  # the caps that bit (examples left out, truncation), "" when none did
     metrics: dict[str, Any]  # every `<task>.*` output, unprefixed: the task run's MLflow metrics
+    evaluated: bool = False  # `cloze evaluate`'s: the pretrained arm is the checkpoint as it is
 
     @classmethod
     def read(cls, outputs: Mapping[str, Any], task: str) -> TaskFigures:
@@ -90,7 +95,16 @@ class TaskFigures:
             recipe_set_by_task=list(filter(None, own.get("recipe_set_by_task", "").split(","))),
             caps=own.get("caps", ""),
             metrics=own,
+            evaluated=EVALUATED in outputs,
         )
+
+    @property
+    def from_checkpoint(self) -> bool:
+        """Whether the pretrained arm's weights came from a public checkpoint (a continuation,
+        with a base arm beside it, or `cloze evaluate`'s checkpoint as it is): it was then tuned
+        on `finetune.pretrained_learning_rates` for `finetune.pretrained_epochs` at most
+        (TaskRecipe.grid)."""
+        return self.evaluated or f"base_{self.metric}_mean" in self.metrics
 
     @property
     def pretrained(self) -> ArmFigures:

@@ -12,8 +12,8 @@ from flows.downstream.finetuning.caps import caps_outputs, caps_record
 from flows.downstream.finetuning.recipe import ArmResult, RunResult, chosen_rate, grid_edge
 from flows.downstream.settings import Recipe
 from flows.downstream.statistics.base_report import base_outputs, base_verdict, is_worse_than_base
-from flows.downstream.statistics.report import markdown_table
-from flows.downstream.statistics.task_figures import TaskFigures
+from flows.downstream.statistics.report import markdown_table, task_outputs
+from flows.downstream.statistics.task_figures import EVALUATED, TaskFigures
 from flows.downstream.tasks.encoding import encode
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
 from flows.downstream.tasks.spec import ARMS, BASE_ARM
@@ -238,6 +238,91 @@ def test_a_grid_edge_names_the_grid_the_arm_was_tuned_on(
         arms[BASE_ARM] = arm(5e-5, checkpoint_grid, [3, 4])
     outputs = outputs_of(arms, **(base_outputs("t", arms, 0.95) if continued else {}))
     assert f"  {line}" in summary_lines(outputs)
+
+
+# A CAPPED or GRID EDGE line names the key that bounds each arm, and calls each arm by the name
+# the summary gives it: (the run, the capped arms' best epochs, the arms at the edge of their
+# grid, the flag's line). The pretrained arm of a continuation, and `cloze evaluate`'s (the
+# checkpoint as it is: `base`), are bounded by finetune.pretrained_epochs (8 here) and tuned on
+# finetune.pretrained_learning_rates; random init by finetune.epochs (10) and
+# finetune.learning_rates.
+ARM_KEY_CASES = [
+    (
+        "pipeline",
+        {"pretrained": [10, 10]},
+        {},
+        "CAPPED t: the best validation epoch was the last allowed (finetune.epochs=10) in "
+        "pretrained 2 of 2, random init 0 of 2 runs; those runs may still have been improving: "
+        "raise finetune.epochs",
+    ),
+    (
+        "continuation",
+        {"pretrained": [8, 8]},
+        {},
+        "CAPPED t: the best validation epoch was the last allowed "
+        "(finetune.pretrained_epochs=8) in pretrained 2 of 2 runs, (finetune.epochs=10) in "
+        "random init 0 of 2 runs; those runs may still have been improving: raise "
+        "finetune.pretrained_epochs",
+    ),
+    (
+        "continuation",
+        {"pretrained": [8, 8], "random_init": [10, 3]},
+        {},
+        "CAPPED t: the best validation epoch was the last allowed "
+        "(finetune.pretrained_epochs=8) in pretrained 2 of 2 runs, (finetune.epochs=10) in "
+        "random init 1 of 2 runs; those runs may still have been improving: raise "
+        "finetune.pretrained_epochs and finetune.epochs",
+    ),
+    (
+        "evaluate",
+        {"pretrained": [8, 3]},
+        {},
+        "CAPPED t: the best validation epoch was the last allowed "
+        "(finetune.pretrained_epochs=8) in base 1 of 2 runs, (finetune.epochs=10) in random init "
+        "0 of 2 runs; those runs may still have been improving: raise finetune.pretrained_epochs",
+    ),
+    (
+        "evaluate",
+        {},
+        {"pretrained": 2e-5},
+        "GRID EDGE t: base chose 2e-05, the lowest rate of finetune.pretrained_learning_rates; "
+        "the best rate may lie outside the grid: extend finetune.pretrained_learning_rates past "
+        "that end",
+    ),
+    (
+        "evaluate",
+        {},
+        {"pretrained": 1e-4, "random_init": 1e-4},
+        "GRID EDGE t: base chose 0.0001, the highest rate of finetune.pretrained_learning_rates; "
+        "random init chose 0.0001, the lowest rate of finetune.learning_rates; the best rate may "
+        "lie outside the grid: extend finetune.pretrained_learning_rates and "
+        "finetune.learning_rates past that end",
+    ),
+]
+
+
+@pytest.mark.parametrize(("run", "capped", "edges", "line"), ARM_KEY_CASES)
+def test_a_flag_names_the_key_that_bounds_each_arm(
+    run: str, capped: dict[str, list[int]], edges: dict[str, float], line: str
+) -> None:
+    task_grid, checkpoint_grid = [1e-4, 3e-4, 1e-3], [2e-5, 5e-5, 1e-4]
+    own = run != "pipeline"  # the pretrained arm starts from a public checkpoint
+    grids = {"pretrained": checkpoint_grid if own else task_grid, "random_init": task_grid}
+    allowed = {"pretrained": 8 if own else 10, "random_init": 10}
+    arms = {
+        name: arm(edges.get(name, grid[1]), grid, capped.get(name, [3, 4]), allowed[name])
+        for name, grid in grids.items()
+    }
+    if run == "continuation":
+        arms[BASE_ARM] = arm(5e-5, checkpoint_grid, [3, 4])
+    extra = base_outputs("t", arms, 0.95) if run == "continuation" else {}
+    if run == "evaluate":
+        extra[EVALUATED] = "bert-tiny"
+    limits = task_outputs("t", "accuracy", arms, 0.95, 10, 8 if own else None)
+    outputs = outputs_of(arms, **extra, **limits)
+    flags = [text for text in summary_lines(outputs) if "CAPPED" in text or "GRID EDGE" in text]
+    assert flags == [f"  {line}"]
+    assert f"**{line}**" in table(outputs)
 
 
 # A task that cannot tell the encoders apart is flagged: (each arm's scores over two seeds, the

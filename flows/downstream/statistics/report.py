@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from flows.core import tables
 from flows.downstream.settings import recipe_key
 from flows.downstream.statistics.task_figures import TaskFigures
-from flows.downstream.tasks.spec import ARMS
+from flows.downstream.tasks.spec import ARMS, BASE_ARM
 
 if TYPE_CHECKING:
     from flows.downstream.finetuning.baselines import BaselineResult
     from flows.downstream.finetuning.recipe import ArmResult
 
-ARM_NAMES = {"pretrained": "pretrained", "random_init": "random init"}
+ARM_NAMES = {"pretrained": "pretrained", "random_init": "random init", BASE_ARM: "base"}
 
 
 def paired_interval(differences: list[float], confidence: float) -> tuple[float, float] | None:
@@ -161,7 +161,7 @@ def arm_name(figures: TaskFigures, arm: str) -> str:
 def arm_key(figures: TaskFigures, arm: str, field: str) -> str:
     """The key that sets `field` (`learning_rates` or `epochs`) for an arm: an arm starting
     from a public checkpoint is tuned on `pretrained_<field>` (TaskRecipe.grid)."""
-    own = figures.from_checkpoint and arm == "pretrained"
+    own = arm == BASE_ARM or (figures.from_checkpoint and arm == "pretrained")
     return task_key(figures, f"pretrained_{field}" if own else field)
 
 
@@ -169,7 +169,7 @@ def epoch_limit(figures: TaskFigures, arm: str) -> str:
     """`finetune.epochs=20`: the key that bounds an arm's epochs, with its value when known
     (an artifact from before `pretrained_max_epochs` was written lacks it)."""
     key = arm_key(figures, arm, "epochs")
-    if figures.from_checkpoint and arm == "pretrained":
+    if arm == BASE_ARM or (figures.from_checkpoint and arm == "pretrained"):
         limit = figures.metrics.get("pretrained_max_epochs")
         return key if limit is None else f"{key}={limit}"
     return f"{key}={figures.max_epochs}"
@@ -178,7 +178,7 @@ def epoch_limit(figures: TaskFigures, arm: str) -> str:
 def capped_warning(figures: TaskFigures) -> str | None:
     """A line for a task where some run's best epoch was the last allowed, naming the key that
     bounds each arm's epochs; None when none was."""
-    capped = {arm: figures.arms[arm].capped_runs for arm in ARMS}
+    capped = {arm: picked.capped_runs for arm, picked in figures.tuned_arms.items()}
     if not any(capped.values()):
         return None
     by_limit: dict[str, list[str]] = {}
@@ -187,7 +187,7 @@ def capped_warning(figures: TaskFigures) -> str | None:
             f"{arm_name(figures, arm)} {count} of {figures.seeds}"
         )
     runs = ", ".join(f"({limit}) in {', '.join(arms)} runs" for limit, arms in by_limit.items())
-    raise_keys = dict.fromkeys(arm_key(figures, arm, "epochs") for arm in ARMS if capped[arm])
+    raise_keys = dict.fromkeys(arm_key(figures, arm, "epochs") for arm in capped if capped[arm])
     return (
         f"CAPPED {figures.task}: the best validation epoch was the last allowed {runs}; those "
         f"runs may still have been improving: raise {' and '.join(raise_keys)}"
@@ -198,7 +198,7 @@ def grid_edge_warning(figures: TaskFigures) -> str | None:
     """A line for a task where an arm chose the lowest or highest rate of its grid, naming
     the key of that arm's own grid; or where every rate of an arm's grid tied on validation,
     saying how the rate was chosen instead (a QA task: on validation span F1)."""
-    edges = {arm: figures.arms[arm] for arm in ARMS if figures.arms[arm].grid_edge}
+    edges = {arm: picked for arm, picked in figures.tuned_arms.items() if picked.grid_edge}
     if not edges:
         return None
     keys = {arm: arm_key(figures, arm, "learning_rates") for arm in edges}

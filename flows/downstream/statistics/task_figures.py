@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flows.downstream.tasks.spec import ARMS
+from flows.downstream.tasks.spec import ARMS, BASE_ARM
 
 # A finetune artifact of `cloze evaluate` names the checkpoint it evaluated as it is under this
 # key: its `pretrained` arm is that checkpoint's `base` (flows/stages/checkpoint_evaluation.py).
@@ -51,6 +51,7 @@ class TaskFigures:
     caps: str  # the caps that bit (examples left out, truncation), "" when none did
     metrics: dict[str, Any]  # every `<task>.*` output, unprefixed: the task run's MLflow metrics
     evaluated: bool = False  # `cloze evaluate`'s: the pretrained arm is the checkpoint as it is
+    base: ArmFigures | None = None  # a continuation's: the checkpoint it continued, as it was
 
     @classmethod
     def read(cls, outputs: Mapping[str, Any], task: str) -> TaskFigures:
@@ -67,22 +68,23 @@ class TaskFigures:
 
         metric = value("metric")
         lift = f"lift_{metric}"
+
+        def arm_figures(arm: str) -> ArmFigures:
+            return ArmFigures(
+                mean=value(f"{arm}_{metric}_mean"),
+                std=value(f"{arm}_{metric}_std"),
+                learning_rate=value(f"{arm}_learning_rate"),
+                epochs_mean=value(f"{arm}_epochs_mean"),
+                capped_runs=value(f"{arm}_capped_runs"),
+                grid_edge=own.get(f"{arm}_grid_edge", ""),
+            )
+
         return cls(
             task=task,
             metric=metric,
             seeds=value("seeds"),
             max_epochs=value("max_epochs"),
-            arms={
-                arm: ArmFigures(
-                    mean=value(f"{arm}_{metric}_mean"),
-                    std=value(f"{arm}_{metric}_std"),
-                    learning_rate=value(f"{arm}_learning_rate"),
-                    epochs_mean=value(f"{arm}_epochs_mean"),
-                    capped_runs=value(f"{arm}_capped_runs"),
-                    grid_edge=own.get(f"{arm}_grid_edge", ""),
-                )
-                for arm in ARMS
-            },
+            arms={arm: arm_figures(arm) for arm in ARMS},
             lift=value(lift),
             ci=(own.get(f"{lift}_ci_low"), own.get(f"{lift}_ci_high")),
             bootstrap=(value(f"{lift}_bootstrap_low"), value(f"{lift}_bootstrap_high")),
@@ -96,7 +98,14 @@ class TaskFigures:
             caps=own.get("caps", ""),
             metrics=own,
             evaluated=EVALUATED in outputs,
+            base=arm_figures(BASE_ARM) if f"{BASE_ARM}_{metric}_mean" in own else None,
         )
+
+    @property
+    def tuned_arms(self) -> dict[str, ArmFigures]:
+        """Every arm tuned on a grid within an epoch limit: both arms, and a continuation's base
+        (whose grid edge and cap the flags must name too)."""
+        return self.arms if self.base is None else {**self.arms, BASE_ARM: self.base}
 
     @property
     def from_checkpoint(self) -> bool:

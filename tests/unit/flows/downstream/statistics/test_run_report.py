@@ -260,18 +260,35 @@ ARM_KEY_CASES = [
         {"pretrained": [8, 8]},
         {},
         "CAPPED t: the best validation epoch was the last allowed "
-        "(finetune.pretrained_epochs=8) in pretrained 2 of 2 runs, (finetune.epochs=10) in "
-        "random init 0 of 2 runs; those runs may still have been improving: raise "
-        "finetune.pretrained_epochs",
+        "(finetune.pretrained_epochs=8) in pretrained 2 of 2, base 0 of 2 runs, "
+        "(finetune.epochs=10) in random init 0 of 2 runs; those runs may still have been "
+        "improving: raise finetune.pretrained_epochs",
+    ),
+    (
+        "continuation",  # the base arm is tuned and capped like the others, and flagged
+        {BASE_ARM: [8, 3]},
+        {},
+        "CAPPED t: the best validation epoch was the last allowed "
+        "(finetune.pretrained_epochs=8) in pretrained 0 of 2, base 1 of 2 runs, "
+        "(finetune.epochs=10) in random init 0 of 2 runs; those runs may still have been "
+        "improving: raise finetune.pretrained_epochs",
+    ),
+    (
+        "continuation",
+        {},
+        {BASE_ARM: 1e-4},
+        "GRID EDGE t: base chose 0.0001, the highest rate of finetune.pretrained_learning_rates; "
+        "the best rate may lie outside the grid: extend finetune.pretrained_learning_rates past "
+        "that end",
     ),
     (
         "continuation",
         {"pretrained": [8, 8], "random_init": [10, 3]},
         {},
         "CAPPED t: the best validation epoch was the last allowed "
-        "(finetune.pretrained_epochs=8) in pretrained 2 of 2 runs, (finetune.epochs=10) in "
-        "random init 1 of 2 runs; those runs may still have been improving: raise "
-        "finetune.pretrained_epochs and finetune.epochs",
+        "(finetune.pretrained_epochs=8) in pretrained 2 of 2, base 0 of 2 runs, "
+        "(finetune.epochs=10) in random init 1 of 2 runs; those runs may still have been "
+        "improving: raise finetune.pretrained_epochs and finetune.epochs",
     ),
     (
         "evaluate",
@@ -314,7 +331,9 @@ def test_a_flag_names_the_key_that_bounds_each_arm(
         for name, grid in grids.items()
     }
     if run == "continuation":
-        arms[BASE_ARM] = arm(5e-5, checkpoint_grid, [3, 4])
+        arms[BASE_ARM] = arm(
+            edges.get(BASE_ARM, 5e-5), checkpoint_grid, capped.get(BASE_ARM, [3, 4]), 8
+        )
     extra = base_outputs("t", arms, 0.95) if run == "continuation" else {}
     if run == "evaluate":
         extra[EVALUATED] = "bert-tiny"

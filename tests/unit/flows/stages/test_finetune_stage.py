@@ -140,8 +140,10 @@ def test_each_arm_takes_the_rate_its_validation_scores_best(evaluated: Any) -> N
             assert set(grid) == {"0.003", "0.01"}
             best = max(grid, key=lambda rate: grid[rate])
             assert results[task][arm]["learning_rate"] == float(best)
-            # a two-point grid: whichever rate wins is an end of it, flagged
-            edge = "lowest" if best == "0.003" else "highest"
+            # a two-point grid: whichever rate wins is an end of it, flagged; equal scores tell
+            # no rate apart: flagged tied, the first taken
+            tied = len(set(grid.values())) == 1
+            edge = "tied" if tied else "lowest" if best == "0.003" else "highest"
             assert results[task][arm]["grid_edge"] == edge
             assert ref.outputs[f"{task}.{arm}_grid_edge"] == edge
             runs = results[task][arm]["runs"]

@@ -50,6 +50,18 @@ def is_transient(error: BaseException) -> bool:
     return False
 
 
+def is_insert_race(error: BaseException) -> bool:
+    """Another run inserted the same shared row first: MLflow's server checks for a dataset,
+    then inserts it, without a lock, so two runs logging one dataset at once (two pipelines on
+    one store) can both insert, and the second fails on the unique key (PostgreSQL's `duplicate
+    key value`, SQLite's `UNIQUE constraint failed`). The row exists now: the call, made again,
+    links to it."""
+    text = str(error)
+    return "duplicate key value violates unique constraint" in text or (
+        "UNIQUE constraint failed" in text
+    )
+
+
 def is_locked_store(error: BaseException) -> bool:
     """SQLite's `database is locked`, however MLflow and SQLAlchemy wrapped it: another process
     holds a write lock longer than SQLite's own busy timeout."""

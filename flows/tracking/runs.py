@@ -40,7 +40,7 @@ from flows.tracking.links import (
     mlflow_experiment_url,
     mlflow_run_url,
 )
-from flows.tracking.retry import RetryingClient, RetryPolicy
+from flows.tracking.retry import RetryingClient, RetryPolicy, is_insert_race
 from flows.tracking.settings import TrackingSettings
 
 MAX_PARAM_LENGTH = 6000
@@ -214,16 +214,19 @@ class RunHandle:
         """The run's data, in MLflow's Dataset column; a source is a local path (`local`)."""
         if not inputs:  # a built-in task reads no file
             return
-        self.client.log_inputs(
-            self.run_id,
-            [
-                DatasetInput(
-                    Dataset(item.name, item.digest, "local", json.dumps({"uri": str(item.source)})),
-                    [InputTag(CONTEXT_TAG, item.context)],
-                )
-                for item in inputs
-            ],
-        )
+        datasets = [
+            DatasetInput(
+                Dataset(item.name, item.digest, "local", json.dumps({"uri": str(item.source)})),
+                [InputTag(CONTEXT_TAG, item.context)],
+            )
+            for item in inputs
+        ]
+        try:
+            self.client.log_inputs(self.run_id, datasets)
+        except MlflowException as error:
+            if not is_insert_race(error):
+                raise
+            self.client.log_inputs(self.run_id, datasets)  # the rival's row is there: link to it
 
     def record_artifact(self, ref: ArtifactRef) -> None:
         """What a stage produced, whether it was computed now or reused from the store."""

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
+import pytest
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import BAD_REQUEST
 from mlflow.tracking import MlflowClient
 
 from flows.core.artifacts import ArtifactRef
@@ -55,3 +59,35 @@ def test_runs_carry_their_shards_and_task_files_and_filter_by_them(tmp_path: Pat
     assert experiment is not None
     found = client.search_runs([experiment.experiment_id], f"dataset.digest = '{shards.key}'")
     assert [run.info.run_id for run in found] == [pretrain.run_id]
+
+
+def test_a_dataset_another_run_inserted_first_is_linked_not_fatal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two pipelines on one store log the same shards at once; MLflow's server checks for the
+    dataset, then inserts it unlocked, and the slower insert fails on the unique key (seen
+    with PostgreSQL: tests/integration/test_team_setup.py). The fault is injected: the rival's
+    row goes in first, then the call fails as the server's did."""
+    shards = ArtifactRef("shards", "0123456789abcdef0123", tmp_path / "shards", {}, False)
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "data", tmp_path / "artifacts")
+    rival, ours = tracker.start_run("pretrain"), tracker.start_run("pretrain")
+    log_inputs = ours.client.log_inputs
+    raced: list[bool] = []
+
+    def lost_the_race(run_id: str, datasets: Any) -> None:
+        if not raced:
+            raced.append(True)
+            rival.log_inputs([shards_input(shards)])
+            raise MlflowException(
+                'duplicate key value violates unique constraint "dataset_pk"',
+                error_code=BAD_REQUEST,
+            )
+        log_inputs(run_id, datasets)
+
+    monkeypatch.setattr(ours.client, "log_inputs", lost_the_race)
+    ours.log_inputs([shards_input(shards)])
+    client = MlflowClient(tracker.tracking_uri)
+    experiment = client.get_experiment_by_name("data")
+    assert experiment is not None
+    found = client.search_runs([experiment.experiment_id], f"dataset.digest = '{shards.key}'")
+    assert sorted(run.info.run_id for run in found) == sorted([rival.run_id, ours.run_id])

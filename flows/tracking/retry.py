@@ -16,12 +16,14 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import requests
 
 from flows.core.disk import is_disk_full
+from flows.core.signals import stop_signals_deferred
 from flows.tracking.temporary_server import TemporaryServerDidNotStart
 
 log = logging.getLogger(__name__)
@@ -99,6 +101,13 @@ class RetryingClient:
     Once the budget of one call is spent the server counts as down: later calls (marking runs
     FAILED on the way out) get a single try, so a failing run stops within about one deadline
     instead of one per call.
+
+    On a local SQLite store each attempt holds SIGTERM and SIGINT until it returns. A stop
+    signal raised midway through one of MLflow's reads leaves that read's cursor open, kept
+    alive by the exception's traceback, and an open cursor keeps SQLite's shared lock through a
+    rollback (Python 3.11): the run's own next write, marking it KILLED, then waited out the
+    whole retry budget on its own lock (CI, a SIGTERM to the run's process group) and the run
+    ended FAILED. A server's calls stay interruptible: a dropped request holds no lock.
     """
 
     def __init__(
@@ -147,7 +156,8 @@ class RetryingClient:
         delays = [] if self._outage else self._policy.delays()
         for attempt, delay in enumerate([*delays, None], start=1):
             try:
-                result = function()
+                with self._one_attempt():
+                    result = function()
             except Exception as error:
                 if not is_transient(error):
                     raise
@@ -164,6 +174,11 @@ class RetryingClient:
                 self._outage = None
                 return result
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _one_attempt(self) -> AbstractContextManager[None]:
+        """A stop signal waits for a local store's call to return (see the class)."""
+        local = self._tracking_uri.startswith("sqlite:")
+        return stop_signals_deferred() if local else nullcontext()
 
     def _unavailable(
         self, name: str, attempts: int, elapsed: float, error: BaseException

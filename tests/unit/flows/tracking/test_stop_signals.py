@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from flows.core.signals import stop_signals_deferred
+from flows.tracking.retry import RetryingClient, RetryPolicy
 from flows.tracking.runs import Tracker
 
 
@@ -57,6 +59,32 @@ def test_a_sigterm_during_the_final_status_write_leaves_the_run_killed_not_runni
     with pytest.raises(Stopped):
         run.finish("KILLED")
     assert tracker.client.get_run(run.run_id).info.status == "KILLED"
+
+
+class ReadCutBySignal:
+    """A store call that a stop signal reaches midway through a read of the local store."""
+
+    def __init__(self, database: Path) -> None:
+        self.database = database
+
+    def search_metrics(self) -> int:
+        cursor = sqlite3.connect(self.database).execute("SELECT * FROM metrics")
+        cursor.fetchone()  # the read is open: SQLite's shared lock is held
+        os.kill(os.getpid(), signal.SIGTERM)
+        return len(cursor.fetchall())
+
+
+@pytest.mark.usefixtures("sigterm_raises")
+def test_a_stop_signal_during_a_local_store_read_leaves_no_lock_behind(tmp_path: Path) -> None:
+    database = tmp_path / "mlflow.db"
+    tracker = Tracker(f"sqlite:///{database}", "cloze", None, RetryPolicy(attempts=1))
+    run = tracker.start_run("pretrain")
+    run.log_metrics({"loss": 1.0, "accuracy": 0.5})
+    reads = RetryingClient(ReadCutBySignal(database), RetryPolicy(attempts=1), tracker.tracking_uri)
+    with pytest.raises(Stopped) as stopped:  # the traceback stays alive, as on a run's way out
+        reads.search_metrics()
+    run.finish("KILLED")  # the run's own next write: blocked by its own read if it were cut
+    assert stopped.traceback and tracker.client.get_run(run.run_id).info.status == "KILLED"
 
 
 # A finetune stage stopped while a task's child run is open: (what stopped it, the task run's

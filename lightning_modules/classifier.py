@@ -7,6 +7,7 @@ whole-split predictions aligned to words, which a per-batch `validation_step` ca
 from __future__ import annotations
 
 import copy
+import random
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -65,6 +66,48 @@ class LengthOrder(Sampler[int]):
         for position, output in zip(self.order, outputs, strict=True):
             restored[position] = output
         return restored
+
+
+class LengthGroups(Sampler[int]):
+    """Training order whose batches hold examples of like length, so a batch pads little (random
+    batches of NCBI-disease train held about 2.2x their real tokens), while each epoch still draws
+    new batches: the examples are shuffled, cut into chunks of up to 50 batches (at least 4 chunks
+    where the split allows, so the batches change between epochs), each chunk is sorted by
+    length and cut into batches, and the batches are shuffled. Read `batch_size` at a time, as a
+    DataLoader does; the one short batch comes last. The order follows `seed` and the epoch
+    (`set_epoch`, which Lightning calls before each one)."""
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int) -> None:
+        self.lengths = lengths
+        self.batch_size = batch_size
+        self.seed = seed
+        self.epoch = 0
+        per_chunk = min(50, max(1, len(lengths) // (4 * batch_size)))
+        self.chunk = per_chunk * batch_size
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def batches(self) -> list[list[int]]:
+        """This epoch's batches, in the order they are read."""
+        draw = random.Random(f"length groups {self.seed} {self.epoch}")
+        order = list(range(len(self.lengths)))
+        draw.shuffle(order)
+        batches = []
+        for start in range(0, len(order), self.chunk):
+            chunk = sorted(order[start : start + self.chunk], key=self.lengths.__getitem__)
+            batches += [
+                chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size)
+            ]
+        short = [batches.pop()] if batches and len(batches[-1]) < self.batch_size else []
+        draw.shuffle(batches)
+        return batches + short
+
+    def __iter__(self) -> Iterator[int]:
+        return (position for batch in self.batches() for position in batch)
+
+    def __len__(self) -> int:
+        return len(self.lengths)
 
 
 def in_split_order(loader: DataLoader, outputs: list[Any]) -> list[Any]:

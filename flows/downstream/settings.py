@@ -87,6 +87,8 @@ class Recipe(settings_of(OptimizerSettings, FINETUNE_OPTIMIZER_KEYS)):  # type: 
     """Epochs without a better validation score before a run stops."""
     batch_size: Annotated[int, bounds(ge=1)] = 32
     """Examples per step."""
+    group_by_length: bool = True
+    """Training batches of examples of like length (less padding); false: random batches."""
     weight_decay: Annotated[Number, bounds(ge=0)] = 0.01
     """AdamW's decoupled weight decay."""
     warmup_ratio: Annotated[Number, bounds(ge=0, lt=1)] = 0.1

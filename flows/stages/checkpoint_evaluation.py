@@ -45,7 +45,7 @@ from flows.stages.finetune_progress import FinishedTasks
 from flows.stages.training_types import FinetuneOutputs
 from flows.training.settings import TrainerSettings
 
-VERSION = 2
+VERSION = 3
 
 
 def evaluate_checkpoint(

@@ -27,7 +27,7 @@ from lightning_modules.models.config import EncoderConfig
 
 CONTROL_STAGE = "finetune_control"
 BASE_STAGE = "finetune_base"
-VERSION = 2
+VERSION = 3
 CONTROL_ARM = "random_init"
 ARM_STAGES = {CONTROL_ARM: CONTROL_STAGE, BASE_ARM: BASE_STAGE}
 ARM_FILE = "arm.json"  # the ArmResult, every run's test predictions included (bootstrap input)

@@ -71,7 +71,7 @@ from lightning_modules.models.encoder import BertEncoder
 from lightning_modules.models.serialization import count_parameters, load_encoder_weights
 
 STAGE = FinetuneOutputs.STAGE
-VERSION = 6
+VERSION = 7
 SUMMARY_FILE = "summary.md"
 CHART_FILE = "lift.png"
 RESULTS_FILE = "results.json"

@@ -32,7 +32,7 @@ from flows.stages.training_types import FinetuneOutputs
 from flows.training.settings import TrainerSettings
 
 STAGE = "label_curve"
-VERSION = 2
+VERSION = 3
 CHART_FILE = "label_curve.png"
 TABLE_FILE = "label_curve.md"
 POINTS_FILE = "label_curve.json"

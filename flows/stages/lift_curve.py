@@ -41,7 +41,7 @@ from flows.stages.training_types import FinetuneOutputs, PretrainOutputs
 from flows.training.settings import TrainerSettings
 
 CHECKPOINT_STAGE = "finetune_checkpoint"
-VERSION = 2
+VERSION = 3
 CURVE_CHART = "lift_curve.png"
 OVER_BASE_CHART = "over_base_curve.png"  # a continuation's: adapted over base
 CURVE_FILE = "curve.json"

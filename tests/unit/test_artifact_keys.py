@@ -47,13 +47,13 @@ PINNED = {
         "tokenizer": "42adec7afb521f040291",
         "shards": "94fb36023401051d7de7",
         "pretrain": "13cf8590ea42fd7dabc8",
-        "finetune": "932b0a0e268378777d97",
+        "finetune": "99000d20a4c99c888044",
     },
     "default": {
         "tokenizer": "fb4be842b66af12ba6ff",
         "shards": "b625087590a26be3806f",
         "pretrain": "289283bbea2930bf7cd0",
-        "finetune": "ac5d232f2651197f1ba3",
+        "finetune": "3ff5f109bdbd75b7eda1",
     },
 }
 # experiment=distilbert_smoke (its other stages are the smoke pins above: distillation moves none;
@@ -233,3 +233,12 @@ def test_an_opt_in_set_off_its_default_enters_the_key(name: str, value: object) 
     default, changed = set_off_default(name, value)
     assert name not in default, f"{name} at its default entered the key"
     assert changed.get(name, "left out") == value, f"{name} set off its default is not keyed"
+
+
+def test_training_batches_grouped_by_length_or_random_key_apart() -> None:
+    """Not an opt-in: grouped batches (the default) changed every run's results when they came
+    (finetune VERSION 7), and `group_by_length: false` reproduces the random batches before."""
+    assert "group_by_length" not in OPT_IN_RECIPE_FIELDS
+    grouped = Recipe().key_record(set())
+    assert grouped["group_by_length"] is True
+    assert Recipe(group_by_length=False).key_record(set()) != grouped

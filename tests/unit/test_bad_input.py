@@ -384,6 +384,10 @@ CONFIG_CASES = [
     (["finetune.pooling=max"], r"finetune\.pooling='max' must be one of \('cls', 'mean'\)"),
     (["finetune.encoder_dropout=1.0"], r"finetune\.encoder_dropout=1\.0 must be in \[0, 1\)"),
     (
+        ["finetune.group_by_length=often"],
+        r"finetune\.group_by_length='often' must be true or false",
+    ),
+    (
         ["finetune.prompt={template:'{text} was good',verbalizer:{0:bad,1:good}}"],
         r"finetune\.prompt\.template='\{text\} was good' must hold \{mask\} exactly once",
     ),

@@ -24,7 +24,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.loggers import Logger
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from flows.downstream.finetuning.pruning import GridPruning
 from flows.downstream.finetuning.qa_runs import Decoded, decoded_answers, span_scores
@@ -40,6 +40,7 @@ from flows.training.trainer import make_trainer
 from lightning_modules.classifier import (
     BestEpoch,
     FinetuneModule,
+    LengthGroups,
     LengthOrder,
     predict,
     predict_spans,
@@ -223,15 +224,20 @@ class TaskRun:
         return data if positions is None else data.subset(positions)
 
     def loader(self, split: str, seed: int, shuffle: bool = False) -> DataLoader:
-        """Training batches shuffled by the seed; scoring ones by length (predict restores the
-        split's order)."""
+        """Training batches shuffled by the seed, of like length unless `group_by_length` is
+        off; scoring ones by length (predict restores the split's order)."""
         data = self.split(split, seed)
-        by_length = LengthOrder([len(item["input_ids"]) for item in data.items])
+        lengths = [len(item["input_ids"]) for item in data.items]
+        order: Sampler[int] | None = None  # the DataLoader shuffles, from the generator below
+        if not shuffle:
+            order = LengthOrder(lengths)
+        elif self.settings.group_by_length:
+            order = LengthGroups(lengths, self.settings.batch_size, seed)
         return DataLoader(
             SplitDataset(data),
             batch_size=self.settings.batch_size,
-            shuffle=shuffle,
-            sampler=None if shuffle else by_length,
+            shuffle=order is None,
+            sampler=order,
             collate_fn=lambda items: pad_batch(items, self.pad_id),
             generator=torch.Generator().manual_seed(seed),
         )

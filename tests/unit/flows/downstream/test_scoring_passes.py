@@ -1,5 +1,6 @@
-"""Scoring passes (validation after each epoch, test at the end): at the run's precision, in
-length order, and answered in the split's order."""
+"""Fine-tuning's batches. Scoring passes (validation after each epoch, test at the end): at the
+run's precision, in length order, and answered in the split's order. Training: shuffled by the
+seed, in batches of like length unless `finetune.group_by_length` is off."""
 
 from __future__ import annotations
 
@@ -8,17 +9,19 @@ from typing import Any
 
 import pytest
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, RandomSampler
 
 from flows.downstream.finetuning import recipe
 from flows.downstream.finetuning.recipe import SplitDataset, TaskRun, build_model, pad_batch
 from flows.stages.finetune import prepare_task
-from lightning_modules.classifier import LengthOrder, predict
+from lightning_modules.classifier import LengthGroups, LengthOrder, predict
 from tests.fakes import TINY_TRAINER, WordShards, word_finetune
 
 
-def tagging_run(shards: WordShards, encoder: Any, work: Path, precision: str) -> TaskRun:
-    settings = word_finetune(shards, tasks=("tags",), epochs=1)
+def tagging_run(
+    shards: WordShards, encoder: Any, work: Path, precision: str, **fields: Any
+) -> TaskRun:
+    settings = word_finetune(shards, tasks=("tags",), epochs=1, **fields)
     trainer = TINY_TRAINER.model_copy(update={"precision": precision})
     return prepare_task(
         settings.plan[0].spec,
@@ -51,6 +54,15 @@ def test_scoring_batches_go_by_length_and_predictions_come_back_in_split_order(
     )
     model = build_model(run, "pretrained")
     assert predict(model, loader) == predict(model, one_by_one)  # no padding at all: split order
+
+
+def test_training_batches_are_of_like_length_unless_turned_off(
+    word_shards: WordShards, word_encoder: Any, tmp_path: Path
+) -> None:
+    grouped = tagging_run(word_shards, word_encoder, tmp_path, "32-true").loader("train", 5, True)
+    assert isinstance(grouped.sampler, LengthGroups) and grouped.sampler.seed == 5
+    shuffled = tagging_run(word_shards, word_encoder, tmp_path, "32-true", group_by_length=False)
+    assert isinstance(shuffled.loader("train", 5, shuffle=True).sampler, RandomSampler)
 
 
 @pytest.mark.parametrize(("precision", "autocast"), [("bf16-mixed", True), ("32-true", False)])

@@ -157,7 +157,10 @@ def settings_for(word_shards: WordShards, **recipe: Any) -> FinetuneSettings:
 def test_the_finetune_stage_runs_both_arms_through_the_prompt(
     word_shards: WordShards, word_encoder: Any
 ) -> None:
-    settings = settings_for(word_shards, prompt=PAIR_PROMPT)
+    # Random batches, as these bounds were set on: at lr 3e-3 a run either breaks out of chance
+    # within 6 epochs or stops on patience, in about 3 runs of 4 whatever the batches (seeds 3 to
+    # 18: 10 of 16 random, 12 of 16 grouped by length), and grouped, seeds 3 and 4 both do not.
+    settings = settings_for(word_shards, prompt=PAIR_PROMPT, group_by_length=False)
     ref = finetune(settings, 3, TRAINER, word_encoder, word_shards.tokenizer, word_shards.store)
     figures = FinetuneOutputs.of(ref).figures["pairs"]
     assert figures.pretrained.mean > 0.9, "the pretrained arm learns the task through the prompt"

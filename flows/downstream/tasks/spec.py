@@ -7,6 +7,7 @@ cases a task name, so a user adds a task with a YAML block and no code.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -338,6 +339,13 @@ def check_labels(spec: TaskSpec, labels: list[str]) -> None:
             f"{found}; name the label of pairs without a relation (e.g. Other), or set it to "
             "null to score every label"
         )
+
+
+def recipe_key(task: str, field: str, set_by_task: Collection[str]) -> str:
+    """The config key that sets a recipe field for `task`: its catalog entry's, if it sets it."""
+    if field in set_by_task:
+        return f"finetune.catalog.{task}.recipe.{field}"
+    return f"finetune.{field}"
 
 
 def task_specs(catalog: dict[str, Any], names: list[str]) -> list[TaskSpec]:

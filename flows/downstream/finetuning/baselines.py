@@ -13,15 +13,17 @@ from typing import Any
 
 from flows.downstream.finetuning.results import BaselineResult
 from flows.downstream.kinds.registry import kind_of
-from flows.downstream.tasks.readers import TaggedSentence
+from flows.downstream.tasks.readers import LabelSetExample, TaggedSentence
 from flows.downstream.tasks.spec import TaskSpec
 from flows.downstream.tasks.squad import QAExample
 
 
 def gold_of(example: Any) -> Any:
-    """What an example is scored against: tags, reference answers, or a label id."""
+    """What an example is scored against: tags, reference answers, label ids, or a label id."""
     if isinstance(example, TaggedSentence):
         return list(example.tags)
+    if isinstance(example, LabelSetExample):
+        return list(example.labels)
     return list(example.answers) if isinstance(example, QAExample) else example.label
 
 

@@ -43,7 +43,6 @@ from lightning_modules.classifier import (
     BestEpoch,
     FinetuneModule,
     LengthOrder,
-    predict,
     predict_spans,
 )
 from lightning_modules.models.config import IGNORE_INDEX, EncoderConfig
@@ -70,6 +69,8 @@ def pad_batch(items: list[Item], pad_id: int) -> dict[str, torch.Tensor]:
     width = max(len(item["input_ids"]) for item in items)
     input_ids = torch.full((len(items), width), pad_id, dtype=torch.long)
     token_type_ids = torch.zeros((len(items), width), dtype=torch.long)
+    # A list of labels is a sentence's tags, one per token; a tuple, a multi-label example's
+    # multi-hot targets (flows/downstream/kinds/multi_label.py), one row like a label id.
     tagged = isinstance(items[0]["labels"], list)
     labels = (
         torch.full((len(items), width), IGNORE_INDEX, dtype=torch.long)
@@ -186,8 +187,8 @@ class TaskRun:
         return self.kind.decodes_spans
 
     def predictor(self) -> Callable[[nn.Module, DataLoader], Any]:
-        """What a model's outputs are read as: window logits (QA), else labels."""
-        return predict_spans if self.question_answering else predict
+        """What a model's outputs are read as: the kind's (window logits, labels, label sets)."""
+        return self.kind.predict
 
     def answers(self, split: str, predictions: Any) -> Any:
         """A QA split's window logits decoded into answers (qa_runs.py); else as they are."""
@@ -211,7 +212,7 @@ class TaskRun:
         """Test predictions, and a QA run's null-score threshold (fitted on validation first)
         and best spans."""
         if not self.question_answering:
-            return Decoded(predict(model, self.loader("test", seed)), None, [])
+            return Decoded(self.kind.predict(model, self.loader("test", seed)), None, [])
         validation = predict_spans(model, self.loader("validation", seed))
         test = predict_spans(model, self.loader("test", seed))
         return self.decoded("test", test, validation)

@@ -27,6 +27,7 @@ from lightning_modules.models.config import EncoderConfig
 
 if TYPE_CHECKING:  # torch: a head is built in the stage, never while a config is validated
     from torch import nn
+    from torch.utils.data import DataLoader
 
 
 class RecipeView(Protocol):
@@ -179,6 +180,11 @@ class TaskKind(Protocol):
     def build_model(self, config: EncoderConfig, run: HeadInputs, source: Path | None) -> nn.Module:
         """The kind's head over an encoder of `config`, the encoder's weights from `source`
         (None: random init)."""
+        ...
+
+    def predict(self, model: nn.Module, loader: DataLoader) -> list[Any]:
+        """The model's outputs over `loader`, per example in split order, as the kind reads
+        them: a label id, tag ids, a label set, or a window's logits to decode."""
         ...
 
     def size_outputs(self, task: str, splits: Mapping[str, EncodedSplit]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from lightning_modules.models.config import EncoderConfig
 
 if TYPE_CHECKING:  # torch: a head is built in the stage, never while a config is validated
     from torch import nn
+    from torch.utils.data import DataLoader
 
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 Scorer = Callable[[list[Any], Any, list[str], str | None], dict[str, float]]
@@ -190,6 +191,11 @@ class Classification:
         if source is not None:
             load_encoder_weights(model.encoder, source)
         return model
+
+    def predict(self, model: nn.Module, loader: DataLoader) -> list[Any]:
+        from lightning_modules.classifier import predict
+
+        return predict(model, loader)
 
     def size_outputs(self, task: str, splits: Mapping[str, EncodedSplit]) -> dict[str, Any]:
         return {}

@@ -34,6 +34,7 @@ from lightning_modules.squad_metrics import QA_METRICS, example_scores, has_answ
 
 if TYPE_CHECKING:  # torch: a head is built in the stage, never while a config is validated
     from torch import nn
+    from torch.utils.data import DataLoader
 
 
 def question_splits(
@@ -142,6 +143,11 @@ class QuestionAnswering:
         if source is not None:
             load_encoder_weights(model.encoder, source)
         return model
+
+    def predict(self, model: nn.Module, loader: DataLoader) -> list[Any]:
+        from lightning_modules.classifier import predict_spans
+
+        return predict_spans(model, loader)
 
     def size_outputs(self, task: str, splits: Mapping[str, EncodedSplit]) -> dict[str, Any]:
         """How many windows each split's questions became."""

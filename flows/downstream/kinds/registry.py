@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from flows.downstream.kinds.base import TaskKind
 from flows.downstream.kinds.classification import CLASSIFICATION
+from flows.downstream.kinds.multi_label import MULTI_LABEL
 from flows.downstream.kinds.question_answering import QUESTION_ANSWERING
 from flows.downstream.kinds.relation import RELATION
 from flows.downstream.kinds.token_classification import TOKEN_CLASSIFICATION
 
 TASK_KINDS: dict[str, TaskKind] = {
-    kind.name: kind for kind in (CLASSIFICATION, TOKEN_CLASSIFICATION, RELATION, QUESTION_ANSWERING)
+    kind.name: kind
+    for kind in (CLASSIFICATION, TOKEN_CLASSIFICATION, RELATION, QUESTION_ANSWERING, MULTI_LABEL)
 }
 
 

@@ -27,6 +27,7 @@ from lightning_modules.models.config import EncoderConfig
 
 if TYPE_CHECKING:  # torch: a head is built in the stage, never while a config is validated
     from torch import nn
+    from torch.utils.data import DataLoader
 
 
 def padded_tags(truth: Sequence[int], predicted: Sequence[int], labels: list[str]) -> list[str]:
@@ -151,6 +152,11 @@ class TokenClassification:
         if source is not None:
             load_encoder_weights(model.encoder, source)
         return model
+
+    def predict(self, model: nn.Module, loader: DataLoader) -> list[Any]:
+        from lightning_modules.classifier import predict
+
+        return predict(model, loader)
 
     def size_outputs(self, task: str, splits: Mapping[str, EncodedSplit]) -> dict[str, Any]:
         return {}

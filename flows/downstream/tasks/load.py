@@ -27,6 +27,7 @@ from flows.downstream.tasks.encoding import STAND_IN_SPECIAL, stand_in_tokenizer
 from flows.downstream.tasks.hub import read_hub
 from flows.downstream.tasks.readers import (
     LabelIndex,
+    LabelSetExample,
     TaggedSentence,
     TextExample,
     read_conll,
@@ -155,7 +156,9 @@ def task_labels(spec: TaskSpec, data_dir: Path) -> list[str]:
 
 
 def label_ids(example: Any) -> set[int]:
-    return set(example.tags) if isinstance(example, TaggedSentence) else {example.label}
+    if isinstance(example, TaggedSentence):
+        return set(example.tags)
+    return set(example.labels) if isinstance(example, LabelSetExample) else {example.label}
 
 
 def absent_from_test(spec: TaskSpec, labels: list[str], test: list[Any]) -> list[str]:

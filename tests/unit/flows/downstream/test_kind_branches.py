@@ -24,7 +24,8 @@ REMAINING = {
     # Config validation (what fields and metrics a kind takes, its default metric): TaskSpec is
     # read by the readers that the kinds import, so it cannot ask the registry without a circle.
     "flows/downstream/tasks/spec.py",
-    # Records and hub rows to examples: a tagged sentence, a question or a labelled text.
+    # Records and hub rows to examples: a tagged sentence, a question, a label set or a labelled
+    # text; the kinds read through these readers, so they cannot dispatch back to the kinds.
     "flows/downstream/tasks/record_readers.py",
     "flows/downstream/tasks/hub.py",
 }

@@ -26,7 +26,8 @@ Predictions = list[Any]  # an int per example, or a list of tag ids per sentence
 
 
 class FinetuneModule(pl.LightningModule):
-    """Cross-entropy over `(batch, C)` or `(batch, T, C)` logits; -100 labels are ignored."""
+    """Cross-entropy over `(batch, C)` or `(batch, T, C)` logits, -100 labels ignored; binary
+    cross-entropy per label for float (multi-hot) targets."""
 
     def __init__(self, model: nn.Module, optimizer: OptimizerSettings) -> None:
         super().__init__()
@@ -35,11 +36,13 @@ class FinetuneModule(pl.LightningModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         logits = self.model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-        loss = F.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]),
-            batch["labels"].reshape(-1),
-            ignore_index=IGNORE_INDEX,
-        )
+        labels = batch["labels"]
+        if labels.is_floating_point():  # multi-hot targets: a sigmoid per label (multi-label)
+            loss = F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+        else:
+            loss = F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX
+            )
         self.log("train/loss", loss, prog_bar=True)
         return loss
 

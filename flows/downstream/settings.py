@@ -14,7 +14,7 @@ defines them, for a task defined there). An experiment or override that changes
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -35,9 +35,16 @@ from flows.core.settings import (
     settings_of,
 )
 from flows.downstream.curves import LabelCount, checkpoint_fractions, label_counts
+from flows.downstream.kinds.registry import kind_of
 from flows.downstream.tasks.load import Sampling, check_tasks, example_texts, load_task
 from flows.downstream.tasks.prompting import PromptSettings
-from flows.downstream.tasks.spec import BASELINES, TaskSpec, default_data_dir, task_specs
+from flows.downstream.tasks.spec import (
+    BASELINES,
+    TaskSpec,
+    default_data_dir,
+    recipe_key,
+    task_specs,
+)
 from lightning_modules.models.config import POOLINGS, RELATION_HEADS
 from lightning_modules.optim_settings import OptimizerSettings
 
@@ -257,7 +264,7 @@ class FinetuneSettings(Recipe):
         for task in self._plan:
             spec, recipe = task.spec, task.recipe
             self.baselines_for(spec)
-            if recipe.prompt is not None and spec.kind != "classification":
+            if recipe.prompt is not None and not kind_of(spec.kind).prompts:
                 key = recipe_key(spec.name, "prompt", spec.recipe)
                 raise ConfigError(
                     f"{key} is set, but task {spec.name} is {spec.kind}: a prompt gives a "
@@ -336,7 +343,7 @@ class FinetuneSettings(Recipe):
         that each task's train pool holds the label curve's counts."""
         recipes = [(task.spec, task.recipe) for task in self.plan]
         pools = check_tasks(
-            [(spec, recipe.sampling(seed), recipe.max_length) for spec, recipe in recipes],
+            [(spec, recipe, recipe.sampling(seed)) for spec, recipe in recipes],
             self.resolved_data_dir(),
         )
         counts = [count for count in self.curve_counts if count is not None]
@@ -382,13 +389,6 @@ class FinetuneSettings(Recipe):
 
     def resolved_data_dir(self) -> Path:
         return Path(self.data_dir).expanduser() if self.data_dir else default_data_dir()
-
-
-def recipe_key(task: str, field: str, set_by_task: Collection[str]) -> str:
-    """The config key that sets a recipe field for `task`: its catalog entry's, if it sets it."""
-    if field in set_by_task:
-        return f"finetune.catalog.{task}.recipe.{field}"
-    return f"finetune.{field}"
 
 
 def plural(count: int, noun: str) -> str:

@@ -24,7 +24,6 @@ from typing import Any
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.downstream.finetuning.recipe import LoggerFactory
 from flows.downstream.settings import FinetuneSettings
-from flows.downstream.statistics.qa_report import qa_outputs
 from flows.downstream.statistics.report import bar_chart, baseline_outputs, markdown_table
 from flows.downstream.statistics.task_figures import EVALUATED
 from flows.downstream.tasks.spec import BASE_ARM
@@ -109,8 +108,7 @@ def evaluate_checkpoint(
             outputs[f"{spec.name}.recipe_set_by_task"] = ",".join(sorted(spec.recipe))
             outputs.update(lift_figures(task_run, arms, settings, seed))
             outputs.update(baseline_outputs(spec.name, spec.metric, baselines))
-            if spec.kind == "question_answering":
-                outputs.update(qa_outputs(spec.name, arms, baselines))
+            outputs.update(task_run.kind.report_outputs(spec.name, arms, baselines))
             runs[spec.name] = {
                 **task_record(task_run, arms, baselines),
                 "labels": data.label_record(),

@@ -19,7 +19,7 @@ from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.settings import output_settings
 from flows.downstream.finetuning.baselines import BaselineResult, evaluate_baselines
 from flows.downstream.finetuning.caps import caps_outputs, caps_record
-from flows.downstream.finetuning.qa_runs import SPAN, answerable, unanswerable_mode
+from flows.downstream.finetuning.qa_runs import SPAN, answerable
 from flows.downstream.finetuning.recipe import (
     ArmResult,
     LoggerFactory,
@@ -27,22 +27,17 @@ from flows.downstream.finetuning.recipe import (
     TaskRun,
     evaluate_arm,
 )
-from flows.downstream.settings import (
-    RECIPE_FIELDS,
-    FinetuneSettings,
-    Recipe,
-    TaskPlan,
-    recipe_key,
-)
+from flows.downstream.kinds.base import EncodeJob
+from flows.downstream.kinds.registry import kind_of
+from flows.downstream.settings import RECIPE_FIELDS, FinetuneSettings, TaskPlan
 from flows.downstream.statistics.base_report import OVER_BASE, base_outputs
-from flows.downstream.statistics.bootstrap import bootstrap_lift, example_statistics
+from flows.downstream.statistics.bootstrap import bootstrap_lift
 from flows.downstream.statistics.distill_report import (
     distillation_table,
     size_outputs,
     student_outputs,
 )
-from flows.downstream.statistics.per_class import mean_report, per_class, per_class_markdown
-from flows.downstream.statistics.qa_report import qa_markdown, qa_outputs
+from flows.downstream.statistics.per_class import mean_report
 from flows.downstream.statistics.report import (
     bar_chart,
     baseline_outputs,
@@ -50,20 +45,11 @@ from flows.downstream.statistics.report import (
     task_outputs,
 )
 from flows.downstream.statistics.speed import inference_tokens_per_second
-from flows.downstream.tasks.encoding import EncodedSplit, encode
 from flows.downstream.tasks.load import TaskData, load_task, source_fingerprint, train_sample
-from flows.downstream.tasks.prompting import PromptIds, encode_prompted, label_word_ids
-from flows.downstream.tasks.qa_encoding import encode_questions, window_outputs
-from flows.downstream.tasks.relation import (
-    MarkerIds,
-    add_marker_tokens,
-    encode_relations,
-    type_matrix,
-)
 from flows.downstream.tasks.spec import BASE_ARM, TaskSpec
 from flows.stages.control_arm import CONTROL_ARM, base_record, cached_arm, control_record
 from flows.stages.finetune_progress import FinishedTasks
-from flows.stages.tokenizer import TrainedTokenizer, load_tokenizer
+from flows.stages.tokenizer import load_tokenizer
 from flows.stages.training_types import FinetuneOutputs
 from flows.training.settings import TrainerSettings
 from lightning_modules.models.config import load_encoder_config
@@ -78,28 +64,13 @@ RESULTS_FILE = "results.json"
 PREDICTIONS_FILE = "predictions.json"  # test predictions per task, arm and seed: bootstrap input
 
 
-def unused_by(spec: TaskSpec, recipe: Recipe) -> set[str]:
-    """Recipe fields a task's head ignores: tagging heads score every token, so no pooling; a
-    prompt reads the MLM head, so neither pooling nor the classifier's dropout; only a relation
-    head reads `relation_head`, and it reads no pooling; a span head reads neither, nor dropout,
-    and only it reads `doc_stride`."""
-    if spec.kind == "question_answering":
-        return {"pooling", "relation_head", "classifier_dropout"}
-    if spec.kind == "relation":
-        return {"pooling", "doc_stride"}
-    if spec.kind == "token_classification":
-        return {"pooling", "relation_head", "doc_stride"}
-    head = {"pooling", "classifier_dropout"} if recipe.prompt is not None else set()
-    return {*head, "relation_head", "doc_stride"}
-
-
 def task_settings(task: TaskPlan, data_dir: Path) -> dict[str, Any]:
     """What changes one task's runs: its spec, its recipe (less what its head ignores) and the
     content of its data files."""
     spec, recipe = task.spec, task.recipe
     return {
         **spec.key_record(),
-        "recipe": recipe.key_record(unused_by(spec, recipe)),
+        "recipe": recipe.key_record(kind_of(spec.kind).unused_fields(recipe)),
         "data": source_fingerprint(spec, data_dir),
     }
 
@@ -149,9 +120,19 @@ def prepare_task(
     max_length = min(recipe.max_length, encoder.max_position_embeddings)
     trained.tokenizer.enable_truncation(max_length)
     data = load_task(spec, settings.resolved_data_dir(), recipe.sampling(seed))
-    splits, prompt, markers = encode_splits(
-        spec, recipe, data, trained, encoder.type_vocab_size > 1, max_length
+    kind = kind_of(spec.kind)
+    job = EncodeJob(
+        spec,
+        recipe,
+        data.labels,
+        data.splits,
+        trained.tokenizer,
+        asdict(trained.special),
+        encoder.type_vocab_size > 1,
+        max_length,
     )
+    encoded = kind.encode(job)
+    splits = encoded.splits
     sizes: dict[str, Any] = {
         f"{spec.name}.{name}_examples": len(split.gold) for name, split in splits.items()
     }
@@ -163,8 +144,7 @@ def prepare_task(
     if data.carved:
         data.caps["carved"] = data.carved
     sizes.update(caps_outputs(spec.name, data.caps, splits))
-    if spec.kind == "question_answering":
-        sizes.update(window_outputs(spec.name, splits))
+    sizes.update(kind.size_outputs(spec.name, splits))
     run = TaskRun(
         spec=spec,
         labels=data.labels,
@@ -179,59 +159,11 @@ def prepare_task(
         loggers_for=loggers_for,
         student_dir=student_dir,
         student_encoder=None if student_dir is None else load_encoder_config(student_dir),
-        prompt=prompt,
-        markers=markers,
-        unanswerable=unanswerable_mode(spec, data.splits["train"]),
+        prompt=encoded.prompt,
+        markers=encoded.markers,
+        unanswerable=kind.abstains(spec, data.splits["train"]),
     )
     return data, run, sizes
-
-
-def encode_splits(
-    spec: TaskSpec,
-    recipe: Recipe,
-    data: TaskData,
-    trained: TrainedTokenizer,
-    token_types: bool,
-    max_length: int,
-) -> tuple[dict[str, EncodedSplit], PromptIds | None, MarkerIds | None]:
-    """Each split's token ids, as the task's head reads them: plain, as a prompt's cloze, or a
-    relation's text with its markers as tokens (the ids the head needs come back beside), or a
-    question's windows over its context."""
-    if spec.kind == "question_answering":
-        windows = {
-            name: encode_questions(
-                trained.tokenizer, examples, max_length, recipe.stride, token_types
-            )
-            for name, examples in data.splits.items()
-        }
-        return dict(windows), None, None
-    if spec.kind == "relation":
-        markers = add_marker_tokens(trained.tokenizer, spec.markers())
-        encoded = {
-            name: encode_relations(trained.tokenizer, examples, markers, max_length)
-            for name, examples in data.splits.items()
-        }
-        return encoded, None, markers
-    if recipe.prompt is None:
-        encoded = {
-            name: encode(trained.tokenizer, examples, token_types)
-            for name, examples in data.splits.items()
-        }
-        return encoded, None, None
-    key = recipe_key(spec.name, "prompt", spec.recipe)
-    encoded = {
-        name: encode_prompted(
-            trained.tokenizer,
-            examples,
-            recipe.prompt.template,
-            asdict(trained.special),
-            max_length,
-            key,
-        )
-        for name, examples in data.splits.items()
-    }
-    words = label_word_ids(trained.tokenizer, recipe.prompt, data.labels, key)
-    return encoded, PromptIds(trained.special.mask, words), None
 
 
 def run_baselines(
@@ -302,24 +234,21 @@ def bootstrap_outputs(
     def predicted(run: RunResult) -> list[Any]:
         return [(run.test_spans or [])[i] for i in kept] if span else run.test_predictions
 
+    kind, labels = task_run.kind, task_run.labels
     statistics = {
         arm: [
-            example_statistics(spec.kind, [gold[i] for i in kept], predicted(run), task_run.labels)
+            kind.example_statistics([gold[i] for i in kept], predicted(run), labels)
             for run in arms[arm].runs
         ]
         for arm in pair
     }
-    types = type_matrix(task_run.labels, spec.negative_label) if spec.kind == "relation" else None
     low, high = bootstrap_lift(
         statistics[pair[0]],
         statistics[pair[1]],
-        spec.metric,
-        len(task_run.labels),
+        lambda totals: kind.bootstrap_metric(spec.metric, totals, labels, spec.negative_label),
         settings.bootstrap_samples,
         settings.confidence,
         seed,
-        types,
-        spec.kind,
     )
     prefix = f"{spec.name}.{name}_{SPAN if span else ''}{spec.metric}_bootstrap"
     return {f"{prefix}_low": low, f"{prefix}_high": high}
@@ -330,7 +259,7 @@ def task_record(
 ) -> dict[str, Any]:
     """A task's entry of results.json: every run (without its raw predictions), each arm's
     per-class test scores (mean over seeds), every baseline."""
-    spec, gold = task_run.spec, task_run.splits["test"].gold
+    gold = task_run.splits["test"].gold
     record: dict[str, Any] = {}
     for arm, result in arms.items():
         record[arm] = asdict(result)
@@ -338,7 +267,7 @@ def task_record(
             del run["test_predictions"]
         record[arm]["per_class"] = mean_report(
             [
-                per_class(spec.kind, gold, run.test_predictions, task_run.labels)
+                task_run.kind.per_class(gold, run.test_predictions, task_run.labels)
                 for run in result.runs
             ]
         )
@@ -438,8 +367,7 @@ def finetune(
             outputs[f"{spec.name}.recipe_set_by_task"] = ",".join(sorted(spec.recipe))
             outputs.update(lift_figures(task_run, arms, settings, seed))
             outputs.update(baseline_outputs(spec.name, spec.metric, baselines))
-            if spec.kind == "question_answering":
-                outputs.update(qa_outputs(spec.name, arms, baselines))
+            outputs.update(task_run.kind.report_outputs(spec.name, arms, baselines))
             if student_dir is not None:
                 outputs.update(student_outputs(spec.name, arms, settings.confidence))
             if base_ref is not None:
@@ -460,12 +388,10 @@ def finetune(
             finished.keep(spec.name, outputs, runs, predictions)
         figures = list(FinetuneOutputs.from_manifest(outputs).figures.values())
         summary = markdown_table(figures, settings.confidence)
-        for spec in (spec for spec in settings.specs() if spec.kind == "relation"):
-            summary += "\n\n" + per_class_markdown(
-                spec.name, runs[spec.name], list(predictions[spec.name])
-            )
-        for spec in (spec for spec in settings.specs() if spec.kind == "question_answering"):
-            summary += "\n\n" + qa_markdown(outputs, spec.name)
+        for spec in settings.specs():
+            arm_names = list(predictions[spec.name])
+            section = kind_of(spec.kind).summary(spec.name, outputs, runs[spec.name], arm_names)
+            summary += f"\n\n{section}" if section else ""
         if student_dir is not None:
             outputs.update(measure_sizes(pretrain_ref.path, student_dir, settings))
             summary += "\n\n" + distillation_table(outputs, settings.tasks, settings.confidence)

@@ -507,6 +507,13 @@ CONFIG_CASES = [
         ],
         r"finetune\.catalog\.q: format 'squad' cannot be kind 'classification'",
     ),
+    (  # a CSV row holds one label: a multi-label task reads label lists from records
+        [
+            "+finetune.catalog.m={format:csv,kind:multi_label,labels:[a,b],train:m.csv,test:m.csv}",
+            "finetune.tasks=[m]",
+        ],
+        r"finetune\.catalog\.m: format 'csv' cannot be kind 'multi_label'",
+    ),
     (
         ["finetune.relation_head=mean"],
         r"finetune\.relation_head='mean' must be one of \('entity_start', 'cls'\)",
@@ -853,6 +860,15 @@ def parquet_bytes(columns: dict[str, list[Any]]) -> bytes:
 CSV = {"format": "csv", "labels": ["0", "1"], "train": "t.csv", "test": "t.csv"}
 JSONL = {"format": "jsonl", "labels": "auto", "text_column": "text", "train": "t.jsonl"}
 SQUAD = {"format": "squad", "kind": "question_answering", "train": "q.json", "test": "q.json"}
+MULTI_LABEL = {
+    "format": "jsonl",
+    "kind": "multi_label",
+    "labels": "auto",
+    "text_column": "text",
+    "label_column": "labels",
+    "train": "m.jsonl",
+    "test": "m.jsonl",
+}
 
 
 def squad_json(paragraphs: list[tuple[str, str, int]]) -> str:
@@ -1127,6 +1143,26 @@ TASK_CASES += [
         {**JSONL, "test": "t.jsonl"},
         r"finetune\.catalog\.t\.labels must list at least 2 labels \(the label vocabulary\); "
         r"got \['pos'\] \(found in the train split\)",
+    ),
+    TaskCase(
+        "a multi-label row's label not in the label set",
+        {"m.jsonl": '{"text": "fever and cough", "labels": ["flu", "gout"]}\n'},
+        {**MULTI_LABEL, "labels": ["flu", "cold"]},
+        r"m\.jsonl:1: label 'gout' is not in finetune\.catalog\.t\.labels \['flu', 'cold'\]; "
+        r"add it to the label list or fix the row",
+    ),
+    TaskCase(
+        "a multi-label row whose labels are not a list",
+        {"m.jsonl": '{"text": "fever", "labels": ["flu"]}\n{"text": "cough", "labels": "cold"}\n'},
+        MULTI_LABEL,
+        r"m\.jsonl:2: 'labels' must be a list of label names \(a multi_label task's labels, \[\] "
+        r"for none\), not 'cold': fix the row",
+    ),
+    TaskCase(
+        "a multi-label row with an empty label name",
+        {"m.jsonl": '{"text": "fever", "labels": ["flu", ""]}\n'},
+        {**MULTI_LABEL, "labels": ["flu", "cold"]},
+        r"m\.jsonl:1: the label is empty; every row needs a label: fix or remove the row",
     ),
 ]
 

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from flows.downstream.tasks.encoding import EncodedSplit
 from flows.downstream.tasks.qa_decoding import WindowLogits, answers, candidates, fit_threshold
 from flows.downstream.tasks.qa_encoding import QAEncodedSplit
-from flows.downstream.tasks.spec import TaskSpec
 from lightning_modules.squad_metrics import has_answer, squad_scores
 
 SPAN = "span_"  # `span_exact_match`, `span_f1`: a run's test scores of the span skill
@@ -76,14 +74,3 @@ def span_scores(gold: Sequence[Sequence[str]], spans: Sequence[str]) -> dict[str
 def answerable(gold: Sequence[Sequence[str]]) -> list[int]:
     """Positions of the questions the span scores are over."""
     return [position for position, answers in enumerate(gold) if has_answer(answers)]
-
-
-def unanswerable_mode(spec: TaskSpec, train: list[Any]) -> bool:
-    """SQuAD 2.0's no-answer prediction: as a question-answering task says (`drop`: never, its
-    unanswerable questions are left out), else as its train split holds unanswerable questions;
-    never for another kind."""
-    if spec.kind != "question_answering":
-        return False
-    if spec.unanswerable is not None:
-        return spec.unanswerable is True
-    return any(not example.answers for example in train)

@@ -14,11 +14,11 @@ training, and never steer a choice.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import fmean
-from typing import Any, Self
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -28,12 +28,14 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from flows.downstream.finetuning.pruning import GridPruning
 from flows.downstream.finetuning.qa_runs import Decoded, decoded_answers, span_scores
+from flows.downstream.finetuning.results import ArmResult, RunResult
+from flows.downstream.kinds.base import TaskKind
+from flows.downstream.kinds.registry import kind_of
 from flows.downstream.settings import Recipe
 from flows.downstream.tasks.encoding import EncodedSplit, Item
 from flows.downstream.tasks.load import train_sample
 from flows.downstream.tasks.prompting import PromptIds
 from flows.downstream.tasks.relation import MarkerIds
-from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import ARMS, BASE_ARM, STUDENT_ARM, TaskSpec
 from flows.training.settings import TrainerSettings
 from flows.training.trainer import make_trainer
@@ -42,22 +44,9 @@ from lightning_modules.classifier import (
     FinetuneModule,
     LengthGroups,
     LengthOrder,
-    predict,
     predict_spans,
 )
 from lightning_modules.models.config import IGNORE_INDEX, EncoderConfig
-from lightning_modules.models.heads import (
-    BertForSequenceClassification,
-    BertForTokenClassification,
-    EncoderClassifier,
-)
-from lightning_modules.models.prompt_head import PromptClassifier
-from lightning_modules.models.qa_head import BertForQuestionAnswering
-from lightning_modules.models.relation_head import (
-    BertForRelationClassification,
-    extend_word_embeddings,
-)
-from lightning_modules.models.serialization import load_encoder_weights, load_masked_lm_weights
 from lightning_modules.optim_settings import OptimizerSettings
 from lightning_modules.progress import ProgressLog, runs_progress
 
@@ -81,6 +70,8 @@ def pad_batch(items: list[Item], pad_id: int) -> dict[str, torch.Tensor]:
     width = max(len(item["input_ids"]) for item in items)
     input_ids = torch.full((len(items), width), pad_id, dtype=torch.long)
     token_type_ids = torch.zeros((len(items), width), dtype=torch.long)
+    # A list of labels is a sentence's tags, one per token; a tuple, a multi-label example's
+    # multi-hot targets (flows/downstream/kinds/multi_label.py), one row like a label id.
     tagged = isinstance(items[0]["labels"], list)
     labels = (
         torch.full((len(items), width), IGNORE_INDEX, dtype=torch.long)
@@ -101,56 +92,6 @@ def pad_batch(items: list[Item], pad_id: int) -> dict[str, torch.Tensor]:
         "token_type_ids": token_type_ids,
         "labels": labels,
     }
-
-
-@dataclass(frozen=True)
-class RunResult:
-    arm: str
-    learning_rate: float
-    seed: int
-    validation_score: float
-    best_epoch: int
-    capped: bool  # the best epoch was the last allowed: more epochs might have helped
-    test: dict[str, float]
-    test_predictions: list[Any] = field(repr=False)  # for the test-set bootstrap
-    # Question answering with unanswerable questions: the null-score margin above which the run
-    # answered nothing, fitted on validation (qa_decoding.fit_threshold); None for other runs.
-    null_threshold: float | None = None
-    validation_scores: list[float] = field(default_factory=list)  # after each epoch
-    pruned: bool = False  # a grid run stopped for trailing its seed's leader (pruning.py)
-    # Question answering: the best epoch's validation span F1 (what breaks a tie of the metric),
-    # and each test question's best span, abstention off (the span skill's bootstrap input).
-    validation_span_f1: float | None = None
-    test_spans: list[str] | None = field(default=None, repr=False)
-
-
-@dataclass
-class ArmResult:
-    learning_rate: float
-    grid: dict[str, float]  # learning rate -> mean validation score over `grid_seeds` seeds
-    runs: list[RunResult] = field(default_factory=list)
-    # "lowest" or "highest" when the chosen rate is an end of a grid of two or more rates: the best
-    # rate may lie outside the grid; "tied" when every rate scored the same on validation (the
-    # rate was chosen on the tiebreak, or is the first). None inside the grid, or for a one-rate
-    # grid (no choice).
-    grid_edge: str | None = None
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any], predictions: list[Any] | None = None) -> Self:
-        """An arm read back from its JSON (`asdict`); `predictions`, one list per run, when the
-        record was stored without them (results.json keeps them in predictions.json)."""
-        runs = record["runs"]
-        if predictions is not None:
-            runs = [
-                {**run, "test_predictions": predicted}
-                for run, predicted in zip(runs, predictions, strict=True)
-            ]
-        return cls(
-            record["learning_rate"],
-            record["grid"],
-            [RunResult(**run) for run in runs],
-            record["grid_edge"],
-        )
 
 
 def grid_edge(chosen: float, grid: list[float], scores: Sequence[float] = ()) -> str | None:
@@ -243,12 +184,17 @@ class TaskRun:
         )
 
     @property
+    def kind(self) -> TaskKind:
+        return kind_of(self.spec.kind)
+
+    @property
     def question_answering(self) -> bool:
-        return self.spec.kind == "question_answering"
+        """The head predicts answer spans, decoded after prediction (qa_runs.py)."""
+        return self.kind.decodes_spans
 
     def predictor(self) -> Callable[[nn.Module, DataLoader], Any]:
-        """What a model's outputs are read as: window logits (QA), else labels."""
-        return predict_spans if self.question_answering else predict
+        """What a model's outputs are read as: the kind's (window logits, labels, label sets)."""
+        return self.kind.predict
 
     def answers(self, split: str, predictions: Any) -> Any:
         """A QA split's window logits decoded into answers (qa_runs.py); else as they are."""
@@ -272,7 +218,7 @@ class TaskRun:
         """Test predictions, and a QA run's null-score threshold (fitted on validation first)
         and best spans."""
         if not self.question_answering:
-            return Decoded(predict(model, self.loader("test", seed)), None, [])
+            return Decoded(self.kind.predict(model, self.loader("test", seed)), None, [])
         validation = predict_spans(model, self.loader("validation", seed))
         test = predict_spans(model, self.loader("test", seed))
         return self.decoded("test", test, validation)
@@ -286,7 +232,7 @@ class TaskRun:
 
     def metrics(self, split: str, predictions: Any) -> dict[str, float]:
         gold, negative = self.splits[split].gold, self.spec.negative_label
-        return score(self.spec.kind, gold, predictions, self.labels, negative)
+        return self.kind.score(gold, predictions, self.labels, negative)
 
 
 def build_model(run: TaskRun, arm: str) -> nn.Module:
@@ -298,48 +244,7 @@ def build_model(run: TaskRun, arm: str) -> nn.Module:
         config = replace(
             config, dropout=settings.encoder_dropout, attention_dropout=settings.encoder_dropout
         )
-    source = run.source(arm)
-    if run.prompt is not None:
-        prompted = PromptClassifier(config, run.prompt.labels, run.prompt.mask)
-        if source is not None:
-            load_masked_lm_weights(prompted.masked_lm, source)
-        return prompted
-    if run.spec.kind == "relation":
-        return relation_model(run, config, source)
-    if run.spec.kind == "question_answering":
-        qa = BertForQuestionAnswering(config)
-        if source is not None:
-            load_encoder_weights(qa.encoder, source)
-        return qa
-    model: EncoderClassifier = (
-        BertForTokenClassification(config, len(run.labels), settings.classifier_dropout)
-        if run.spec.kind == "token_classification"
-        else BertForSequenceClassification(
-            config, len(run.labels), settings.classifier_dropout, settings.pooling
-        )
-    )
-    if source is not None:
-        load_encoder_weights(model.encoder, source)
-    return model
-
-
-def relation_model(run: TaskRun, config: EncoderConfig, source: Path | None) -> nn.Module:
-    """The relation head over the encoder (pretrained from `source`, else random), its table
-    grown by the markers' rows: drawn from the run's seed (`train_once` seeded torch with it),
-    the same in every arm."""
-    assert run.markers is not None
-    settings = run.settings
-    model = BertForRelationClassification(
-        config,
-        len(run.labels),
-        settings.classifier_dropout,
-        settings.relation_head,
-        run.markers.starts,
-    )
-    if source is not None:
-        load_encoder_weights(model.encoder, source)
-    extend_word_embeddings(model.encoder, run.markers.all, torch.initial_seed())
-    return model
+    return kind_of(run.spec.kind).build_model(config, run, run.source(arm))
 
 
 def train_once(

@@ -16,7 +16,7 @@ from flows.downstream.statistics.report import paired_figures, std
 from flows.downstream.tasks.spec import BASE_ARM
 
 if TYPE_CHECKING:
-    from flows.downstream.finetuning.recipe import ArmResult
+    from flows.downstream.finetuning.results import ArmResult
 
 OVER_BASE = "over_base"  # `<task>.over_base_<metric>`: adapted minus base
 

@@ -13,89 +13,56 @@ resample counts times a per-example statistics matrix, with no Python loop per r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from lightning_modules.label_metrics import entity_spans
-from lightning_modules.squad_metrics import QA_METRICS, example_scores
+# The metric of each row of summed example statistics `(replicates, k)`: the task kind's
+# (flows/downstream/kinds/, `bootstrap_metric`), with its task's metric and labels bound.
+MetricOfTotals = Callable[[np.ndarray], np.ndarray]
 
 
-def example_statistics(
-    kind: str, gold: Sequence[Any], predictions: Sequence[Any], labels: list[str]
-) -> np.ndarray:
-    """Per test example, the additive pieces of its metrics: `(examples, k)`.
+def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """`numerator / denominator`, 0 where the denominator is 0 (a class never predicted)."""
+    return np.divide(numerator, denominator, out=np.zeros_like(numerator), where=denominator != 0)
 
-    Classification: the one-hot cell `gold * L + predicted` of an `L x L` confusion matrix.
-    Tagging: `(true positive, predicted, gold)` entity counts of the sentence.
-    Question answering: `(exact match, F1, 1)` of the question (its metrics are means).
-    """
-    if kind == "question_answering":
-        rows = [(*example_scores(a, p), 1.0) for a, p in zip(gold, predictions, strict=True)]
-        return np.asarray(rows, dtype=np.float64).reshape(-1, 3)
-    if kind == "token_classification":
-        rows = []
-        for truth, predicted in zip(gold, predictions, strict=True):
-            padded = [labels[tag] for tag in predicted] + ["O"] * (len(truth) - len(predicted))
-            gold_spans = entity_spans([labels[tag] for tag in truth])
-            predicted_spans = entity_spans(padded)
-            rows.append((len(gold_spans & predicted_spans), len(predicted_spans), len(gold_spans)))
-        return np.asarray(rows, dtype=np.float64).reshape(-1, 3)
-    size = len(labels)
+
+def confusion_cells(gold: Sequence[int], predictions: Sequence[int], size: int) -> np.ndarray:
+    """Per example, the one-hot cell `gold * size + predicted` of a `size x size` confusion
+    matrix: the units of every metric of one label per example."""
     cells = np.asarray(gold, dtype=np.int64) * size + np.asarray(predictions, dtype=np.int64)
     statistics = np.zeros((len(cells), size * size))
     statistics[np.arange(len(cells)), cells] = 1.0
     return statistics
 
 
-def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    return np.divide(numerator, denominator, out=np.zeros_like(numerator), where=denominator != 0)
-
-
-def metric_from_totals(
-    metric: str,
-    totals: np.ndarray,
-    num_labels: int,
-    types: np.ndarray | None = None,
-    kind: str = "",
+def confusion_metric(
+    metric: str, totals: np.ndarray, num_labels: int, types: np.ndarray | None = None
 ) -> np.ndarray:
-    """The metric of each row of summed statistics `(replicates, k)`; the same definitions as
-    lightning_modules/metrics.py (a test checks that unit weights give the point estimate).
-    `types` (flows/downstream/tasks/relation.py `type_matrix`) makes the F1s a relation task's;
-    `kind` question_answering makes them means over questions."""
-    if kind == "question_answering":
-        return _ratio(totals[:, QA_METRICS.index(metric)], totals[:, 2])
-    if metric.startswith("entity_"):
-        true_positive, predicted, gold = totals[:, 0], totals[:, 1], totals[:, 2]
-        precision, recall = _ratio(true_positive, predicted), _ratio(true_positive, gold)
-        scores = {
-            "entity_precision": precision,
-            "entity_recall": recall,
-            "entity_f1": _ratio(2 * precision * recall, precision + recall),
-        }
-        return scores[metric]
+    """A metric of summed confusion cells; the same definitions as lightning_modules/metrics.py
+    (a test checks that unit weights give the point estimate). `types`
+    (flows/downstream/tasks/relation.py `type_matrix`) makes the F1s a relation task's."""
     confusion = totals.reshape(-1, num_labels, num_labels)
     actual, predicted = confusion.sum(2), confusion.sum(1)
     correct = np.trace(confusion, axis1=1, axis2=2)
     total = confusion.sum((1, 2))
     if metric == "accuracy":
-        return _ratio(correct, total)
+        return ratio(correct, total)
     if types is not None:
         return relation_f1(metric, confusion, types)
     if metric == "f1":  # binary, label 1 positive
-        return _ratio(2 * confusion[:, 1, 1], predicted[:, 1] + actual[:, 1])
+        return ratio(2 * confusion[:, 1, 1], predicted[:, 1] + actual[:, 1])
     if metric == "macro_f1":
         diagonal = np.diagonal(confusion, axis1=1, axis2=2)
         precision = diagonal / np.maximum(predicted, 1.0)
         recall = diagonal / np.maximum(actual, 1.0)
-        f1 = _ratio(2 * precision * recall, precision + recall)
+        f1 = ratio(2 * precision * recall, precision + recall)
         present = (predicted > 0) | (actual > 0)
-        return _ratio((f1 * present).sum(1), present.sum(1).astype(np.float64))
+        return ratio((f1 * present).sum(1), present.sum(1).astype(np.float64))
     if metric == "mcc":
         covariance = correct * total - (actual * predicted).sum(1)
         spread = (total**2 - (predicted**2).sum(1)) * (total**2 - (actual**2).sum(1))
-        return _ratio(covariance, np.sqrt(spread))
+        return ratio(covariance, np.sqrt(spread))
     raise ValueError(f"no bootstrap form for metric {metric!r}")
 
 
@@ -106,28 +73,37 @@ def relation_f1(metric: str, confusion: np.ndarray, types: np.ndarray) -> np.nda
     predicted, gold = confusion.sum(1) @ types, confusion.sum(2) @ types
     present = gold > 0
     if metric == "micro_f1":
-        return _ratio(2 * (hits * present).sum(1), ((predicted + gold) * present).sum(1))
+        return ratio(2 * (hits * present).sum(1), ((predicted + gold) * present).sum(1))
     if metric != "macro_f1":
         raise ValueError(f"no bootstrap form for relation metric {metric!r}")
-    f1 = _ratio(2 * hits, predicted + gold)
-    return _ratio((f1 * present).sum(1), present.sum(1).astype(np.float64))
+    f1 = ratio(2 * hits, predicted + gold)
+    return ratio((f1 * present).sum(1), present.sum(1).astype(np.float64))
+
+
+def count_metric(metric: str, totals: np.ndarray) -> np.ndarray:
+    """Entity precision, recall or F1 of summed `(true positive, predicted, gold)` counts."""
+    true_positive, predicted, gold = totals[:, 0], totals[:, 1], totals[:, 2]
+    precision, recall = ratio(true_positive, predicted), ratio(true_positive, gold)
+    scores = {
+        "entity_precision": precision,
+        "entity_recall": recall,
+        "entity_f1": ratio(2 * precision * recall, precision + recall),
+    }
+    return scores[metric]
 
 
 def bootstrap_lift(
     pretrained: Sequence[np.ndarray],
     random_init: Sequence[np.ndarray],
-    metric: str,
-    num_labels: int,
+    metric_of: MetricOfTotals,
     replicates: int,
     confidence: float,
     seed: int,
-    types: np.ndarray | None = None,
-    kind: str = "",
 ) -> tuple[float, float]:
     """Percentile interval of the seed-averaged lift over `replicates` test resamples.
 
     `pretrained[i]` and `random_init[i]` are the example statistics of seed i's two runs, all on
-    the same test examples in the same order; `types` and `kind` as in `metric_from_totals`.
+    the same test examples in the same order; `metric_of` the task's metric of summed statistics.
     """
     examples = len(pretrained[0])
     rng = np.random.default_rng(seed)
@@ -135,8 +111,8 @@ def bootstrap_lift(
     weights = weights.astype(np.float64)
     lifts = np.zeros(replicates)
     for pre, rand in zip(pretrained, random_init, strict=True):
-        lifts += metric_from_totals(metric, weights @ pre, num_labels, types, kind)
-        lifts -= metric_from_totals(metric, weights @ rand, num_labels, types, kind)
+        lifts += metric_of(weights @ pre)
+        lifts -= metric_of(weights @ rand)
     lifts /= len(pretrained)
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(lifts, [tail, 100 - tail])

@@ -18,7 +18,7 @@ from flows.downstream.statistics.report import paired_figures, ratio_interval, s
 from flows.downstream.tasks.spec import STUDENT_ARM
 
 if TYPE_CHECKING:
-    from flows.downstream.finetuning.recipe import ArmResult
+    from flows.downstream.finetuning.results import ArmResult
 
 SIZE_KEYS = (
     "teacher_parameters",

@@ -1,19 +1,17 @@
 """Precision, recall, F1 and support per class (or per entity type), for results.json.
 
 One macro or micro figure hides which classes a model gets wrong; an imbalanced 13-class task
-is only readable class by class. A relation task is reported per relation type, direction-aware,
-as its F1s count (lightning_modules/metrics.py `relation_counts`). A class with no test example
-has support 0 and no recall (`None`): the report says it was never tested instead of scoring it 0.
+is only readable class by class. What a class is, is the task kind's (flows/downstream/kinds/,
+`per_class`: a label, an entity type, a relation type, HasAns/NoAns); the figures of one class
+are these. A class with no test example has support 0 and no recall (`None`): the report says it
+was never tested instead of scoring it 0.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from flows.core.tables import markdown_table
-from lightning_modules.label_metrics import entity_spans, relation_counts, relation_type
-from lightning_modules.squad_metrics import example_scores, has_answer
 
 Report = dict[str, dict[str, float | int | None]]
 
@@ -28,59 +26,6 @@ def class_scores(true_positive: int, predicted: int, support: int) -> dict[str, 
         "f1": 2 * true_positive / total if total else None,
         "support": support,
     }
-
-
-def per_class(kind: str, gold: list[Any], predictions: list[Any], labels: list[str]) -> Report:
-    """Label name (classification), entity type (token classification), relation type
-    (relation) or HasAns/NoAns (question answering) -> its scores."""
-    if kind == "question_answering":
-        return answer_groups(gold, predictions)
-    if kind == "relation":
-        counts = relation_counts([labels[g] for g in gold], [labels[p] for p in predictions])
-        return {name: class_scores(*counts.get(name, (0, 0, 0))) for name in relation_names(labels)}
-    hits: Counter[str] = Counter()
-    predicted: Counter[str] = Counter()
-    support: Counter[str] = Counter()
-    if kind == "token_classification":
-        for truth, guess in zip(gold, predictions, strict=True):
-            gold_spans = entity_spans([labels[tag] for tag in truth])
-            guessed = [labels[tag] for tag in guess] + ["O"] * (len(truth) - len(guess))
-            predicted_spans = entity_spans(guessed)
-            support.update(span[0] for span in gold_spans)
-            predicted.update(span[0] for span in predicted_spans)
-            hits.update(span[0] for span in gold_spans & predicted_spans)
-        names = sorted({label.partition("-")[2] for label in labels if label != "O"})
-    else:
-        for truth, guess in zip(gold, predictions, strict=True):
-            support[labels[truth]] += 1
-            predicted[labels[guess]] += 1
-            hits[labels[truth]] += int(truth == guess)
-        names = list(labels)
-    return {name: class_scores(hits[name], predicted[name], support[name]) for name in names}
-
-
-def answer_groups(gold: list[Any], predictions: list[Any]) -> Report:
-    """A question-answering task's classes: SQuAD 2.0's HasAns and NoAns questions, each with
-    its mean F1 (no precision or recall: an answer is scored against references, not a class)."""
-    groups: dict[str, list[float]] = {"HasAns": [], "NoAns": []}
-    for answers, predicted in zip(gold, predictions, strict=True):
-        groups["HasAns" if has_answer(answers) else "NoAns"].append(
-            example_scores(answers, predicted)[1]
-        )
-    return {
-        name: {
-            "precision": None,
-            "recall": None,
-            "f1": sum(scores) / len(scores) if scores else None,
-            "support": len(scores),
-        }
-        for name, scores in groups.items()
-    }
-
-
-def relation_names(labels: list[str]) -> list[str]:
-    """A label list's relation types, in its order (`Cause-Effect(e1,e2)` -> `Cause-Effect`)."""
-    return list(dict.fromkeys(relation_type(label) for label in labels))
 
 
 def mean_report(reports: list[Report]) -> Report:

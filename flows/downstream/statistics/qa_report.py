@@ -20,8 +20,7 @@ from flows.downstream.statistics.report import interval_text, std
 from flows.downstream.tasks.qa_decoding import ABSTAINS, abstains_everywhere
 
 if TYPE_CHECKING:
-    from flows.downstream.finetuning.baselines import BaselineResult
-    from flows.downstream.finetuning.recipe import ArmResult
+    from flows.downstream.finetuning.results import ArmResult, BaselineResult
 
 QA_COLUMNS = (
     "exact_match",

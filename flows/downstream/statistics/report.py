@@ -18,13 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from flows.core import tables
-from flows.downstream.settings import recipe_key
 from flows.downstream.statistics.task_figures import TaskFigures
-from flows.downstream.tasks.spec import ARMS, BASE_ARM
+from flows.downstream.tasks.spec import ARMS, BASE_ARM, recipe_key
 
 if TYPE_CHECKING:
-    from flows.downstream.finetuning.baselines import BaselineResult
-    from flows.downstream.finetuning.recipe import ArmResult
+    from flows.downstream.finetuning.results import ArmResult, BaselineResult
 
 ARM_NAMES = {"pretrained": "pretrained", "random_init": "random init", BASE_ARM: "base"}
 

@@ -3,7 +3,8 @@
 Tagging follows BERT's NER recipe: a word's tag goes on its first sub-token, the other
 sub-tokens get -100 (ignored by the loss). Plain lists, no torch: the up-front check of a run's
 task files encodes rows before any training library is imported; training pads the ids into
-tensors (flows/downstream/finetuning/recipe.py) and scores predictions (scores.py).
+tensors (flows/downstream/finetuning/recipe.py) and the task's kind scores the predictions
+(flows/downstream/kinds/).
 """
 
 from __future__ import annotations
@@ -79,11 +80,17 @@ def encode(tokenizer: Tokenizer, examples: list[Any], token_types: bool) -> Enco
     return EncodedSplit(items, gold, truncated)
 
 
+# The stand-in tokenizer's special token ids, by role (as flows/stages/tokenizer.py names them).
+STAND_IN_SPECIAL = {"unk": 0, "cls": 1, "sep": 2, "mask": 3}
+
+
 def stand_in_tokenizer(max_length: int) -> Tokenizer:
     """A tokenizer with BERT's special tokens and no vocabulary (every word is `[UNK]`), for the
     up-front check: the run's own tokenizer is trained by the first stage, so before it exists
-    this one sends a task's rows through `encode` (pairs, word lists, truncation)."""
-    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2}, "[UNK]"))
+    this one sends a task's rows through its kind's encoding (pairs, word lists, truncation, a
+    prompt's template, a relation's markers, a question's windows)."""
+    vocabulary = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "[MASK]": 3}
+    tokenizer = Tokenizer(models.WordLevel(vocabulary, "[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",

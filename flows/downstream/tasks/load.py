@@ -20,19 +20,14 @@ from typing import Any
 from flows.core.logs import warn_once
 from flows.corpora.formats import CorpusInputError
 from flows.corpora.pydoc_topics_task import LABELS, load_pydoc_topics
+from flows.downstream.kinds.base import EncodeJob, RecipeView
+from flows.downstream.kinds.registry import kind_of
 from flows.downstream.tasks.contained import whole_rows
-from flows.downstream.tasks.encoding import encode, stand_in_tokenizer
+from flows.downstream.tasks.encoding import STAND_IN_SPECIAL, stand_in_tokenizer
 from flows.downstream.tasks.hub import read_hub
-from flows.downstream.tasks.markers import check_train_markers, keep_marked
-from flows.downstream.tasks.qa_encoding import encode_questions
-from flows.downstream.tasks.qa_splits import (
-    carve_qa_splits,
-    drop_unanswerable,
-    unanswerable_per_file,
-    warn_never_abstains,
-)
 from flows.downstream.tasks.readers import (
     LabelIndex,
+    LabelSetExample,
     TaggedSentence,
     TextExample,
     read_conll,
@@ -40,9 +35,8 @@ from flows.downstream.tasks.readers import (
     read_semeval2010,
 )
 from flows.downstream.tasks.record_readers import read_csv, read_jsonl, read_parquet
-from flows.downstream.tasks.relation import add_marker_tokens, encode_relations
 from flows.downstream.tasks.spec import SPLITS, TaskInputError, TaskSpec, check_labels
-from flows.downstream.tasks.squad import QAExample, check_unanswerable, read_squad
+from flows.downstream.tasks.squad import QAExample, read_squad
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +156,9 @@ def task_labels(spec: TaskSpec, data_dir: Path) -> list[str]:
 
 
 def label_ids(example: Any) -> set[int]:
-    return set(example.tags) if isinstance(example, TaggedSentence) else {example.label}
+    if isinstance(example, TaggedSentence):
+        return set(example.tags)
+    return set(example.labels) if isinstance(example, LabelSetExample) else {example.label}
 
 
 def absent_from_test(spec: TaskSpec, labels: list[str], test: list[Any]) -> list[str]:
@@ -189,10 +185,8 @@ def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
         index = LabelIndex(spec, labels)
         read = {split: read_split(spec, split, data_dir, index) for split in SPLITS}
         splits = {split: examples for split, examples in read.items() if examples is not None}
-    drops = keep_relations(spec, data_dir, splits) if spec.kind == "relation" else {}
-    qa_carved = {}
-    if spec.kind == "question_answering":
-        qa_carved = question_splits(spec, splits, data_dir, sampling.seed)
+    kind = kind_of(spec.kind)
+    notes = kind.prepare_splits(spec, splits, data_dir, sampling.seed)
     if spec.drop_contained_rows:
         whole = whole_rows(splits["train"])
         log.info(
@@ -219,54 +213,13 @@ def load_task(spec: TaskSpec, data_dir: Path, sampling: Sampling) -> TaskData:
     pools.update(train=len(splits["train"]), test=len(splits["test"]))
     splits["validation"] = sample(splits["validation"], sampling.validation_examples, sampling.seed)
     splits["test"] = sample(splits["test"], sampling.test_examples, sampling.seed)
-    qa = spec.kind == "question_answering"
-    absent = [] if qa else absent_from_test(spec, labels, splits["test"])
+    absent = absent_from_test(spec, labels, splits["test"]) if kind.has_labels else []
     source = "train split" if spec.labels == "auto" else "config"
     ordered = {split: splits[split] for split in SPLITS}
     sizes = {split: pools[split] for split in SPLITS}
     return TaskData(
-        spec, labels, ordered, source, absent, sizes, marker_drops=drops, carved=qa_carved
+        spec, labels, ordered, source, absent, sizes, notes.marker_drops, carved=notes.carved
     )
-
-
-def question_splits(
-    spec: TaskSpec, splits: dict[str, list[Any]], data_dir: Path, seed: int
-) -> dict[str, str]:
-    """A QA task's splits checked against its `unanswerable` setting, carved where missing
-    (qa_splits.py), then answerable-only under `unanswerable: drop`; says what it carved."""
-    check_unanswerable(spec, splits["train"], str(spec.source("train", data_dir)))
-    counts = unanswerable_per_file(spec, splits, data_dir)
-    carved = carve_qa_splits(spec, splits, seed)
-    if spec.unanswerable == "drop":
-        drop_unanswerable(spec, splits, counts)
-    warn_never_abstains(spec, splits)
-    return carved
-
-
-def keep_relations(
-    spec: TaskSpec, data_dir: Path, splits: dict[str, list[Any]]
-) -> dict[str, dict[str, Any]]:
-    """Each split less its rows without every marker once, in order (markers.py); the drops of
-    the splits that had any. A train split left with no row is the markers' fault."""
-    drops, train = {}, splits["train"]
-    for split, examples in splits.items():
-        splits[split], dropped = keep_marked(examples, spec.markers())
-        if dropped.dropped:
-            drops[split] = dropped.record()
-            warn_once(
-                log,
-                "task %s: %d of %d %s rows lack a marker of %s or hold one unbalanced, left out "
-                "(first: %s)",
-                spec.name,
-                dropped.dropped,
-                dropped.read,
-                split,
-                spec.markers(),
-                ", ".join(dropped.first),
-            )
-    if not splits["train"]:
-        check_train_markers(spec, train, str(spec.source("train", data_dir)))
-    return drops
 
 
 def source_fingerprint(spec: TaskSpec, data_dir: Path) -> dict[str, str | None]:
@@ -296,27 +249,28 @@ def example_texts(example: Example) -> list[str]:
     return [example.text] if example.pair is None else [example.text, example.pair]
 
 
-def check_tasks(tasks: list[tuple[TaskSpec, Sampling, int]], data_dir: Path) -> dict[str, int]:
+def check_tasks(
+    tasks: list[tuple[TaskSpec, RecipeView, Sampling]], data_dir: Path
+) -> dict[str, int]:
     """Every task file opened, parsed and checked (columns, labels, splits, empty texts and words,
     a relation's markers) before any stage runs, so a bad one costs seconds, not a pretraining
-    run; then the first row of each split is encoded at the task's `max_length` (int) with a
-    stand-in tokenizer, as the run's own is not trained yet. Hub datasets by name are left to the
-    stage: fetching them is the stage's work. Returns the train pool of each task read."""
+    run; then the first row of each split is encoded, through the task kind's own `encode` as
+    the stage encodes, at the recipe's `max_length` with a stand-in tokenizer, as the run's
+    own is not trained yet. Hub datasets by name are left to the stage: fetching them is the
+    stage's work. Returns the train pool of each task read."""
     pools = {}
-    for spec, sampling, max_length in tasks:
+    for spec, recipe, sampling in tasks:
         if spec.task_format.source == "built_in":
             continue  # read from the installed Python's documentation
         if spec.task_format.source == "hub" and not Path(spec.hub_name or "").is_dir():
             continue
         data = load_task(spec, data_dir, sampling)
         pools[spec.name] = data.pools["train"]
-        tokenizer = stand_in_tokenizer(max_length)
-        markers = add_marker_tokens(tokenizer, spec.markers()) if spec.kind == "relation" else None
-        for examples in data.splits.values():
-            if spec.kind == "question_answering":
-                encode_questions(tokenizer, examples[:1], max_length, max_length // 4, True)
-            elif markers is None:
-                encode(tokenizer, examples[:1], token_types=True)
-            else:
-                encode_relations(tokenizer, examples[:1], markers, max_length)
+        first_rows = {name: examples[:1] for name, examples in data.splits.items()}
+        tokenizer = stand_in_tokenizer(recipe.max_length)
+        special, length = STAND_IN_SPECIAL, recipe.max_length
+        job = EncodeJob(
+            spec, recipe, data.labels, first_rows, tokenizer, special, True, length, True
+        )
+        kind_of(spec.kind).encode(job)
     return pools

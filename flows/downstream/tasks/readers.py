@@ -30,6 +30,16 @@ class TextExample:
 
 
 @dataclass(frozen=True)
+class LabelSetExample:
+    """One sentence (or sentence pair) and the ids of its labels, none or several (a multi-label
+    task's example, flows/downstream/kinds/multi_label.py)."""
+
+    text: str
+    pair: str | None
+    labels: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class TaggedSentence:
     """Pre-split words and their IOB2 tag ids."""
 

@@ -28,6 +28,7 @@ from flows.corpora.stats import CorpusStats
 from flows.downstream.tasks.markers import entity_span, insert_markers
 from flows.downstream.tasks.readers import (
     LabelIndex,
+    LabelSetExample,
     TaggedSentence,
     TextExample,
     column_position,
@@ -40,6 +41,8 @@ from flows.downstream.tasks.spec import Column, TaskInputError, TaskSpec
 from flows.downstream.tasks.squad import QAExample, qa_columns, qa_records
 
 Records = Iterator[tuple[int, dict[str, Any]]]
+# A split's examples, of the task's kind.
+Examples = list[TextExample] | list[TaggedSentence] | list[LabelSetExample] | list[QAExample]
 
 
 def require_file(path: Path, spec: TaskSpec) -> None:
@@ -106,20 +109,28 @@ def as_label(value: Any) -> str:
     return "" if value is None else str(value).strip()
 
 
+def record_pair(
+    record: dict[str, Any], columns: dict[str, str | None], at: str, spec: TaskSpec
+) -> str | None:
+    """The record's second sentence, for a sentence-pair task; None for a single-sentence one."""
+    if columns["pair"] is None:
+        return None
+    pair = str(field(record, columns["pair"], at, spec) or "").strip()
+    if not pair:
+        raise TaskInputError(
+            f"{at} has no second sentence (field {columns['pair']!r}); every row of a "
+            "sentence-pair task needs both sentences: fix or remove it"
+        )
+    return pair
+
+
 def record_examples(
     records: Records, columns: dict[str, str | None], where: str, spec: TaskSpec, labels: LabelIndex
 ) -> list[TextExample]:
     examples = []
     for line, record in records:
         at = f"{where}:{line}"
-        pair = None
-        if columns["pair"] is not None:
-            pair = str(field(record, columns["pair"], at, spec) or "").strip()
-            if not pair:
-                raise TaskInputError(
-                    f"{at} has no second sentence (field {columns['pair']!r}); every row of a "
-                    "sentence-pair task needs both sentences: fix or remove it"
-                )
+        pair = record_pair(record, columns, at, spec)
         text = str(field(record, str(columns["text"]), at, spec) or "")
         if spec.entity_offsets is not None:
             spans = [
@@ -131,6 +142,28 @@ def record_examples(
             raise empty_text(at, str(columns["text"]))
         label = labels.id(as_label(field(record, str(columns["label"]), at, spec)), at)
         examples.append(TextExample(text.strip(), pair, label, at))
+    return examples
+
+
+def record_label_sets(
+    records: Records, columns: dict[str, str | None], where: str, spec: TaskSpec, labels: LabelIndex
+) -> list[LabelSetExample]:
+    """A multi-label task's records: the label field a list of label names, empty for none."""
+    examples = []
+    for line, record in records:
+        at = f"{where}:{line}"
+        pair = record_pair(record, columns, at, spec)
+        text = str(field(record, str(columns["text"]), at, spec) or "")
+        if not text.strip():
+            raise empty_text(at, str(columns["text"]))
+        names = field(record, str(columns["label"]), at, spec)
+        if not isinstance(names, list):
+            raise TaskInputError(
+                f"{at}: {columns['label']!r} must be a list of label names (a multi_label "
+                f"task's labels, [] for none), not {names!r}: fix the row"
+            )
+        ids = tuple(sorted({labels.id(as_label(name), at) for name in names}))
+        examples.append(LabelSetExample(text.strip(), pair, ids))
     return examples
 
 
@@ -168,25 +201,23 @@ def record_columns(spec: TaskSpec, names: list[str] | None, where: str) -> dict[
 
 def examples_of(
     records: Records, columns: dict[str, str | None], where: str, spec: TaskSpec, labels: LabelIndex
-) -> list[TextExample] | list[TaggedSentence] | list[QAExample]:
+) -> Examples:
     if spec.kind == "question_answering":
         return qa_records(records, where, spec)
     if spec.kind == "token_classification":
         return record_sentences(records, columns, where, spec, labels)
+    if spec.kind == "multi_label":
+        return record_label_sets(records, columns, where, spec, labels)
     return record_examples(records, columns, where, spec, labels)
 
 
-def read_jsonl(
-    path: Path, spec: TaskSpec, labels: LabelIndex
-) -> list[TextExample] | list[TaggedSentence] | list[QAExample]:
+def read_jsonl(path: Path, spec: TaskSpec, labels: LabelIndex) -> Examples:
     """A JSON-lines task file: one example per record."""
     columns = record_columns(spec, None, str(path))
     return examples_of(jsonl_records(path, spec), columns, str(path), spec, labels)
 
 
-def read_parquet(
-    path: Path, spec: TaskSpec, labels: LabelIndex
-) -> list[TextExample] | list[TaggedSentence] | list[QAExample]:
+def read_parquet(path: Path, spec: TaskSpec, labels: LabelIndex) -> Examples:
     """A Parquet task file: one example per row, reading only the columns the task names."""
     require_file(path, spec)
     if spec.kind == "question_answering":

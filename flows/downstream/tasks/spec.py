@@ -7,6 +7,7 @@ cases a task name, so a user adds a task with a YAML block and no code.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -19,7 +20,7 @@ from flows.core.paths import REPO_ROOT
 from flows.core.settings import ConfigError, Settings, bounds, one_of, settings_from
 from flows.corpora.formats import CorpusInputError
 
-KINDS = ("classification", "token_classification", "relation", "question_answering")
+KINDS = ("classification", "token_classification", "relation", "question_answering", "multi_label")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ METRICS = {
     "relation": ("macro_f1", "micro_f1", "accuracy"),
     # The official SQuAD evaluation's (lightning_modules/squad_metrics.py).
     "question_answering": ("f1", "exact_match"),
+    # F1 over every label's hits (micro) or the mean of each label's F1 (macro).
+    "multi_label": ("micro_f1", "macro_f1"),
 }
 SPLITS = ("train", "validation", "test")
 ARMS = ("pretrained", "random_init")
@@ -76,6 +79,7 @@ BASELINES = {
     "token_classification": ("seen_entities",),
     "relation": ("majority", "tfidf_logreg"),  # TF-IDF reads the text with its markers
     "question_answering": ("no_answer", "lexical_overlap"),
+    "multi_label": ("majority",),  # each label most train examples carry: mostly the empty set
 }
 
 
@@ -165,20 +169,19 @@ class TaskSpec(Settings):
     @classmethod
     def _kind_defaults(cls, data: Any) -> Any:
         """What a kind implies unless told: a format that holds one kind only (conll) is that
-        kind; token classification is scored on entity F1, and jsonl/parquet read its `tokens`
-        and `tags` lists."""
+        kind; a kind without accuracy is scored on its first metric (entity F1, SQuAD's F1,
+        micro-F1), and jsonl/parquet read a token classification's `tokens` and `tags` lists."""
         if not isinstance(data, dict):
             return data
         known = TASK_FORMATS.get(str(data.get("format")))
         kinds = known.kinds if known else KINDS
         if "kind" not in data and len(kinds) == 1:
             data = {**data, "kind": kinds[0]}
-        if data.get("kind") == "question_answering":
-            data = {"metric": METRICS["question_answering"][0], **data}
-        if data.get("kind") == "token_classification":
-            data = {"metric": METRICS["token_classification"][0], **data}
-            if known and known.records:
-                data = {"text_column": "tokens", "label_column": "tags", **data}
+        metrics = METRICS.get(str(data.get("kind")), ())
+        if metrics and "accuracy" not in metrics:  # the field's default fits no metric listed
+            data = {"metric": metrics[0], **data}
+        if data.get("kind") == "token_classification" and known and known.records:
+            data = {"text_column": "tokens", "label_column": "tags", **data}
         return data
 
     @model_validator(mode="after")
@@ -338,6 +341,13 @@ def check_labels(spec: TaskSpec, labels: list[str]) -> None:
             f"{found}; name the label of pairs without a relation (e.g. Other), or set it to "
             "null to score every label"
         )
+
+
+def recipe_key(task: str, field: str, set_by_task: Collection[str]) -> str:
+    """The config key that sets a recipe field for `task`: its catalog entry's, if it sets it."""
+    if field in set_by_task:
+        return f"finetune.catalog.{task}.recipe.{field}"
+    return f"finetune.{field}"
 
 
 def task_specs(catalog: dict[str, Any], names: list[str]) -> list[TaskSpec]:

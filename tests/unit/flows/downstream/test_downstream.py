@@ -13,6 +13,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from flows.core.config import compose_config
 from flows.core.settings import ConfigError, settings_from
 from flows.downstream.finetuning.recipe import pad_batch
+from flows.downstream.kinds.registry import kind_of
 from flows.downstream.settings import FinetuneSettings
 from flows.downstream.statistics.report import paired_figures, paired_interval
 from flows.downstream.tasks.encoding import encode
@@ -24,7 +25,6 @@ from flows.downstream.tasks.readers import (
     read_conll,
     read_glue,
 )
-from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import TaskSpec, default_data_dir
 from lightning_modules.label_metrics import entity_scores, entity_spans
 from lightning_modules.metrics import binary_f1, matthews_corrcoef
@@ -199,8 +199,9 @@ def test_ner_labels_the_first_sub_token_and_scores_words() -> None:
     labels = ["O", "B-Disease", "I-Disease"]
     # A truncated prediction (two words of three) counts the missing word as O: right when the
     # word was O, a shortened (so wrong) span when it continued an entity.
-    assert score("token_classification", [[0, 1, 0]], [[0, 1]], labels)["entity_f1"] == 1.0
-    assert score("token_classification", split.gold, [[0, 1]], labels)["entity_recall"] == 0.0
+    tagging = kind_of("token_classification")
+    assert tagging.score([[0, 1, 0]], [[0, 1]], labels, None)["entity_f1"] == 1.0
+    assert tagging.score(split.gold, [[0, 1]], labels, None)["entity_recall"] == 0.0
 
 
 def test_pairs_get_segment_ids_unless_the_encoder_has_none() -> None:

@@ -13,17 +13,15 @@ import pytest
 import torch
 
 from flows.downstream.finetuning import recipe
-from flows.downstream.finetuning.baselines import C_GRID, evaluate_baselines, seen_entities
+from flows.downstream.finetuning.baselines import evaluate_baselines
 from flows.downstream.finetuning.recipe import RunResult, TaskRun
+from flows.downstream.kinds.classification import C_GRID
+from flows.downstream.kinds.registry import kind_of
+from flows.downstream.kinds.token_classification import seen_entities
 from flows.downstream.settings import Recipe
-from flows.downstream.statistics.bootstrap import (
-    bootstrap_lift,
-    example_statistics,
-    metric_from_totals,
-)
+from flows.downstream.statistics.bootstrap import bootstrap_lift
 from flows.downstream.tasks.load import train_sample
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
-from flows.downstream.tasks.scores import score
 from flows.downstream.tasks.spec import TaskSpec
 from lightning_modules.models.config import EncoderConfig
 
@@ -53,20 +51,27 @@ def test_summed_example_statistics_give_the_metrics_exactly(
         gold = [random_tags(rng, rng.randrange(1, 9)) for _ in range(100)]
         # Some predictions are truncated: the missing words count as O, as in scoring.
         predicted = [t if rng.random() < 0.5 else random_tags(rng, len(t))[:6] for t in gold]
-    totals = example_statistics(kind, gold, predicted, labels).sum(0, keepdims=True)
-    expected = score(kind, gold, predicted, labels)
+    task_kind = kind_of(kind)
+    totals = task_kind.example_statistics(gold, predicted, labels).sum(0, keepdims=True)
+    expected = task_kind.score(gold, predicted, labels, None)
     for metric in metrics:
-        assert metric_from_totals(metric, totals, len(labels))[0] == pytest.approx(expected[metric])
+        found = task_kind.bootstrap_metric(metric, totals, labels, None)[0]
+        assert found == pytest.approx(expected[metric])
 
 
 def classification_statistics(correct: list[bool]) -> np.ndarray:
     gold = [0] * len(correct)
-    return example_statistics("classification", gold, [0 if c else 1 for c in correct], ["a", "b"])
+    predicted = [0 if c else 1 for c in correct]
+    return kind_of("classification").example_statistics(gold, predicted, ["a", "b"])
+
+
+def accuracy_of(totals: np.ndarray) -> np.ndarray:
+    return kind_of("classification").bootstrap_metric("accuracy", totals, ["a", "b"], None)
 
 
 def test_identical_arms_have_a_bootstrap_interval_of_exactly_zero() -> None:
     arm = [classification_statistics([i % 3 == 0 for i in range(90)])]
-    assert bootstrap_lift(arm, arm, "accuracy", 2, 500, 0.95, 0) == (0.0, 0.0)
+    assert bootstrap_lift(arm, arm, accuracy_of, 500, 0.95, 0) == (0.0, 0.0)
 
 
 def test_the_bootstrap_interval_covers_the_lift_and_narrows_with_more_test_examples() -> None:
@@ -74,7 +79,7 @@ def test_the_bootstrap_interval_covers_the_lift_and_narrows_with_more_test_examp
         rng = random.Random(examples)
         pretrained = [classification_statistics([rng.random() < 0.7 for _ in range(examples)])]
         random_init = [classification_statistics([rng.random() < 0.5 for _ in range(examples)])]
-        return bootstrap_lift(pretrained, random_init, "accuracy", 2, 1000, 0.95, 1)
+        return bootstrap_lift(pretrained, random_init, accuracy_of, 1000, 0.95, 1)
 
     small, large = interval(100), interval(2500)
     assert small[0] < 0.2 < small[1] and large[0] < 0.2 < large[1]

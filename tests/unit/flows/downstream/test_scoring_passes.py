@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader, RandomSampler
 from flows.downstream.finetuning import recipe
 from flows.downstream.finetuning.recipe import SplitDataset, TaskRun, build_model, pad_batch
 from flows.stages.finetune import prepare_task
+from lightning_modules import classifier
 from lightning_modules.classifier import LengthGroups, LengthOrder, predict
 from tests.fakes import TINY_TRAINER, WordShards, word_finetune
 
@@ -81,7 +82,7 @@ def test_validation_and_test_predictions_run_at_the_runs_precision(
         seen.append(torch.is_autocast_enabled("cpu"))
         return predict(model, loader)
 
-    monkeypatch.setattr(recipe, "predict", probed)
+    monkeypatch.setattr(classifier, "predict", probed)  # what the task's kind predicts with
     run = tagging_run(word_shards, word_encoder, tmp_path, precision)
     recipe.train_once(run, "pretrained", 1e-2, 5)
     assert seen == [autocast, autocast]  # the epoch's validation, then the test split

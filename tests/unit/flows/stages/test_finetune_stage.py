@@ -232,6 +232,50 @@ def test_a_relation_task_with_typed_markers_runs_from_config(
     assert f"| CAUSES | {support} | " in summary
 
 
+def test_a_multi_label_task_runs_from_config_and_reports_micro_and_macro_f1(
+    evaluated: Any, tmp_path: Path
+) -> None:
+    """A label list per record, none or several (a note with its codes): a sigmoid per label,
+    micro- and macro-F1 with the lift's two intervals, the per-label majority baseline."""
+    _, _, (pretrained, tokenizer, store) = evaluated
+    rng = random.Random(3)
+    for split, size in (("train", 120), ("test", 40)):
+        rows = []
+        for _ in range(size):
+            codes = sorted(rng.sample(["fever", "cough"], rng.randrange(0, 3)))
+            words = [rng.choice(TASK_WORDS[:8]) for _ in range(4)] + codes
+            rng.shuffle(words)
+            rows.append(json.dumps({"note": " ".join(words), "codes": codes}) + "\n")
+        (tmp_path / f"codes-{split}.jsonl").write_text("".join(rows))
+    entry = (
+        "{format:jsonl,kind:multi_label,labels:auto,text_column:note,label_column:codes,"
+        "train:codes-train.jsonl,test:codes-test.jsonl}"
+    )
+    config = compose_config(["finetune.tasks=[codes]", f"+finetune.catalog.codes={entry}"])
+    settings = FinetuneSettings(
+        tasks=["codes"],
+        catalog={"codes": config["finetune"]["catalog"]["codes"]},
+        data_dir=str(tmp_path),
+        seeds=2,
+        learning_rates=[1e-2],
+        epochs=3,
+        max_length=32,
+        bootstrap_samples=100,
+    )
+    settings.check_task_files(5)  # read and encoded up front
+    ref = finetune(settings, 5, TRAINER, pretrained, tokenizer, store)
+    outputs = ref.outputs
+    results = json.loads((ref.path / "results.json").read_text())
+    assert results["codes"]["labels"]["names"] == ["cough", "fever"]
+    assert set(results["codes"]["pretrained"]["per_class"]) == {"cough", "fever"}
+    assert outputs["codes.baselines"] == "majority"
+    for name in ("micro_f1", "macro_f1"):
+        assert 0 <= outputs[f"codes.pretrained_{name}_mean"] <= 1
+    low, high = (outputs[f"codes.lift_micro_f1_bootstrap_{end}"] for end in ("low", "high"))
+    assert low <= outputs["codes.lift_micro_f1"] <= high
+    assert "codes.baseline_majority_micro_f1_mean" in outputs
+
+
 def control_artifacts(store: ArtifactStore) -> set[str]:
     return {path.name for path in (store.root / CONTROL_STAGE).iterdir()}
 

@@ -11,14 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from flows.downstream.statistics.bootstrap import example_statistics, metric_from_totals
-from flows.downstream.statistics.per_class import per_class
+from flows.downstream.kinds.registry import kind_of
 from flows.downstream.tasks.encoding import stand_in_tokenizer
 from flows.downstream.tasks.load import Sampling, load_task
 from flows.downstream.tasks.markers import insert_markers, keep_marked
 from flows.downstream.tasks.readers import LabelIndex, TextExample, read_semeval2010
-from flows.downstream.tasks.relation import add_marker_tokens, encode_relations, type_matrix, window
-from flows.downstream.tasks.scores import score
+from flows.downstream.tasks.relation import add_marker_tokens, encode_relations, window
 from flows.downstream.tasks.spec import TaskInputError, TaskSpec, default_data_dir
 from lightning_modules.label_metrics import relation_scores, relation_type
 from lightning_modules.models.config import EncoderConfig
@@ -57,17 +55,17 @@ def test_the_bootstrap_form_of_the_relation_f1s_gives_them_exactly() -> None:
     rng = random.Random(0)
     gold = [rng.randrange(4) for _ in range(300)]  # Entity-Origin never gold
     predicted = [g if rng.random() < 0.5 else rng.randrange(5) for g in gold]
-    totals = example_statistics("relation", gold, predicted, labels).sum(0, keepdims=True)
-    expected = score("relation", gold, predicted, labels, "Other")
-    types = type_matrix(labels, "Other")
+    relation = kind_of("relation")
+    totals = relation.example_statistics(gold, predicted, labels).sum(0, keepdims=True)
+    expected = relation.score(gold, predicted, labels, "Other")
     for metric in ("macro_f1", "micro_f1", "accuracy"):
-        found = metric_from_totals(metric, totals, len(labels), types)[0]
+        found = relation.bootstrap_metric(metric, totals, labels, "Other")[0]
         assert found == pytest.approx(expected[metric])
 
 
 def test_per_class_scores_are_per_relation_type_direction_aware() -> None:
     labels = [CE12, CE21, "Other"]
-    report = per_class("relation", [0, 0, 1, 2], [0, 1, 1, 2], labels)
+    report = kind_of("relation").per_class([0, 0, 1, 2], [0, 1, 1, 2], labels)
     assert list(report) == ["Cause-Effect", "Other"]
     assert report["Cause-Effect"] == {
         "precision": 2 / 3,

@@ -17,7 +17,8 @@ import pytest
 from sklearn.metrics import precision_recall_fscore_support
 
 from flows.core.settings import ConfigError
-from flows.downstream.statistics.per_class import mean_report, per_class
+from flows.downstream.kinds.registry import kind_of
+from flows.downstream.statistics.per_class import mean_report
 from flows.downstream.tasks.load import READERS, Sampling, load_task
 from flows.downstream.tasks.readers import TaggedSentence, TextExample
 from flows.downstream.tasks.spec import TASK_FORMATS, TaskSpec
@@ -165,7 +166,7 @@ def test_per_class_scores_agree_with_scikit_learn_and_mark_untested_classes() ->
     labels = ["a", "b", "c", "never_tested"]
     gold = [0, 0, 1, 1, 2, 2, 2]
     predicted = [0, 1, 1, 1, 2, 0, 3]
-    report = per_class("classification", gold, predicted, labels)
+    report = kind_of("classification").per_class(gold, predicted, labels)
     precision, recall, f1, support = precision_recall_fscore_support(
         gold, predicted, labels=[0, 1, 2], zero_division=0
     )
@@ -181,10 +182,10 @@ def test_per_entity_type_scores_count_exact_spans() -> None:
     labels = ["O", "B-Gene", "I-Gene", "B-Disease"]
     gold = [[1, 2, 0, 3], [3, 0]]
     predicted = [[1, 0, 0, 3], [3, 0]]  # the gene's span is cut short: a miss and a false hit
-    report = per_class("token_classification", gold, predicted, labels)
+    report = kind_of("token_classification").per_class(gold, predicted, labels)
     assert report["Gene"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}
     assert report["Disease"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0, "support": 2}
-    merged = mean_report([report, per_class("token_classification", gold, gold, labels)])
+    merged = mean_report([report, kind_of("token_classification").per_class(gold, gold, labels)])
     assert merged["Gene"] == {"precision": 0.5, "recall": 0.5, "f1": 0.5, "support": 1}
 
 

@@ -89,6 +89,10 @@ def run_marks(
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{flow_run.name} still {flow_run.state}")
             time.sleep(1)
+        if not flow_run.state.is_completed():
+            # A served flow that fails after its first line still has a start to time: the
+            # benchmark would report figures for a deployment that no longer runs.
+            raise RuntimeError(f"{flow_run.name} ended {flow_run.state.name}: {flow_run.state}")
         marks = {"created": flow_run.created}
         late = time.monotonic() + 30  # the flow's process sends its last lines as it exits
         while len(marks) <= len(marks_text) and time.monotonic() < late:
@@ -101,7 +105,9 @@ def run_marks(
     return marks  # type: ignore[return-value]
 
 
-def served_starts(api: str, served: ServedFlow, runs: int, root: Path) -> list[dict[str, float]]:
+def served_starts(
+    api: str, served: ServedFlow, runs: int, root: Path, start_timeout: float
+) -> list[dict[str, float]]:
     """Seconds from the trigger to each mark, per run of one served flow."""
     from prefect.client.orchestration import SyncPrefectClient
 
@@ -113,7 +119,9 @@ def served_starts(api: str, served: ServedFlow, runs: int, root: Path) -> list[d
     slug = re.sub(r"\W+", "-", served.name)
     log = root / f"serve-{slug}.log"
     with (
-        serving_deployments(api, log, env, [served.deployment], module=served.module),
+        serving_deployments(
+            api, log, env, [served.deployment], start_timeout, module=served.module
+        ),
         SyncPrefectClient(api) as client,
     ):
         deployment = client.read_deployment_by_name(served.deployment)
@@ -167,6 +175,12 @@ def import_seconds() -> dict[str, float]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.served_start", description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--start-timeout",
+        type=float,
+        default=180,
+        help="seconds each server and serving process gets to start (more on a loaded machine)",
+    )
     args = parser.parse_args(argv)
     from tests.integration.servers import mlflow_server, prefect_server
 
@@ -174,9 +188,14 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="served-start-") as directory:
         root = Path(directory)
         (root / "mlflow").mkdir()
-        with prefect_server(root / "prefect") as api, mlflow_server(root / "mlflow") as mlflow_uri:
+        with (
+            prefect_server(root / "prefect", timeout=args.start_timeout) as api,
+            mlflow_server(root / "mlflow", timeout=args.start_timeout) as mlflow_uri,
+        ):
             typical = {
-                served.name: report(served, served_starts(api, served, args.runs, root))
+                served.name: report(
+                    served, served_starts(api, served, args.runs, root, args.start_timeout)
+                )
                 for served in served_flows(root, mlflow_uri)
             }
         bare = typical.pop("bare Prefect flow")

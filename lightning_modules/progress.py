@@ -226,13 +226,22 @@ class ProgressLog(pl.Callback):
 
 class RunsProgress:
     """A grid of runs (learning rates x seeds) as a whole: a line per finished run with the
-    grid's elapsed time and ETA, and a bar over the runs at a terminal."""
+    grid's elapsed time and ETA, and a bar over the runs at a terminal.
+
+    While its bar is up, every line goes through tqdm, as within a fit: a line logged between
+    fits (a run's plan, a finished run) ran on from the bar's row, and the bar, drawn again
+    below it, showed twice.
+    """
 
     def __init__(self, label: str, total: int, bar: bool | None = None) -> None:
         self.label, self.total, self.done = label, total, 0
         self.started = time.perf_counter()
         wanted = terminal_bars() if bar is None else bar
-        self.bar = new_bar(total, label, "run") if wanted else None
+        self.resources = ExitStack()
+        self.bar: tqdm | None = None
+        if wanted:
+            self.resources.enter_context(logging_redirect_tqdm())
+            self.bar = self.resources.enter_context(new_bar(total, label, "run"))
 
     def finished(self, run: str) -> None:
         self.done += 1
@@ -251,8 +260,8 @@ class RunsProgress:
         )
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        self.resources.close()
+        self.bar = None
 
 
 @contextmanager

@@ -66,17 +66,24 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 @contextmanager
 def prefect_server(
-    home: Path, services: bool = False, database: Mapping[str, str] | None = None
+    home: Path,
+    services: bool = False,
+    database: Mapping[str, str] | None = None,
+    timeout: float = 120,
 ) -> Iterator[str]:
     """`services`: Prefect's background services too (the task-run recorder fills the graph).
-    `database`: `PREFECT_SERVER_DATABASE_*` settings; SQLite under `home` when None."""
-    with killable_prefect_server(home, services, database) as (api, _):
+    `database`: `PREFECT_SERVER_DATABASE_*` settings; SQLite under `home` when None. `timeout`:
+    seconds it gets to become healthy."""
+    with killable_prefect_server(home, services, database, timeout) as (api, _):
         yield api
 
 
 @contextmanager
 def killable_prefect_server(
-    home: Path, services: bool = False, database: Mapping[str, str] | None = None
+    home: Path,
+    services: bool = False,
+    database: Mapping[str, str] | None = None,
+    timeout: float = 120,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A Prefect server and its process, for a test to kill mid-run (see killable_mlflow_server)."""
     port = free_port()
@@ -96,21 +103,25 @@ def killable_prefect_server(
         *([] if services else ["--no-services"]),
     ]
     api = f"http://127.0.0.1:{port}/api"
-    with running(command, f"{api}/health", home.parent / "prefect-server.log", env) as process:
+    log = home.parent / "prefect-server.log"
+    with running(command, f"{api}/health", log, env, timeout) as process:
         yield api, process
 
 
 @contextmanager
-def mlflow_server(directory: Path, backend_store_uri: str | None = None) -> Iterator[str]:
+def mlflow_server(
+    directory: Path, backend_store_uri: str | None = None, timeout: float = 120
+) -> Iterator[str]:
     """`backend_store_uri` (a database URL, given as infra/ gives it: by environment variable);
-    SQLite in `directory` when None. Artifacts go to `directory` either way."""
-    with killable_mlflow_server(directory, backend_store_uri) as (uri, _):
+    SQLite in `directory` when None. Artifacts go to `directory` either way. `timeout`: seconds
+    it gets to become healthy."""
+    with killable_mlflow_server(directory, backend_store_uri, timeout) as (uri, _):
         yield uri
 
 
 @contextmanager
 def killable_mlflow_server(
-    directory: Path, backend_store_uri: str | None = None
+    directory: Path, backend_store_uri: str | None = None, timeout: float = 120
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """An MLflow server on `directory`'s store, with its process, for a test to kill mid-run.
 
@@ -137,7 +148,7 @@ def killable_mlflow_server(
     ]
     uri = f"http://127.0.0.1:{port}"
     log = directory / f"mlflow-server-{port}.log"
-    with running(command, f"{uri}/health", log, env) as process:
+    with running(command, f"{uri}/health", log, env, timeout) as process:
         yield uri, process
 
 

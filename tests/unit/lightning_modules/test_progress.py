@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 
 import pytest
 import pytorch_lightning as pl
@@ -130,6 +131,53 @@ def test_at_a_terminal_a_grid_shows_a_bar_over_its_runs(capsys: pytest.CaptureFi
     progress.finished("seed 1")
     progress.close()
     assert "finetune/toy/pretrained grid: 100%" in capsys.readouterr().out
+
+
+def screen(output: str) -> list[str]:
+    """The rows a terminal shows for `output`: a carriage return goes back to the row's start,
+    a newline to the next row, tqdm's cursor-up (a nested bar) to the row above; each write
+    overwrites what is there. Blank rows left out."""
+    rows: list[list[str]] = [[]]
+    row = column = 0
+    for token in re.split(r"(\r|\n|\x1b\[A)", output):
+        if token == "\r":
+            column = 0
+        elif token == "\n":
+            row, column = row + 1, 0
+        elif token == "\x1b[A":
+            row = max(row - 1, 0)
+        else:
+            rows.extend([] for _ in range(row + 1 - len(rows)))
+            line = rows[row]
+            line.extend(" " for _ in range(column + len(token) - len(line)))
+            line[column : column + len(token)] = token
+            column += len(token)
+    return [text for line in rows if (text := "".join(line).rstrip())]
+
+
+def test_at_a_terminal_a_grid_prints_each_line_on_its_own_row_and_each_bar_once(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A line logged while the grid's bar is up (a fit's plan, a finished run) went out under
+    the bar, not through tqdm: it ran on from the bar's row, and the bar, drawn again below it,
+    showed twice."""
+    console = logging.StreamHandler(sys.stdout)  # a person's console, as setup_logging's
+    console.addFilter(logging.Filter("cloze"))  # our lines, not Lightning's
+    logging.getLogger().addHandler(console)
+    progress = RunsProgress("toy grid", total=1, bar=True)
+    try:
+        with caplog.at_level(logging.INFO, logger="cloze.training"):
+            fit(ProgressLog(every_steps=5, label="toy", bar=True))
+            progress.finished("seed 0")
+    finally:
+        progress.close()
+        logging.getLogger().removeHandler(console)
+    rows = screen(capsys.readouterr().out)
+    assert "toy plan: 12 steps" in rows
+    assert [row for row in rows if row.startswith("toy grid run 1/1 done (seed 0) elapsed=")]
+    assert len([row for row in rows if row.startswith("toy grid: 100%")]) == 1, rows
+    assert len([row for row in rows if row.startswith("toy: 100%")]) == 1, rows
+    assert len([row for row in rows if row.startswith("toy step 1/12 ")]) == 1, rows
 
 
 @pytest.mark.parametrize(

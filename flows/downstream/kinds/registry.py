@@ -1,5 +1,6 @@
 """The task kinds by their `kind:` name: the one place a kind's name picks its code. A new kind is
-its module under flows/downstream/kinds/ and its row here (and its catalog rows in spec.py)."""
+its module under flows/downstream/kinds/, its row here, and its row of facts for config validation
+and the readers (facts.py)."""
 
 from __future__ import annotations
 
@@ -17,5 +18,5 @@ TASK_KINDS: dict[str, TaskKind] = {
 
 
 def kind_of(name: str) -> TaskKind:
-    """The kind a task's `kind:` names (TaskSpec validated it against spec.py's `KINDS`)."""
+    """The kind a task's `kind:` names (TaskSpec validated it against facts.py's)."""
     return TASK_KINDS[name]

@@ -45,9 +45,9 @@ def read_hub(
     dataset = load_split(spec, split)
     where = f"{spec.hub_name}[{split}]"
     columns = list(dataset.column_names)
-    if spec.kind == "question_answering":  # the squad schema's rows are its records
+    if spec.facts.example == "question":  # the squad schema's rows are its records
         return qa_records(((index, row) for index, row in enumerate(dataset)), where, spec)
-    if spec.kind == "token_classification":
+    if spec.facts.example == "tagged":
         return tagged_rows(dataset, columns, where, spec, labels)
     names = {column: class_names(dataset.features[column]) for column in columns}
     rows = (

@@ -202,11 +202,13 @@ def record_columns(spec: TaskSpec, names: list[str] | None, where: str) -> dict[
 def examples_of(
     records: Records, columns: dict[str, str | None], where: str, spec: TaskSpec, labels: LabelIndex
 ) -> Examples:
-    if spec.kind == "question_answering":
+    """The records as the examples of the task's kind (its `example` in kinds/facts.py)."""
+    example = spec.facts.example
+    if example == "question":
         return qa_records(records, where, spec)
-    if spec.kind == "token_classification":
+    if example == "tagged":
         return record_sentences(records, columns, where, spec, labels)
-    if spec.kind == "multi_label":
+    if example == "label_set":
         return record_label_sets(records, columns, where, spec, labels)
     return record_examples(records, columns, where, spec, labels)
 
@@ -220,7 +222,7 @@ def read_jsonl(path: Path, spec: TaskSpec, labels: LabelIndex) -> Examples:
 def read_parquet(path: Path, spec: TaskSpec, labels: LabelIndex) -> Examples:
     """A Parquet task file: one example per row, reading only the columns the task names."""
     require_file(path, spec)
-    if spec.kind == "question_answering":
+    if spec.facts.example == "question":
         names = parquet_columns(path)
         wanted = [name for name in qa_columns(spec).values() if name in names]
         return qa_records(parquet_records(path, wanted), str(path), spec)

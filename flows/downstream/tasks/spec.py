@@ -19,8 +19,9 @@ from flows.core.keys import opt_ins_at_default
 from flows.core.paths import REPO_ROOT
 from flows.core.settings import ConfigError, Settings, bounds, one_of, settings_from
 from flows.corpora.formats import CorpusInputError
+from flows.downstream.kinds.facts import KIND_FACTS, KindFacts
 
-KINDS = ("classification", "token_classification", "relation", "question_answering", "multi_label")
+KINDS = tuple(KIND_FACTS)
 
 
 @dataclass(frozen=True)
@@ -49,16 +50,7 @@ TASK_FORMATS = {
     "squad": TaskFormat(("question_answering",)),
 }
 FORMATS = tuple(TASK_FORMATS)
-METRICS = {
-    "classification": ("accuracy", "macro_f1", "mcc", "f1"),
-    "token_classification": ("entity_f1", "entity_precision", "entity_recall"),
-    # Relation F1s exclude `negative_label` and score direction (lightning_modules/metrics.py).
-    "relation": ("macro_f1", "micro_f1", "accuracy"),
-    # The official SQuAD evaluation's (lightning_modules/squad_metrics.py).
-    "question_answering": ("f1", "exact_match"),
-    # F1 over every label's hits (micro) or the mean of each label's F1 (macro).
-    "multi_label": ("micro_f1", "macro_f1"),
-}
+METRICS = {kind: facts.metrics for kind, facts in KIND_FACTS.items()}
 SPLITS = ("train", "validation", "test")
 ARMS = ("pretrained", "random_init")
 STUDENT_ARM = "student"  # a third arm when the run distilled a student (flows/stages/distill.py)
@@ -74,13 +66,7 @@ QA_FIELDS = ("qa_columns", "unanswerable")
 QA_DECODING = 3
 # What a task of each kind is compared against besides random init
 # (flows/downstream/finetuning/baselines.py).
-BASELINES = {
-    "classification": ("majority", "tfidf_logreg"),
-    "token_classification": ("seen_entities",),
-    "relation": ("majority", "tfidf_logreg"),  # TF-IDF reads the text with its markers
-    "question_answering": ("no_answer", "lexical_overlap"),
-    "multi_label": ("majority",),  # each label most train examples carry: mostly the empty set
-}
+BASELINES = {kind: facts.baselines for kind, facts in KIND_FACTS.items()}
 
 
 class TaskInputError(CorpusInputError):
@@ -177,11 +163,11 @@ class TaskSpec(Settings):
         kinds = known.kinds if known else KINDS
         if "kind" not in data and len(kinds) == 1:
             data = {**data, "kind": kinds[0]}
-        metrics = METRICS.get(str(data.get("kind")), ())
-        if metrics and "accuracy" not in metrics:  # the field's default fits no metric listed
-            data = {"metric": metrics[0], **data}
-        if data.get("kind") == "token_classification" and known and known.records:
-            data = {"text_column": "tokens", "label_column": "tags", **data}
+        facts = KIND_FACTS.get(str(data.get("kind")))
+        if facts and "accuracy" not in facts.metrics:  # the field's default fits no metric listed
+            data = {"metric": facts.metrics[0], **data}
+        if facts and known and known.records:
+            data = {**facts.record_columns, **data}
         return data
 
     @model_validator(mode="after")
@@ -194,13 +180,13 @@ class TaskSpec(Settings):
         if self.metric not in METRICS[self.kind]:
             raise ConfigError(f"{key}.metric={self.metric!r} must be one of {METRICS[self.kind]}")
         self._check_relation(key)
-        if self.kind == "question_answering":
+        if not self.facts.has_labels:
             self._check_question_answering(key)
         elif self.labels != "auto":
             check_labels(self, self.labels)
         if self.task_format.source != "built_in":
             self._check_sources(key)
-        if self.drop_contained_rows and (self.kind != "classification" or self.pair_column):
+        if self.drop_contained_rows and (not self.facts.single_texts or self.pair_column):
             raise ConfigError(
                 f"{key}.drop_contained_rows compares single texts: it applies to classification "
                 "tasks without a pair_column; remove it from this task"
@@ -217,7 +203,7 @@ class TaskSpec(Settings):
 
     def _check_relation(self, key: str) -> None:
         """A relation task marks its entities, inline or by offsets; other kinds mark none."""
-        if self.kind != "relation":
+        if not self.facts.marks_entities:
             for name in ("entity_markers", "entity_offsets", "negative_label"):
                 if getattr(self, name) is not None:
                     raise ConfigError(
@@ -248,6 +234,11 @@ class TaskSpec(Settings):
     def task_format(self) -> TaskFormat:
         return TASK_FORMATS[self.format]
 
+    @property
+    def facts(self) -> KindFacts:
+        """What the task's kind implies for its config and records (kinds/facts.py)."""
+        return KIND_FACTS[self.kind]
+
     def markers(self) -> list[tuple[str, str]]:
         """Each entity's (open, close) markers, in the head's order."""
         if self.entity_markers is not None:
@@ -261,14 +252,14 @@ class TaskSpec(Settings):
         """The spec as the finetune stage's key holds it: an opt-in field that is off stays out,
         so adding one moves no existing task's key."""
         off = opt_ins_at_default(self, OPT_IN_FIELDS)
-        if self.kind != "question_answering":
+        if not self.facts.decodes_spans:
             return self.model_dump(exclude={"recipe", *off, *QA_FIELDS})
         return {**self.model_dump(exclude={"recipe", *off}), "decoding": QA_DECODING}
 
     def _check_sources(self, key: str) -> None:
         if self.train is None:
             raise ConfigError(f"{key}: set {key}.train and {key}.test (validation is optional)")
-        if self.test is None and self.kind != "question_answering":
+        if self.test is None and not self.facts.decodes_spans:
             raise ConfigError(f"{key}: set {key}.train and {key}.test (validation is optional)")
         if self.task_format.source == "hub" and not self.hub_name:
             raise ConfigError(f"{key}.hub_name must name the dataset (e.g. nyu-mll/glue)")
@@ -333,8 +324,11 @@ def check_labels(spec: TaskSpec, labels: list[str]) -> None:
         raise ConfigError(
             f"{key}.metric=f1 is binary F1: {key}.labels={labels}{found} needs exactly 2 labels"
         )
-    if spec.kind == "token_classification" and "O" not in labels:
-        raise ConfigError(f"{key}.labels={labels}{found} must include 'O' for IOB2 tagging")
+    required = spec.facts.required_label
+    if required is not None and required not in labels:
+        raise ConfigError(
+            f"{key}.labels={labels}{found} must include {required!r} for IOB2 tagging"
+        )
     if spec.negative_label is not None and spec.negative_label not in labels:
         raise ConfigError(
             f"{key}.negative_label={spec.negative_label!r} is not among the labels {labels}"

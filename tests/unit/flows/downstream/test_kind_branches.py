@@ -4,6 +4,8 @@ nothing else compares a task's kind with a kind's name or matches on one.
 A branch on a kind's name elsewhere is how adding question answering came to touch 24 files: a
 new kind must be one module and its registry row. Read with `ast`, so a comment or a docstring
 naming a kind is no branch, and a branch written any way (`==`, `!=`, `in (...)`, `match`) is.
+Config validation and the record readers, which the kinds' modules import, read what a kind
+implies from its row of kinds/facts.py instead of asking the registry.
 """
 
 from __future__ import annotations
@@ -13,22 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from flows.downstream.kinds.facts import KIND_FACTS
 from flows.downstream.kinds.registry import TASK_KINDS
 from tests.fakes import REPO
 
 KINDS_PACKAGE = Path("flows/downstream/kinds")
-# Modules that still branch on a kind's name, and why it has not moved yet. This list must only
-# shrink: moving a site into its kind removes its entry (a test fails on an entry with no branch
-# left), and no entry may be added.
-REMAINING = {
-    # Config validation (what fields and metrics a kind takes, its default metric): TaskSpec is
-    # read by the readers that the kinds import, so it cannot ask the registry without a circle.
-    "flows/downstream/tasks/spec.py",
-    # Records and hub rows to examples: a tagged sentence, a question, a label set or a labelled
-    # text; the kinds read through these readers, so they cannot dispatch back to the kinds.
-    "flows/downstream/tasks/record_readers.py",
-    "flows/downstream/tasks/hub.py",
-}
 
 
 def is_kind_name(node: ast.AST, names: set[str]) -> bool:
@@ -67,13 +58,14 @@ def modules_with_branches() -> dict[str, list[int]]:
 
 def test_no_module_outside_the_kinds_branches_on_a_kind_name() -> None:
     found = modules_with_branches()
-    unexpected = {module: lines for module, lines in found.items() if module not in REMAINING}
-    assert unexpected == {}, "move these branches into their kind (flows/downstream/kinds/)"
+    assert found == {}, "move these branches into their kind (flows/downstream/kinds/)"
 
 
-def test_every_remaining_site_still_branches_so_the_list_only_shrinks() -> None:
-    moved = REMAINING - set(modules_with_branches())
-    assert moved == set(), "these sites no longer branch on a kind: remove them from REMAINING"
+def test_every_kind_has_its_facts_and_they_agree_with_its_module() -> None:
+    assert list(KIND_FACTS) == list(TASK_KINDS)
+    for name, kind in TASK_KINDS.items():
+        facts = KIND_FACTS[name]
+        assert (facts.has_labels, facts.decodes_spans) == (kind.has_labels, kind.decodes_spans)
 
 
 @pytest.mark.parametrize(

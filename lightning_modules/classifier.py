@@ -158,19 +158,20 @@ class BestEpoch(pl.Callback):
     """Scores the validation split after each epoch, keeps the best weights, stops on patience.
 
     Restoring the best epoch's weights makes the epoch count a choice made on validation, per
-    arm, like the learning rate; test data is never looked at during training. Epochs that tie
-    on `score` are told apart by `tiebreak` where one is given (question answering: every epoch
-    may score what abstaining on every question scores, while the span skill still grows).
+    arm, like the learning rate; test data is never looked at during training. `score` gives an
+    epoch's (score, tiebreak): epochs that tie on the score are told apart by the tiebreak
+    (question answering: every epoch may score what abstaining on every question scores, while
+    the span skill still grows; -inf where a task has none). One call gives both, so a QA
+    epoch's window logits are decoded once.
     """
 
     def __init__(
         self,
         loader: DataLoader,
-        score: Callable[[Predictions], float],
+        score: Callable[[Predictions], tuple[float, float]],
         patience: int,
         predictor: Callable[[nn.Module, DataLoader], Predictions] = predict,
         behind: Callable[[int, float], bool] | None = None,
-        tiebreak: Callable[[Predictions], float] | None = None,
     ) -> None:
         """`behind(epoch, best score so far)` says when the run trails a rival too far to go on
         (a grid's pruning rule); None: only patience stops it."""
@@ -179,7 +180,6 @@ class BestEpoch(pl.Callback):
         self.score = score
         self.patience = patience
         self.behind = behind
-        self.tiebreak = tiebreak
         self.scores: list[float] = []  # after each epoch: what pruning a later run reads
         self.pruned = False
         self.best_score = float("-inf")
@@ -192,8 +192,7 @@ class BestEpoch(pl.Callback):
         # (on a bf16-native CPU, half of a fine-tuning run's time went to this scoring).
         with trainer.precision_plugin.forward_context():
             predictions = self.predictor(module.model, self.loader)
-        score = self.score(predictions)
-        tiebreak = self.tiebreak(predictions) if self.tiebreak is not None else float("-inf")
+        score, tiebreak = self.score(predictions)
         epoch = trainer.current_epoch + 1
         module.log("val/score", score)
         self.scores.append(score)

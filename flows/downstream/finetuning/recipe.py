@@ -196,23 +196,23 @@ class TaskRun:
         """What a model's outputs are read as: the kind's (window logits, labels, label sets)."""
         return self.kind.predict
 
-    def answers(self, split: str, predictions: Any) -> Any:
-        """A QA split's window logits decoded into answers (qa_runs.py); else as they are."""
-        if not self.question_answering:
-            return predictions
-        return self.decoded(split, predictions).answers
-
     def decoded(self, split: str, logits: Any, validation: Any = None) -> Decoded:
         """A QA split's answers, threshold and best spans (qa_runs.decoded_answers)."""
         return decoded_answers(
             self.splits, split, logits, validation, self.unanswerable, self.spec.metric
         )
 
-    def span_f1(self, split: str, logits: Any) -> float:
-        """A QA split's span F1 (answerable questions, abstention off): the metric's tiebreak;
-        0 on a split without an answerable question."""
-        spans = self.decoded(split, logits).spans
-        return span_scores(self.splits[split].gold, spans).get("span_f1", 0.0)
+    def validation_score(self, predictions: Any) -> tuple[float, float]:
+        """An epoch's validation (score, tiebreak) for BestEpoch: the task's metric, and a QA
+        task's span F1 (answerable questions, abstention off; 0 without one), both read from
+        one decoding of the window logits (decoding is most of a QA epoch's scoring time);
+        -inf: no tiebreak."""
+        metric = self.spec.metric
+        if not self.question_answering:
+            return self.metrics("validation", predictions)[metric], float("-inf")
+        decoded = self.decoded("validation", predictions)
+        spans = span_scores(self.splits["validation"].gold, decoded.spans)
+        return self.metrics("validation", decoded.answers)[metric], spans.get("span_f1", 0.0)
 
     def test_predictions(self, model: nn.Module, seed: int) -> Decoded:
         """Test predictions, and a QA run's null-score threshold (fitted on validation first)
@@ -268,14 +268,12 @@ def train_once(
             eps=settings.eps,
         ),
     )
-    metric = run.spec.metric
     selector = BestEpoch(
         run.loader("validation", seed),
-        lambda outputs: run.metrics("validation", run.answers("validation", outputs))[metric],
+        run.validation_score,
         settings.patience,
         run.predictor(),
         None if pruning is None else pruning.behind,
-        (lambda outputs: run.span_f1("validation", outputs)) if run.question_answering else None,
     )
     label = f"{arm}-lr{learning_rate:g}-seed{seed}"
     trainer = make_trainer(

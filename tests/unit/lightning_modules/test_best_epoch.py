@@ -28,8 +28,9 @@ class TinyClassifier(nn.Module):
         return self.out(self.embedding(input_ids).mean(1))
 
 
-def kept_epoch(tiebreak: Callable[[Any], float] | None) -> tuple[int, int]:
-    """(best epoch, epochs run) of a run whose validation score never moves, patience 2."""
+def kept_epoch(tiebreak: Callable[[], float] | None) -> tuple[int, int]:
+    """(best epoch, epochs run) of a run whose validation score never moves, patience 2; each
+    epoch's tiebreak from `tiebreak` (None: the -inf of a task without one)."""
     batch = {
         "input_ids": torch.tensor([[1, 2], [3, 4]]),
         "attention_mask": torch.ones(2, 2, dtype=torch.bool),
@@ -38,22 +39,21 @@ def kept_epoch(tiebreak: Callable[[Any], float] | None) -> tuple[int, int]:
     }
     selector = BestEpoch(
         [batch],  # type: ignore[arg-type]
-        lambda predictions: 0.5,
+        lambda predictions: (0.5, float("-inf") if tiebreak is None else tiebreak()),
         patience=2,
         predictor=lambda model, loader: [],
-        tiebreak=tiebreak,
     )
     module = FinetuneModule(
         TinyClassifier(), OptimizerSettings(learning_rate=1e-3, total_steps=EPOCHS)
     )
-    loader = DataLoader([batch], batch_size=None)  # type: ignore[arg-type]
+    loader: DataLoader[Any] = DataLoader([batch], batch_size=None)  # type: ignore[arg-type]
     quiet_trainer(EPOCHS, selector).fit(module, train_dataloaders=loader)
     return selector.best_epoch, len(selector.scores)
 
 
 def test_epochs_that_tie_on_the_score_are_told_apart_by_the_tiebreak() -> None:
     spans: Iterator[float] = iter([0.1, 0.3, 0.2, 0.2, 0.2, 0.2])
-    assert kept_epoch(lambda predictions: next(spans)) == (2, 4)  # patience from epoch 2
+    assert kept_epoch(lambda: next(spans)) == (2, 4)  # patience from epoch 2
 
 
 def test_without_a_tiebreak_the_first_of_equal_epochs_is_kept() -> None:

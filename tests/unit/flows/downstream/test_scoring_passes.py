@@ -1,9 +1,11 @@
 """Fine-tuning's batches. Scoring passes (validation after each epoch, test at the end): at the
-run's precision, in length order, and answered in the split's order. Training: shuffled by the
-seed, in batches of like length unless `finetune.group_by_length` is off."""
+run's precision, in length order, and answered in the split's order; a QA epoch's window logits
+decoded once for both its score and its tiebreak. Training: shuffled by the seed, in batches of
+like length unless `finetune.group_by_length` is off."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,17 +14,41 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 from flows.downstream.finetuning import recipe
+from flows.downstream.finetuning.qa_runs import decoded_answers, span_scores
 from flows.downstream.finetuning.recipe import SplitDataset, TaskRun, build_model, pad_batch
+from flows.downstream.settings import FinetuneSettings
 from flows.stages.finetune import prepare_task
 from lightning_modules import classifier
-from lightning_modules.classifier import LengthGroups, LengthOrder, predict
-from tests.fakes import TINY_TRAINER, WordShards, word_finetune
+from lightning_modules.classifier import LengthGroups, LengthOrder, predict, predict_spans
+from tests.fakes import TINY_TRAINER, WordShards, squad_articles, word_finetune
 
 
 def tagging_run(
     shards: WordShards, encoder: Any, work: Path, precision: str, **fields: Any
 ) -> TaskRun:
     settings = word_finetune(shards, tasks=("tags",), epochs=1, **fields)
+    return task_run(shards, encoder, work, precision, settings)
+
+
+def qa_run(shards: WordShards, encoder: Any, work: Path) -> TaskRun:
+    """A SQuAD 2.0 task over the word tasks' words: half its questions unanswerable."""
+    (work / "train.json").write_text(json.dumps(squad_articles(4, 10, seed=1)))
+    (work / "test.json").write_text(json.dumps(squad_articles(1, 10, seed=2)))
+    entry = {"format": "squad", "kind": "question_answering"}
+    settings = word_finetune(
+        shards,
+        tasks=("qa",),
+        catalog={"qa": {**entry, "train": "train.json", "test": "test.json"}},
+        data_dir=str(work),
+        epochs=2,
+        max_length=32,
+    )
+    return task_run(shards, encoder, work, "32-true", settings)
+
+
+def task_run(
+    shards: WordShards, encoder: Any, work: Path, precision: str, settings: FinetuneSettings
+) -> TaskRun:
     trainer = TINY_TRAINER.model_copy(update={"precision": precision})
     return prepare_task(
         settings.plan[0].spec,
@@ -86,3 +112,36 @@ def test_validation_and_test_predictions_run_at_the_runs_precision(
     run = tagging_run(word_shards, word_encoder, tmp_path, precision)
     recipe.train_once(run, "pretrained", 1e-2, 5)
     assert seen == [autocast, autocast]  # the epoch's validation, then the test split
+
+
+def test_a_qa_validation_pass_decodes_its_window_logits_once(
+    word_shards: WordShards, word_encoder: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decoding is most of a QA epoch's scoring: the metric and the span F1 tiebreak share it."""
+    decoded: list[str] = []
+
+    def counted(splits: Any, split: str, *rest: Any) -> Any:
+        decoded.append(split)
+        return decoded_answers(splits, split, *rest)
+
+    monkeypatch.setattr(recipe, "decoded_answers", counted)
+    result = recipe.train_once(qa_run(word_shards, word_encoder, tmp_path), "pretrained", 1e-2, 5)
+    assert len(result.validation_scores) == 2
+    assert decoded == ["validation", "validation", "test"]
+
+
+def test_a_qa_epoch_s_score_and_tiebreak_are_those_of_decoding_for_each_alone(
+    word_shards: WordShards, word_encoder: Any, tmp_path: Path
+) -> None:
+    run = qa_run(word_shards, word_encoder, tmp_path)
+    assert run.unanswerable  # the threshold is fitted on these logits too
+    logits = predict_spans(build_model(run, "pretrained"), run.loader("validation", 5))
+    items = run.splits["validation"].items
+    for window in range(0, len(logits), 2):  # every other window points at its gold span
+        first, last = items[window]["labels"]
+        logits[window][0][first] += 10.0
+        logits[window][1][last] += 10.0
+    metric = run.metrics("validation", run.decoded("validation", logits).answers)[run.spec.metric]
+    spans = span_scores(run.splits["validation"].gold, run.decoded("validation", logits).spans)
+    assert 0 < spans["span_f1"] < 1 and 0 < metric < 1
+    assert run.validation_score(logits) == (metric, spans["span_f1"])

@@ -202,3 +202,31 @@ class TaskKind(Protocol):
     ) -> str:
         """The kind's own section of summary.md for a task ("" for none)."""
         ...
+
+
+class OneOutputPerExample:
+    """The defaults of a kind whose head gives one output per example (a label, a tag list, a
+    label set): it never abstains, its predictions are read in split order as they come, and it
+    adds no figures or summary section of its own. Its kinds subclass it and override what
+    differs, so the defaults are written once."""
+
+    def abstains(self, spec: TaskSpec, train: list[Any]) -> bool:
+        return False
+
+    def predict(self, model: nn.Module, loader: DataLoader) -> list[Any]:
+        from lightning_modules.classifier import predict
+
+        return predict(model, loader)
+
+    def size_outputs(self, task: str, splits: Mapping[str, EncodedSplit]) -> dict[str, Any]:
+        return {}
+
+    def report_outputs(
+        self, task: str, arms: Mapping[str, Any], baselines: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        return {}
+
+    def summary(
+        self, task: str, outputs: Mapping[str, Any], record: Mapping[str, Any], arms: list[str]
+    ) -> str:
+        return ""

@@ -11,16 +11,23 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flows.downstream.kinds.base import Encoded, EncodeJob, HeadInputs, RecipeView, SplitNotes
+from flows.downstream.kinds.base import (
+    Encoded,
+    EncodeJob,
+    HeadInputs,
+    OneOutputPerExample,
+    RecipeView,
+    SplitNotes,
+)
 from flows.downstream.statistics.bootstrap import confusion_cells, confusion_metric
 from flows.downstream.statistics.per_class import Report, class_scores
-from flows.downstream.tasks.encoding import EncodedSplit, encode
+from flows.downstream.tasks.encoding import encode
 from flows.downstream.tasks.prompting import PromptIds, encode_prompted, label_word_ids
 from flows.downstream.tasks.readers import TextExample
 from flows.downstream.tasks.spec import TaskSpec, recipe_key
@@ -28,7 +35,6 @@ from lightning_modules.models.config import EncoderConfig
 
 if TYPE_CHECKING:  # torch: a head is built in the stage, never while a config is validated
     from torch import nn
-    from torch.utils.data import DataLoader
 
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 Scorer = Callable[[list[Any], Any, list[str], str | None], dict[str, float]]
@@ -78,16 +84,13 @@ def tfidf_logreg(
     return predictions, {"C": best[1]}
 
 
-class Classification:
+class Classification(OneOutputPerExample):
     """One label per example, scored on accuracy, macro-F1, MCC (and F1 for two labels)."""
 
     name = "classification"
     has_labels = True
     decodes_spans = False
     prompts = True
-
-    def abstains(self, spec: TaskSpec, train: list[Any]) -> bool:
-        return False
 
     def unused_fields(self, recipe: RecipeView) -> set[str]:
         """A prompt reads the MLM head, so neither pooling nor the classifier's dropout."""
@@ -191,24 +194,6 @@ class Classification:
         if source is not None:
             load_encoder_weights(model.encoder, source)
         return model
-
-    def predict(self, model: nn.Module, loader: DataLoader) -> list[Any]:
-        from lightning_modules.classifier import predict
-
-        return predict(model, loader)
-
-    def size_outputs(self, task: str, splits: Mapping[str, EncodedSplit]) -> dict[str, Any]:
-        return {}
-
-    def report_outputs(
-        self, task: str, arms: Mapping[str, Any], baselines: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        return {}
-
-    def summary(
-        self, task: str, outputs: Mapping[str, Any], record: Mapping[str, Any], arms: list[str]
-    ) -> str:
-        return ""
 
 
 CLASSIFICATION = Classification()

@@ -17,13 +17,20 @@ what a model that learned only the labels' base rates scores.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flows.downstream.kinds.base import Encoded, EncodeJob, HeadInputs, RecipeView, SplitNotes
+from flows.downstream.kinds.base import (
+    Encoded,
+    EncodeJob,
+    HeadInputs,
+    OneOutputPerExample,
+    RecipeView,
+    SplitNotes,
+)
 from flows.downstream.statistics.bootstrap import ratio
 from flows.downstream.statistics.per_class import Report, class_scores
 from flows.downstream.tasks.encoding import EncodedSplit
@@ -73,16 +80,13 @@ def majority_sets(train: list[LabelSetExample], size: int, count: int) -> list[l
     return [list(chosen) for _ in range(count)]
 
 
-class MultiLabel:
+class MultiLabel(OneOutputPerExample):
     """A label set per example, sigmoid head, micro- and macro-F1."""
 
     name = "multi_label"
     has_labels = True
     decodes_spans = False
     prompts = False
-
-    def abstains(self, spec: TaskSpec, train: list[Any]) -> bool:
-        return False
 
     def unused_fields(self, recipe: RecipeView) -> set[str]:
         """The pooled head of classification: no relation head, no stride."""
@@ -179,19 +183,6 @@ class MultiLabel:
         if source is not None:
             load_encoder_weights(model.encoder, source)
         return model
-
-    def size_outputs(self, task: str, splits: Mapping[str, EncodedSplit]) -> dict[str, Any]:
-        return {}
-
-    def report_outputs(
-        self, task: str, arms: Mapping[str, Any], baselines: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        return {}
-
-    def summary(
-        self, task: str, outputs: Mapping[str, Any], record: Mapping[str, Any], arms: list[str]
-    ) -> str:
-        return ""
 
 
 MULTI_LABEL = MultiLabel()

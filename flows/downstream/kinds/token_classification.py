@@ -10,16 +10,23 @@ it.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flows.downstream.kinds.base import Encoded, EncodeJob, HeadInputs, RecipeView, SplitNotes
+from flows.downstream.kinds.base import (
+    Encoded,
+    EncodeJob,
+    HeadInputs,
+    OneOutputPerExample,
+    RecipeView,
+    SplitNotes,
+)
 from flows.downstream.statistics.bootstrap import count_metric
 from flows.downstream.statistics.per_class import Report, class_scores
-from flows.downstream.tasks.encoding import EncodedSplit, encode
+from flows.downstream.tasks.encoding import encode
 from flows.downstream.tasks.readers import TaggedSentence
 from flows.downstream.tasks.spec import TaskSpec
 from lightning_modules.label_metrics import entity_scores, entity_spans
@@ -27,7 +34,6 @@ from lightning_modules.models.config import EncoderConfig
 
 if TYPE_CHECKING:  # torch: a head is built in the stage, never while a config is validated
     from torch import nn
-    from torch.utils.data import DataLoader
 
 
 def padded_tags(truth: Sequence[int], predicted: Sequence[int], labels: list[str]) -> list[str]:
@@ -68,16 +74,13 @@ def seen_entities(
     return predictions
 
 
-class TokenClassification:
+class TokenClassification(OneOutputPerExample):
     """Scored on entity F1, precision and recall (exact span and type)."""
 
     name = "token_classification"
     has_labels = True
     decodes_spans = False
     prompts = False
-
-    def abstains(self, spec: TaskSpec, train: list[Any]) -> bool:
-        return False
 
     def unused_fields(self, recipe: RecipeView) -> set[str]:
         """A tagging head scores every token: no pooling, no relation head, no stride."""
@@ -152,24 +155,6 @@ class TokenClassification:
         if source is not None:
             load_encoder_weights(model.encoder, source)
         return model
-
-    def predict(self, model: nn.Module, loader: DataLoader) -> list[Any]:
-        from lightning_modules.classifier import predict
-
-        return predict(model, loader)
-
-    def size_outputs(self, task: str, splits: Mapping[str, EncodedSplit]) -> dict[str, Any]:
-        return {}
-
-    def report_outputs(
-        self, task: str, arms: Mapping[str, Any], baselines: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        return {}
-
-    def summary(
-        self, task: str, outputs: Mapping[str, Any], record: Mapping[str, Any], arms: list[str]
-    ) -> str:
-        return ""
 
 
 TOKEN_CLASSIFICATION = TokenClassification()

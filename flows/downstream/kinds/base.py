@@ -206,12 +206,17 @@ class TaskKind(Protocol):
 
 class OneOutputPerExample:
     """The defaults of a kind whose head gives one output per example (a label, a tag list, a
-    label set): it never abstains, its predictions are read in split order as they come, and it
-    adds no figures or summary section of its own. Its kinds subclass it and override what
-    differs, so the defaults are written once."""
+    label set): it never abstains, keeps its splits as read, reads its predictions in split
+    order as they come, and adds no figures or summary section of its own. Its kinds subclass
+    it and override what differs, so the defaults are written once."""
 
     def abstains(self, spec: TaskSpec, train: list[Any]) -> bool:
         return False
+
+    def prepare_splits(
+        self, spec: TaskSpec, splits: dict[str, list[Any]], data_dir: Path, seed: int
+    ) -> SplitNotes:
+        return SplitNotes()
 
     def predict(self, model: nn.Module, loader: DataLoader) -> list[Any]:
         from lightning_modules.classifier import predict

@@ -23,7 +23,6 @@ from flows.downstream.kinds.base import (
     HeadInputs,
     OneOutputPerExample,
     RecipeView,
-    SplitNotes,
 )
 from flows.downstream.statistics.bootstrap import confusion_cells, confusion_metric
 from flows.downstream.statistics.per_class import Report, class_scores
@@ -144,11 +143,6 @@ class Classification(OneOutputPerExample):
             return tfidf_logreg(spec, labels, splits, self.score)
         raise ValueError(f"unknown baseline {name!r}")  # TaskSpec validates names first
 
-    def prepare_splits(
-        self, spec: TaskSpec, splits: dict[str, list[Any]], data_dir: Path, seed: int
-    ) -> SplitNotes:
-        return SplitNotes()
-
     def encode(self, job: EncodeJob) -> Encoded:
         """Plain token ids, or with a prompt the template's cloze and each label's word id (not
         looked up in a stand-in's vocabulary, which has no words)."""
@@ -175,25 +169,30 @@ class Classification(OneOutputPerExample):
 
     def build_model(self, config: EncoderConfig, run: HeadInputs, source: Path | None) -> nn.Module:
         """A pooled head; with a prompt, the MLM head at the mask (its weights from `source`)."""
-        from lightning_modules.models.heads import BertForSequenceClassification
         from lightning_modules.models.prompt_head import PromptClassifier
-        from lightning_modules.models.serialization import (
-            load_encoder_weights,
-            load_masked_lm_weights,
-        )
+        from lightning_modules.models.serialization import load_masked_lm_weights
 
         if run.prompt is not None:
             prompted = PromptClassifier(config, run.prompt.labels, run.prompt.mask)
             if source is not None:
                 load_masked_lm_weights(prompted.masked_lm, source)
             return prompted
-        recipe = run.settings
-        model = BertForSequenceClassification(
-            config, len(run.labels), recipe.classifier_dropout, recipe.pooling
-        )
-        if source is not None:
-            load_encoder_weights(model.encoder, source)
-        return model
+        return pooled_head(config, run, source)
+
+
+def pooled_head(config: EncoderConfig, run: HeadInputs, source: Path | None) -> nn.Module:
+    """One logit per label over the pooled encoder (classification; multi-label reads each
+    through a sigmoid), the encoder's weights from `source` (None: random init)."""
+    from lightning_modules.models.heads import BertForSequenceClassification
+    from lightning_modules.models.serialization import load_encoder_weights
+
+    recipe = run.settings
+    model = BertForSequenceClassification(
+        config, len(run.labels), recipe.classifier_dropout, recipe.pooling
+    )
+    if source is not None:
+        load_encoder_weights(model.encoder, source)
+    return model
 
 
 CLASSIFICATION = Classification()

@@ -29,8 +29,8 @@ from flows.downstream.kinds.base import (
     HeadInputs,
     OneOutputPerExample,
     RecipeView,
-    SplitNotes,
 )
+from flows.downstream.kinds.classification import pooled_head
 from flows.downstream.statistics.bootstrap import ratio
 from flows.downstream.statistics.per_class import Report, class_scores
 from flows.downstream.tasks.encoding import EncodedSplit
@@ -128,11 +128,6 @@ class MultiLabel(OneOutputPerExample):
             return majority_sets(splits["train"], len(labels), len(splits["test"])), {}
         raise ValueError(f"unknown baseline {name!r}")  # TaskSpec validates names first
 
-    def prepare_splits(
-        self, spec: TaskSpec, splits: dict[str, list[Any]], data_dir: Path, seed: int
-    ) -> SplitNotes:
-        return SplitNotes()
-
     def encode(self, job: EncodeJob) -> Encoded:
         """Text (and pair) ids; the targets multi-hot, gold the sorted label ids."""
         size = len(job.labels)
@@ -173,16 +168,7 @@ class MultiLabel(OneOutputPerExample):
         return in_split_order(loader, predictions)
 
     def build_model(self, config: EncoderConfig, run: HeadInputs, source: Path | None) -> nn.Module:
-        from lightning_modules.models.heads import BertForSequenceClassification
-        from lightning_modules.models.serialization import load_encoder_weights
-
-        recipe = run.settings
-        model = BertForSequenceClassification(
-            config, len(run.labels), recipe.classifier_dropout, recipe.pooling
-        )
-        if source is not None:
-            load_encoder_weights(model.encoder, source)
-        return model
+        return pooled_head(config, run, source)
 
 
 MULTI_LABEL = MultiLabel()

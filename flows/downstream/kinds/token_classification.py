@@ -22,7 +22,6 @@ from flows.downstream.kinds.base import (
     HeadInputs,
     OneOutputPerExample,
     RecipeView,
-    SplitNotes,
 )
 from flows.downstream.statistics.bootstrap import count_metric
 from flows.downstream.statistics.per_class import Report, class_scores
@@ -132,11 +131,6 @@ class TokenClassification(OneOutputPerExample):
         if name == "seen_entities":
             return seen_entities(labels, splits["train"], splits["test"]), {}
         raise ValueError(f"unknown baseline {name!r}")  # TaskSpec validates names first
-
-    def prepare_splits(
-        self, spec: TaskSpec, splits: dict[str, list[Any]], data_dir: Path, seed: int
-    ) -> SplitNotes:
-        return SplitNotes()
 
     def encode(self, job: EncodeJob) -> Encoded:
         """Each word's tag on its first sub-token (encoding.py)."""

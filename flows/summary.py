@@ -67,14 +67,14 @@ def pretraining_result(pre: PretrainOutputs) -> str:
 def forgetting_text(pre: PretrainOutputs) -> str:
     """`; domain loss -1.21, general loss +0.08 (3.10 -> 3.18, accuracy 0.41 -> 0.40)`: what
     the run learned beside what it forgot (`pretrain.general_validation`); empty when off."""
-    change = pre.general_loss_change
-    if change is None or pre.initial_val_general_accuracy is None:
+    change, before, val = pre.general_loss_change, pre.before, pre.validation
+    if change is None:
         return ""
-    val = pre.validation
+    since = " since the head warm-up" if pre.head_warmup_validation is not None else ""
     return (
-        f"; domain loss {pre.val_loss - pre.initial_val_loss:+.2f}, general loss {change:+.2f} "
-        f"({pre.initial_val_general_loss:.3f} -> {val['val_general_loss']:.3f}, accuracy "
-        f"{pre.initial_val_general_accuracy:.3f} -> {val['val_general_accuracy']:.3f})"
+        f"; domain loss {pre.val_loss - before['val_loss']:+.2f}, general loss {change:+.2f}"
+        f"{since} ({before['val_general_loss']:.3f} -> {val['val_general_loss']:.3f}, accuracy "
+        f"{before['val_general_accuracy']:.3f} -> {val['val_general_accuracy']:.3f})"
     )
 
 

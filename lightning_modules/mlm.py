@@ -9,9 +9,11 @@ from dataclasses import dataclass
 
 import pytorch_lightning as pl
 import torch
+from lightning_fabric.utilities.apply_func import move_data_to_device
 from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 from torch import nn
 from torch.nn import functional as F
+from torch.utils.data import DataLoader
 
 from lightning_modules.data.distributed import LOSS_WEIGHT, sum_over_ranks
 from lightning_modules.models.heads import BertForMaskedLM
@@ -155,6 +157,9 @@ class MaskedLanguageModelingModule(PretrainingModule):
         super().__init__(model, optimizer, throughput, validation_sums=8)
         self.general_validation = general_validation
         self._base: list[nn.Module] = []  # a list: not a submodule, so never in a checkpoint
+        # Validation at the head warm-up's end (`val/loss`, ...; empty without a warm-up): the
+        # "before" of what the run learned and forgot. Step 0's fresh head scores chance there.
+        self.head_warmup_validation: dict[str, float] = {}
 
     def track_drift_from(self, base: nn.Module) -> None:
         """Logs `train/cosine_to_base` at each validation: the mean cosine similarity of the
@@ -172,6 +177,36 @@ class MaskedLanguageModelingModule(PretrainingModule):
                 log.info("head warm-up: the new MLM head trains alone for %d steps", steps)
             else:
                 log.info("head warm-up done at step %d: the whole model continues", steps)
+        loaders = self.trainer.val_dataloaders
+        if steps and self.global_step == steps and loaders and not self.head_warmup_validation:
+            self.head_warmup_validation = self.validate_now(loaders)
+            for logger in self.loggers:  # the curve's point there, as a validation logs it
+                logger.log_metrics(self.head_warmup_validation, step=steps)
+
+    def validate_now(self, loaders: DataLoader | list[DataLoader]) -> dict[str, float]:
+        """The validation figures of the weights as they are, scored here rather than by
+        Lightning's loop, which validates only every `trainer.val_every_steps`: the fit's own
+        loaders (rows and fixed masks) through `validation_step`, at the run's precision, summed
+        over ranks (every rank reaches this step together), named as logged (`val/loss`, ...)."""
+        self.throughput.pause()
+        self._validation_sums.zero_()
+        self.eval()
+        with torch.no_grad(), self.trainer.precision_plugin.forward_context():
+            for index, loader in enumerate(loaders if isinstance(loaders, list) else [loaders]):
+                for batch in loader:
+                    self.validation_step(move_data_to_device(batch, self.device), 0, index)
+        self.train()
+        figures = self.validation_figures(sum_over_ranks(self._validation_sums).tolist())
+        self._validation_sums.zero_()
+        self.throughput.resume()
+        return {name: value for name, value in figures.items() if name.startswith("val")}
+
+    def on_save_checkpoint(self, checkpoint: dict[str, object]) -> None:
+        checkpoint["head_warmup_validation"] = self.head_warmup_validation  # kept across resumes
+
+    def on_load_checkpoint(self, checkpoint: dict[str, object]) -> None:
+        saved = checkpoint.get("head_warmup_validation", {})
+        self.head_warmup_validation = dict(saved) if isinstance(saved, dict) else {}
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         """During the head warm-up the encoder (and the word table the decoder is tied to) takes

@@ -163,12 +163,11 @@ def general_forgetting(pretrained: ArtifactRef, refresh: RefreshSettings) -> For
     """The general validation loss before the challenger's first step (the weights it continued)
     and after its last, when `pretrain.general_validation` measured it."""
     outputs = PretrainOutputs.of(pretrained)
-    if outputs.initial_val_general_loss is None:
+    before = outputs.before.get("val_general_loss")
+    if before is None:
         return None
     return Forgetting(
-        outputs.initial_val_general_loss,
-        outputs.validation["val_general_loss"],
-        refresh.max_general_loss_increase,
+        before, outputs.validation["val_general_loss"], refresh.max_general_loss_increase
     )
 
 

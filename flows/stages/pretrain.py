@@ -86,6 +86,9 @@ def pretrain_record(
         record["settings"]["keep_fractions"] = list(settings.keep_fractions)
     if settings.head_warmup_steps:  # likewise
         record["settings"]["head_warmup_steps"] = settings.head_warmup_steps
+        # Its manifest holds the validation at the warm-up's end (the "before" of forgetting),
+        # which artifacts made before 2026-12-06 lack: a new key, never two contents under one.
+        record["settings"]["head_warmup_validation"] = True
     return record
 
 
@@ -239,7 +242,16 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
         },
         initial_val_general_loss=initial.get("val_general_loss"),
         initial_val_general_accuracy=initial.get("val_general_accuracy"),
+        head_warmup_validation=warmup_validation(module),
     ).to_manifest()
+
+
+def warmup_validation(module: pl.LightningModule) -> dict[str, float] | None:
+    """The validation at the head warm-up's end, named as in the manifest; None without one."""
+    if not isinstance(module, MaskedLanguageModelingModule):
+        return None
+    figures = module.head_warmup_validation
+    return {name.replace("/", "_"): value for name, value in figures.items()} if figures else None
 
 
 def general_masking(rows: Path | None, trained: TrainedTokenizer, seed: int) -> GeneralRows | None:

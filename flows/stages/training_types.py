@@ -106,17 +106,33 @@ class PretrainOutputs(TrainingRunOutputs):
     # `validation`'s `val_general_loss` and `val_general_accuracy`. None (off): not in the manifest.
     initial_val_general_loss: float | None = None
     initial_val_general_accuracy: float | None = None
+    # A checkpoint's fresh MLM head trained alone first: the validation at that warm-up's end
+    # (`val_loss`, `val_general_loss`, ...), the base encoder under a fitted head. None: no warm-up.
+    head_warmup_validation: dict[str, float] | None = None
 
     @property
     def val_loss(self) -> float:
         return self.validation["val_loss"]
 
     @property
+    def before(self) -> dict[str, float]:
+        """What the run's learning and forgetting are measured from: the validation before the
+        encoder's first step. With a head warm-up, its end: at step 0 the fresh head scores chance
+        (a loss near log(vocabulary)), so every change from there would read as a gain."""
+        if self.head_warmup_validation is not None:
+            return self.head_warmup_validation
+        initial = {
+            "val_loss": self.initial_val_loss,
+            "val_general_loss": self.initial_val_general_loss,
+            "val_general_accuracy": self.initial_val_general_accuracy,
+        }
+        return {name: value for name, value in initial.items() if value is not None}
+
+    @property
     def general_loss_change(self) -> float | None:
         """How much the loss on general text rose over the run (None: not measured)."""
-        if self.initial_val_general_loss is None:
-            return None
-        return self.validation["val_general_loss"] - self.initial_val_general_loss
+        before = self.before.get("val_general_loss")
+        return None if before is None else self.validation["val_general_loss"] - before
 
     def to_manifest(self) -> dict[str, Any]:
         outputs = {

@@ -1,6 +1,7 @@
 """A checkpoint without an MLM head: its new head trains alone first (the encoder, and the word
 table the decoder is tied to, take no step at all), then the whole model continues; the
-encoder's distance from the weights it started from is logged as `train/cosine_to_base`."""
+encoder's distance from the weights it started from is logged as `train/cosine_to_base`, and the
+validation at the warm-up's end is what the run's learning and forgetting are measured from."""
 
 from __future__ import annotations
 
@@ -37,6 +38,33 @@ def loader(items: list[dict[str, torch.Tensor]]) -> DataLoader[Any]:
     return DataLoader(items, batch_size=None)  # type: ignore[arg-type]
 
 
+def warmup_module() -> MaskedLanguageModelingModule:
+    torch.manual_seed(0)
+    model = BertForMaskedLM(
+        EncoderConfig(120, hidden_size=16, num_heads=2, intermediate_size=32, num_layers=2)
+    )
+    settings = OptimizerSettings(
+        learning_rate=1e-2,
+        total_steps=TOTAL,
+        head_only_steps=HEAD_ONLY,
+        weight_decay=0.1,
+        warmup_steps=0,
+    )
+    return MaskedLanguageModelingModule(model, settings, ThroughputSettings(100, 1.0))
+
+
+class ModelAt(pl.Callback):
+    """A copy of the whole model (encoder and head) as the optimizer step `step` begins."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self.model: BertForMaskedLM | None = None
+
+    def on_train_batch_start(self, trainer: pl.Trainer, module: Any, *args: Any) -> None:
+        if trainer.global_step == self.step:
+            self.model = copy.deepcopy(module.model)
+
+
 class EncoderAt(pl.Callback):
     """The encoder's weights after a given optimizer step."""
 
@@ -50,20 +78,10 @@ class EncoderAt(pl.Callback):
 
 
 def test_the_head_trains_alone_then_the_whole_model_and_the_drift_is_logged() -> None:
-    torch.manual_seed(0)
-    model = BertForMaskedLM(
-        EncoderConfig(120, hidden_size=16, num_heads=2, intermediate_size=32, num_layers=2)
-    )
+    module = warmup_module()
+    model = module.model
     base = copy.deepcopy(model.encoder)
     head = copy.deepcopy(model.head.state_dict())
-    settings = OptimizerSettings(
-        learning_rate=1e-2,
-        total_steps=TOTAL,
-        head_only_steps=HEAD_ONLY,
-        weight_decay=0.1,
-        warmup_steps=0,
-    )
-    module = MaskedLanguageModelingModule(model, settings, ThroughputSettings(100, 1.0))
     module.track_drift_from(copy.deepcopy(base))
     after_warmup = EncoderAt(HEAD_ONLY)
     run = quiet_trainer(TOTAL, after_warmup)
@@ -94,3 +112,34 @@ def test_the_head_phase_runs_at_its_own_rate_and_the_schedule_follows_it() -> No
     assert factors[:50] == [pytest.approx(10.0)] * 50  # 1e-3, constant
     assert factors[50] == pytest.approx(0.1) and factors[59] == pytest.approx(1.0)  # warmup
     assert factors[60] == pytest.approx(1.0) and factors[109] == pytest.approx(1 / 50)  # decay
+
+
+def test_the_validation_at_the_warmup_end_scores_the_base_encoder_under_its_fitted_head() -> None:
+    """Step 0's fresh head scores chance, so a change from it would read as a gain: the "before"
+    is the validation as the encoder's first step begins, taken there although Lightning's loop
+    validates only every `val_check_interval` steps (here: never before the end)."""
+    module = warmup_module()
+    validation = loader(batches(2, 1))
+    at_warmup_end = ModelAt(HEAD_ONLY)
+    run = quiet_trainer(TOTAL, at_warmup_end)
+    run.fit(module, loader(batches(TOTAL, 0)), validation)
+
+    assert isinstance(at_warmup_end.model, BertForMaskedLM)
+    before = warmup_module()
+    before.model = at_warmup_end.model
+    expected = run.validate(before, validation, verbose=False)[0]
+    assert set(module.head_warmup_validation) == {"val/loss", "val/accuracy", "val/perplexity"}
+    for name, value in module.head_warmup_validation.items():
+        assert value == pytest.approx(expected[name]), name
+    final = run.validate(module, validation, verbose=False)[0]["val/loss"]
+    assert final != pytest.approx(module.head_warmup_validation["val/loss"])  # the run moved on
+
+
+def test_the_warmup_end_validation_survives_a_resume() -> None:
+    module = warmup_module()
+    module.head_warmup_validation = {"val/loss": 4.2}
+    checkpoint: dict[str, object] = {}
+    module.on_save_checkpoint(checkpoint)
+    resumed = warmup_module()
+    resumed.on_load_checkpoint(checkpoint)
+    assert resumed.head_warmup_validation == {"val/loss": 4.2}

@@ -157,6 +157,32 @@ def test_the_summary_shows_what_the_run_learned_and_what_it_forgot(
     assert f"{out.initial_val_general_loss:.3f} -> {out.validation['val_general_loss']:.3f}" in line
 
 
+def test_after_a_head_warmup_learning_and_forgetting_are_measured_from_its_end(
+    from_scratch: tuple[ArtifactRef, Recorded],
+) -> None:
+    """A checkpoint without an MLM head scores chance at step 0 (a fresh head): the "before" is
+    the validation at the warm-up's end, in the summary, the refresh's judgement and its report."""
+    from flows.plan import RefreshSettings
+    from flows.refresh.flow import general_forgetting
+
+    ref, _ = from_scratch
+    warmup_end = {"val_loss": 3.0, "val_accuracy": 0.3, "val_general_loss": 2.5}
+    warmup_end["val_general_accuracy"] = 0.4
+    outputs = {**ref.outputs, "head_warmup_validation": warmup_end}
+    out = PretrainOutputs.from_manifest(outputs)
+    assert out.before == warmup_end
+    assert out.general_loss_change == pytest.approx(out.validation["val_general_loss"] - 2.5)
+    line = stage_figures("pretrain", outputs)
+    domain = out.val_loss - 3.0
+    change = out.general_loss_change
+    words = f"; domain loss {domain:+.2f}, general loss {change:+.2f} since the head warm-up ("
+    assert words in line
+    assert "(2.500 -> " in line and ", accuracy 0.400 -> " in line
+    warmed = replace(ref, outputs=outputs)
+    forgetting = general_forgetting(warmed, RefreshSettings(max_general_loss_increase=0.0))
+    assert forgetting is not None and forgetting.before == 2.5
+
+
 def test_off_by_default_it_adds_no_key_no_output_and_no_summary_words(
     word_encoder: ArtifactRef, from_scratch: tuple[ArtifactRef, Recorded]
 ) -> None:

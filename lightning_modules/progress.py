@@ -259,6 +259,13 @@ class RunsProgress:
             duration(eta),
         )
 
+    def grow(self, runs: int) -> None:
+        """`runs` more to do than planned (a grid extended past the end validation chose)."""
+        self.total += runs
+        if self.bar is not None:
+            self.bar.total = self.total
+            self.bar.refresh()
+
     def close(self) -> None:
         self.resources.close()
         self.bar = None

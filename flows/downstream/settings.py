@@ -84,6 +84,8 @@ class Recipe(settings_of(OptimizerSettings, FINETUNE_OPTIMIZER_KEYS)):  # type: 
     """Epochs at most for those arms (a pretrained encoder needs fewer)."""
     grid_seeds: Annotated[int, bounds(ge=1)] = 1
     """Seeds each grid rate is scored on (mean validation score); 1: the first seed only."""
+    grid_extensions: Annotated[int, bounds(ge=0)] = 0
+    """Rates tried past an end of the grid that validation chose, a grid step each; 0: off."""
     grid_pruning_margin: Annotated[Number, bounds(gt=0, lt=1)] | None = None
     """Drop a grid rate trailing the leading rate's validation by more than this; null: off."""
     max_length: Annotated[int, bounds(ge=8)] = 128
@@ -154,6 +156,7 @@ class Recipe(settings_of(OptimizerSettings, FINETUNE_OPTIMIZER_KEYS)):  # type: 
 # arms that start from a checkpoint enters a run's key whenever it has such arms (finetune.py).
 OPT_IN_RECIPE_FIELDS = (
     "grid_seeds",
+    "grid_extensions",
     "grid_pruning_margin",
     "encoder_dropout",
     "prompt",

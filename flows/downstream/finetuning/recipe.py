@@ -94,6 +94,17 @@ def pad_batch(items: list[Item], pad_id: int) -> dict[str, torch.Tensor]:
     }
 
 
+def rate_beyond(grid: list[float], chosen: float) -> float | None:
+    """The rate one grid step past the end of `grid` that `chosen` sits at (the step: the ratio
+    of that end's two rates); None when `chosen` lies inside."""
+    ordered = sorted(set(grid))
+    if len(ordered) < 2 or ordered[0] < chosen < ordered[-1]:
+        return None
+    if chosen == ordered[-1]:
+        return ordered[-1] * ordered[-1] / ordered[-2]
+    return ordered[0] * ordered[0] / ordered[1]
+
+
 def grid_edge(chosen: float, grid: list[float], scores: Sequence[float] = ()) -> str | None:
     """Where the chosen rate sits in the grid, when that is an end of it; "tied" when every rate
     scored the same (`scores`, one per rate): no end was chosen for its score."""
@@ -317,7 +328,8 @@ def chosen_rate(grid: list[tuple[float, list[RunResult]]], scores: list[float]) 
 def evaluate_arm(run: TaskRun, arm: str, seeds: list[int]) -> ArmResult:
     """Each rate of the grid scored on the first `grid_seeds` seeds (mean validation score; ties:
     the higher mean validation span F1 of a QA task, then the first; a rate with a pruned run is
-    out), then the other seeds at the chosen rate."""
+    out), extended a rate at a time past the end it chose (`grid_extensions`), then the other
+    seeds at the chosen rate."""
     rates = run.grid(arm)[0]
     tuning = seeds[: run.settings.grid_seeds]
     total = len(rates) * len(tuning) + len(seeds) - len(tuning)
@@ -339,14 +351,25 @@ def evaluate_arm(run: TaskRun, arm: str, seeds: list[int]) -> ArmResult:
             leader = max(runs, key=lambda r: r.validation_score)
             return GridPruning(tuple(leader.validation_scores), margin)
 
-        grid = [(rate, [timed(rate, seed, rival(seed)) for seed in tuning]) for rate in rates]
+        def scored(rate: float) -> tuple[float, list[RunResult]]:
+            return rate, [timed(rate, seed, rival(seed)) for seed in tuning]
+
+        grid = [scored(rate) for rate in rates]
+        for _ in range(run.settings.grid_extensions):  # past the end validation chose, if any
+            scores = [fmean(result.validation_score for result in runs) for _, runs in grid]
+            tried = [rate for rate, _ in grid]
+            beyond = rate_beyond(tried, grid[chosen_rate(grid, scores)][0])
+            if beyond is None or len(set(scores)) == 1:  # all tied: no end was chosen
+                break
+            progress.grow(len(tuning))
+            grid.append(scored(beyond))
         scores = [fmean(result.validation_score for result in runs) for _, runs in grid]
         chosen, runs = grid[chosen_rate(grid, scores)]
         result = ArmResult(
             chosen,
             {f"{rate:g}": score for (rate, _), score in zip(grid, scores, strict=True)},
             list(runs),
-            grid_edge(chosen, rates, scores),
+            grid_edge(chosen, [rate for rate, _ in grid], scores),
         )
         result.runs += [timed(chosen, seed) for seed in seeds[len(tuning) :]]
     return result

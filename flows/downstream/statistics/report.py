@@ -213,7 +213,8 @@ def grid_edge_warning(figures: TaskFigures) -> str | None:
     ends = [keys[arm] for arm, arm_figures in edges.items() if arm_figures.grid_edge != "tied"]
     extend = " and ".join(dict.fromkeys(ends))
     advice = (
-        f"the best rate may lie outside the grid: extend {extend} past that end"
+        f"the best rate may lie outside the grid: extend {extend} past that end "
+        "(finetune.grid_extensions does it on validation)"
         if ends
         else f"validation {figures.metric} told no rate apart"
     )

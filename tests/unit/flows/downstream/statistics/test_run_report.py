@@ -22,6 +22,9 @@ from flows.summary import downstream_result
 from tests.fakes import finetune_outputs as outputs_of
 from tests.fakes import grid_arm as arm
 
+# What a GRID EDGE line ends on: the setting that extends a grid past its end on validation.
+ON_VALIDATION = " (finetune.grid_extensions does it on validation)"
+
 
 def summary_lines(outputs: dict[str, Any]) -> list[str]:
     return downstream_result(TaskFigures.read(outputs, "t"), 0.95)
@@ -86,6 +89,7 @@ def test_an_arm_at_the_grid_edge_is_flagged_with_the_key_to_extend() -> None:
     warning = (
         "GRID EDGE t: pretrained chose 0.001, the highest rate of finetune.learning_rates; the "
         "best rate may lie outside the grid: extend finetune.learning_rates past that end"
+        + ON_VALIDATION
     )
     assert f"  {warning}" in summary_lines(figures)
     assert f"**{warning}**" in table(figures)
@@ -208,7 +212,7 @@ GRID_EDGE_CASES = [
         True,
         "GRID EDGE t: pretrained chose 0.0001, the highest rate of "
         "finetune.pretrained_learning_rates; the best rate may lie outside the grid: extend "
-        "finetune.pretrained_learning_rates past that end",
+        "finetune.pretrained_learning_rates past that end" + ON_VALIDATION,
     ),
     (
         {"pretrained": 1e-4, "random_init": 1e-3},
@@ -216,13 +220,15 @@ GRID_EDGE_CASES = [
         "GRID EDGE t: pretrained chose 0.0001, the highest rate of "
         "finetune.pretrained_learning_rates; random init chose 0.001, the highest rate of "
         "finetune.learning_rates; the best rate may lie outside the grid: extend "
-        "finetune.pretrained_learning_rates and finetune.learning_rates past that end",
+        "finetune.pretrained_learning_rates and finetune.learning_rates past that end"
+        + ON_VALIDATION,
     ),
     (
         {"pretrained": 1e-3},
         False,
         "GRID EDGE t: pretrained chose 0.001, the highest rate of finetune.learning_rates; the "
-        "best rate may lie outside the grid: extend finetune.learning_rates past that end",
+        "best rate may lie outside the grid: extend finetune.learning_rates past that end"
+        + ON_VALIDATION,
     ),
 ]
 
@@ -279,7 +285,7 @@ ARM_KEY_CASES = [
         {BASE_ARM: 1e-4},
         "GRID EDGE t: base chose 0.0001, the highest rate of finetune.pretrained_learning_rates; "
         "the best rate may lie outside the grid: extend finetune.pretrained_learning_rates past "
-        "that end",
+        "that end" + ON_VALIDATION,
     ),
     (
         "continuation",
@@ -304,7 +310,7 @@ ARM_KEY_CASES = [
         {"pretrained": 2e-5},
         "GRID EDGE t: base chose 2e-05, the lowest rate of finetune.pretrained_learning_rates; "
         "the best rate may lie outside the grid: extend finetune.pretrained_learning_rates past "
-        "that end",
+        "that end" + ON_VALIDATION,
     ),
     (
         "evaluate",
@@ -313,7 +319,7 @@ ARM_KEY_CASES = [
         "GRID EDGE t: base chose 0.0001, the highest rate of finetune.pretrained_learning_rates; "
         "random init chose 0.0001, the lowest rate of finetune.learning_rates; the best rate may "
         "lie outside the grid: extend finetune.pretrained_learning_rates and "
-        "finetune.learning_rates past that end",
+        "finetune.learning_rates past that end" + ON_VALIDATION,
     ),
 ]
 

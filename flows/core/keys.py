@@ -2,8 +2,8 @@
 
 A stage's key (flows/core/artifacts.py `stage_key`) hashes its name, its `VERSION`, the settings
 that change its output and its inputs' keys. tests/unit/test_artifact_keys.py pins the keys of
-the shipped configs, so a key can move only on purpose, and only in one of two ways that are the
-same rule:
+the shipped configs, so a key can move only on purpose, and only in one of these ways, which are
+the same rule:
 
 - **The code changes what a stage writes for a config it already accepted**: bump the stage's
   `VERSION`, re-pin, and say in the commit why the output changed. Every key of the stage moves,
@@ -13,6 +13,10 @@ same rule:
   and so does the key. Such a field is declared opt-in (the `OPT_IN*` tuple beside its class) and
   `opt_ins_at_default` drops it from the key while it holds its default. A new setting whose
   default changes the output is the first case: bump `VERSION` and key it like any other field.
+- **A task kind's code changes what its tasks score**: the kind's own version (question
+  answering's `QA_DECODING` in flows/downstream/tasks/spec.py, `results_version` in
+  flows/downstream/kinds/facts.py) is in its tasks' keys alone, so they move and no other
+  kind's do.
 
 Nothing else moves a key: not a renamed preset or display name, not a path, worker count or
 device (those are never keyed), not a refactor.

@@ -93,11 +93,18 @@ def cuda_hardware() -> Hardware:
 def detect_hardware(accelerator: str) -> Hardware:
     """The device `trainer.accelerator` trains on. Only `gpu`, `cuda` and `auto` import torch
     (to ask CUDA); a CPU is read from its flags. Memoised: the machine does not change mid-run."""
-    if accelerator in ("gpu", "cuda") or (accelerator == "auto" and cuda_available()):
+    if trains_on_cuda(accelerator):
         return cuda_hardware()
     if accelerator in ("cpu", "auto"):
         return cpu_hardware(read_cpuinfo())
     return Hardware(accelerator, None, accelerator)
+
+
+def trains_on_cuda(accelerator: str) -> bool:
+    """Whether `trainer.accelerator` trains on a CUDA device: `gpu` and `cuda` do, and `auto`
+    where one is present. The one reading of it: the precision's resolver and the autocast of a
+    mixed-precision Trainer (flows/training/precision.py) agree on the device."""
+    return accelerator in ("gpu", "cuda") or (accelerator == "auto" and cuda_available())
 
 
 def cuda_available() -> bool:

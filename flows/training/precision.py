@@ -14,20 +14,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pytorch_lightning.plugins.precision import MixedPrecision, Precision
 from pytorch_lightning.utilities.enums import GradClipAlgorithmType
 from torch.optim import Optimizer
+
+from flows.training.hardware import trains_on_cuda
 
 
 class ClippingMixedPrecision(MixedPrecision):
     """`precision="bf16-mixed"` or `"16-mixed"` without the refusal to clip."""
 
     def __init__(self, precision: Literal["bf16-mixed", "16-mixed"], accelerator: str) -> None:
-        cuda = accelerator in ("gpu", "cuda") or (
-            accelerator == "auto" and torch.cuda.is_available()
-        )
-        super().__init__(precision, "cuda" if cuda else "cpu")
+        super().__init__(precision, "cuda" if trains_on_cuda(accelerator) else "cpu")
 
     def clip_gradients(
         self,

@@ -184,6 +184,21 @@ def test_only_a_question_answering_task_keys_its_decoding_and_unanswerable_mode(
     assert not {"decoding", "unanswerable", "qa_columns"} & set(glue.key_record())
 
 
+MULTI_LABEL = {"kind": "multi_label", "labels": ["a", "b"], "train": "m", "test": "m"}
+
+
+def test_only_a_multi_label_task_keys_its_results_version() -> None:
+    """Per-label thresholds chosen on validation and the TF-IDF baseline (results version 2)
+    moved every multi-label task's key, and only theirs; its csv separator keys its task."""
+    records = TaskSpec(name="m", format="jsonl", **MULTI_LABEL).key_record()
+    assert records["kind_version"] == 2 and "label_separator" not in records
+    csv = TaskSpec(name="m", format="csv", label_separator="|", **MULTI_LABEL).key_record()
+    assert csv["label_separator"] == "|"
+    glue = TaskSpec(name="t", format="glue", labels=["0", "1"], train="t.tsv", test="t.tsv")
+    qa = TaskSpec(name="q", format="squad", kind="question_answering", train="q.json")
+    assert "kind_version" not in glue.key_record() and "kind_version" not in qa.key_record()
+
+
 TASK = {"format": "glue", "labels": ["0", "1"], "train": "t.tsv", "test": "t.tsv"}
 # Each class's declared opt-ins, at their defaults in a default instance.
 OPT_INS = [
@@ -212,6 +227,9 @@ def set_off_default(name: str, value: object) -> tuple[Any, Any]:
         "grid_pruning_margin": lambda **v: Recipe(**v).key_record(set()),
         "doc_stride": lambda **v: Recipe(**v).key_record(set()),
         "drop_contained_rows": lambda **v: TaskSpec(name="t", **TASK, **v).key_record(),
+        "allow_empty_labels": lambda **v: TaskSpec(
+            name="m", format="jsonl", **MULTI_LABEL, **v
+        ).key_record(),
     }
     return keyed[name](), keyed[name](**{name: value})
 
@@ -226,6 +244,7 @@ def set_off_default(name: str, value: object) -> tuple[Any, Any]:
         ("grid_pruning_margin", 0.02),
         ("doc_stride", 64),
         ("drop_contained_rows", True),
+        ("allow_empty_labels", False),
     ],
 )
 def test_an_opt_in_set_off_its_default_enters_the_key(name: str, value: object) -> None:

@@ -507,12 +507,57 @@ CONFIG_CASES = [
         ],
         r"finetune\.catalog\.q: format 'squad' cannot be kind 'classification'",
     ),
-    (  # a CSV row holds one label: a multi-label task reads label lists from records
+    (  # a CSV row holds its label names in one column: the separator must be named
         [
             "+finetune.catalog.m={format:csv,kind:multi_label,labels:[a,b],train:m.csv,test:m.csv}",
             "finetune.tasks=[m]",
         ],
-        r"finetune\.catalog\.m: format 'csv' cannot be kind 'multi_label'",
+        r"finetune\.catalog\.m\.label_separator is not set: a multi_label csv task holds each "
+        r"row's label names in one column, separated; name the separator "
+        r"\(finetune\.catalog\.m\.label_separator='\|'",
+    ),
+    (
+        [
+            "+finetune.catalog.m={format:csv,kind:multi_label,labels:[a,b],label_separator:'',"
+            "train:m.csv,test:m.csv}",
+            "finetune.tasks=[m]",
+        ],
+        r"finetune\.catalog\.m\.label_separator is empty: a multi_label csv task",
+    ),
+    (  # a record holds a list of label names: a separator would split nothing
+        [
+            "+finetune.catalog.m={format:jsonl,kind:multi_label,labels:[a,b],label_separator:'|',"
+            "train:m.jsonl,test:m.jsonl}",
+            "finetune.tasks=[m]",
+        ],
+        r"finetune\.catalog\.m\.label_separator splits a csv column of label names, but format "
+        r"'jsonl' reads a list of them per record: remove label_separator",
+    ),
+    (
+        [
+            "+finetune.catalog.t={format:csv,labels:[a,b],label_separator:'|',train:t.csv,"
+            "test:t.csv}",
+            "finetune.tasks=[t]",
+        ],
+        r"finetune\.catalog\.t\.label_separator applies to multi_label tasks, but task t is "
+        r"classification: set finetune\.catalog\.t\.kind=multi_label, or remove label_separator",
+    ),
+    (
+        [
+            "+finetune.catalog.t={format:jsonl,labels:[a,b],allow_empty_labels:false,"
+            "train:t.jsonl,test:t.jsonl}",
+            "finetune.tasks=[t]",
+        ],
+        r"finetune\.catalog\.t\.allow_empty_labels applies to multi_label tasks, but task t is "
+        r"classification",
+    ),
+    (  # a GLUE row is split on tabs alone: its label column is one label
+        [
+            "+finetune.catalog.m={format:glue,kind:multi_label,labels:[a,b],train:m.tsv,"
+            "test:m.tsv}",
+            "finetune.tasks=[m]",
+        ],
+        r"finetune\.catalog\.m: format 'glue' cannot be kind 'multi_label'",
     ),
     (
         ["finetune.relation_head=mean"],
@@ -869,6 +914,14 @@ MULTI_LABEL = {
     "train": "m.jsonl",
     "test": "m.jsonl",
 }
+MULTI_LABEL_CSV = {
+    **MULTI_LABEL,
+    "format": "csv",
+    "labels": ["flu", "cold"],
+    "label_separator": "|",
+    "train": "m.csv",
+    "test": "m.csv",
+}
 
 
 def squad_json(paragraphs: list[tuple[str, str, int]]) -> str:
@@ -1163,6 +1216,32 @@ TASK_CASES += [
         {"m.jsonl": '{"text": "fever", "labels": ["flu", ""]}\n'},
         {**MULTI_LABEL, "labels": ["flu", "cold"]},
         r"m\.jsonl:1: the label is empty; every row needs a label: fix or remove the row",
+    ),
+    TaskCase(
+        "a multi-label row without a label where every example needs one",
+        {"m.jsonl": '{"text": "fever", "labels": ["flu"]}\n{"text": "no code", "labels": []}\n'},
+        {**MULTI_LABEL, "labels": ["flu", "cold"], "allow_empty_labels": False},
+        r"m\.jsonl:2: the label list is empty, but finetune\.catalog\.t\.allow_empty_labels=false "
+        r"asks every example for a label: fix or remove the row",
+    ),
+    TaskCase(
+        "a multi-label csv row's label not in the label set",
+        {"m.csv": "text,labels\nfever and cough,flu|gout\n"},
+        MULTI_LABEL_CSV,
+        r"m\.csv:2: label 'gout' is not in finetune\.catalog\.t\.labels \['flu', 'cold'\]; "
+        r"add it to the label list or fix the row",
+    ),
+    TaskCase(
+        "a multi-label csv cell with two separators in a row",
+        {"m.csv": "text,labels\nfever,flu\ncough,flu||cold\n"},
+        MULTI_LABEL_CSV,
+        r"m\.csv:3: the label is empty; every row needs a label: fix or remove the row",
+    ),
+    TaskCase(
+        "a multi-label csv row with an empty cell where every example needs a label",
+        {"m.csv": "text,labels\nfever,flu\na quiet day,\n"},
+        {**MULTI_LABEL_CSV, "allow_empty_labels": False},
+        r"m\.csv:3: the label list is empty, but finetune\.catalog\.t\.allow_empty_labels=false",
     ),
 ]
 

@@ -2,8 +2,10 @@
 
 The plan (`flows/plan.py`, `resolved_trainer`) is the one caller of the resolver; every stage
 and the Trainer factory read the precision they are given, so no two parts of one run can pick
-different precisions, and the rule that 16-mixed needs CUDA has one home. Read from the source
-with `ast`, as the layering test reads imports: a new call anywhere in `flows/` fails here.
+different precisions, and the rule that 16-mixed needs CUDA has one home. The benchmarks, which
+run no plan, resolve through the plan's function too, and which device an accelerator trains on
+is read in one place. Read from the source with `ast`, as the layering test reads imports: a new
+call anywhere in `flows/`, `lightning_modules/` or `benchmarks/` fails here.
 """
 
 from __future__ import annotations
@@ -21,10 +23,18 @@ RESOLVER = "resolve_precision"
 RESOLVER_PARTS = ("choose_precision", "detect_hardware")
 
 
+# Where code that trains or measures training lives.
+SOURCES = ("flows", "lightning_modules", "benchmarks")
+
+
+def sources() -> list[Path]:
+    return sorted(path for folder in SOURCES for path in (REPO / folder).rglob("*.py"))
+
+
 def call_sites(names: set[str]) -> dict[str, set[str]]:
-    """Each name in `names` -> `path:function` of every call to it under flows/, lazy or not."""
+    """Each name in `names` -> `path:function` of every call to it in `SOURCES`, lazy or not."""
     sites: dict[str, set[str]] = defaultdict(set)
-    for path in sorted((REPO / "flows").rglob("*.py")):
+    for path in sources():
         tree = ast.parse(path.read_text(), str(path))
         for function in ast.walk(tree):
             if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -43,9 +53,23 @@ def call_sites(names: set[str]) -> dict[str, set[str]]:
 def test_the_precision_resolver_is_called_from_one_place() -> None:
     sites = call_sites({RESOLVER, *RESOLVER_PARTS, "resolved_trainer"})
     assert sites[RESOLVER] == {"flows/plan.py:resolved_trainer"}
-    assert sites["resolved_trainer"] == {"flows/plan.py:from_run_config"}
+    # In the pipeline, a run's plan, once per run; elsewhere only benchmarks, which run no plan.
+    outside_benchmarks = {s for s in sites["resolved_trainer"] if not s.startswith("benchmarks/")}
+    assert outside_benchmarks == {"flows/plan.py:from_run_config"}
+    assert "benchmarks/precision_rows.py:auto_precision" in sites["resolved_trainer"]
     for part in RESOLVER_PARTS:
         assert sites[part] == {"flows/training/precision_choice.py:resolve_precision"}, part
+
+
+def test_which_device_an_accelerator_trains_on_is_read_in_one_place() -> None:
+    """The resolver's hardware detection and a mixed-precision Trainer's autocast device ask the
+    same function, so they cannot disagree about an accelerator."""
+    sites = call_sites({"trains_on_cuda", "cuda_available"})
+    assert sites["trains_on_cuda"] == {
+        "flows/training/hardware.py:detect_hardware",
+        "flows/training/precision.py:__init__",
+    }
+    assert sites["cuda_available"] == {"flows/training/hardware.py:trains_on_cuda"}
 
 
 def test_no_stage_resolves_a_precision_again() -> None:
@@ -58,10 +82,15 @@ def test_no_stage_resolves_a_precision_again() -> None:
 def test_the_cuda_rule_of_16_mixed_has_one_home() -> None:
     homes = [
         str(path.relative_to(REPO))
-        for path in sorted((REPO / "flows").rglob("*.py"))
-        if "16-mixed needs a CUDA GPU" in path.read_text()
+        for path in sources()
+        if "16-mixed needs a CUDA" in path.read_text()  # a GPU (the rule), a device (a copy)
     ]
     assert homes == ["flows/training/precision_choice.py"]
+    assert set(call_sites({"refuse_fp16_off_cuda"})["refuse_fp16_off_cuda"]) == {
+        "flows/training/settings.py:_fits_together",  # as configured: trainer.accelerator=cpu
+        "flows/training/precision_choice.py:choose_precision",  # on the device resolved
+        "benchmarks/precision_rows.py:skip_reason",  # a benchmark row's device
+    }
 
 
 def test_a_trainer_refuses_a_precision_nobody_resolved(tmp_path: Path) -> None:

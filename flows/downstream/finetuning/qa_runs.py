@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from flows.downstream.tasks.encoding import EncodedSplit
 from flows.downstream.tasks.qa_decoding import WindowLogits, answers, candidates, fit_threshold
@@ -28,11 +29,13 @@ SPAN = "span_"  # `span_exact_match`, `span_f1`: a run's test scores of the span
 @dataclass(frozen=True)
 class Decoded:
     """A split's answers, the threshold they were cut at (None: every question answered), and
-    every question's best span (abstention off)."""
+    every question's best span (abstention off); another kind's predictions, and a multi-label
+    task's threshold per label (chosen on validation)."""
 
-    answers: list[str]
+    answers: list[Any]
     threshold: float | None
     spans: list[str]
+    label_thresholds: list[float] | None = None
 
 
 def decoded_answers(

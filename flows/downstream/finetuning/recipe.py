@@ -220,16 +220,25 @@ class TaskRun:
         -inf: no tiebreak."""
         metric = self.spec.metric
         if not self.question_answering:
-            return self.metrics("validation", predictions)[metric], float("-inf")
+            gold = self.splits["validation"].gold
+            decided = self.kind.decide(predictions, lambda: predictions, gold, self.labels)
+            return self.metrics("validation", decided.predictions)[metric], float("-inf")
         decoded = self.decoded("validation", predictions)
         spans = span_scores(self.splits["validation"].gold, decoded.spans)
         return self.metrics("validation", decoded.answers)[metric], spans.get("span_f1", 0.0)
 
     def test_predictions(self, model: nn.Module, seed: int) -> Decoded:
         """Test predictions, and a QA run's null-score threshold (fitted on validation first)
-        and best spans."""
+        and best spans, or the rule the kind fitted on validation (kinds/base.py `decide`)."""
         if not self.question_answering:
-            return Decoded(self.kind.predict(model, self.loader("test", seed)), None, [])
+            test = self.kind.predict(model, self.loader("test", seed))
+            decided = self.kind.decide(
+                test,
+                lambda: self.kind.predict(model, self.loader("validation", seed)),
+                self.splits["validation"].gold,
+                self.labels,
+            )
+            return Decoded(decided.predictions, None, [], decided.thresholds)
         validation = predict_spans(model, self.loader("validation", seed))
         test = predict_spans(model, self.loader("test", seed))
         return self.decoded("test", test, validation)
@@ -313,6 +322,7 @@ def train_once(
         selector.pruned,
         selector.best_tiebreak if run.question_answering else None,
         decoded.spans if run.question_answering else None,
+        decoded.label_thresholds,
     )
 
 

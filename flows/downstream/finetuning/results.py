@@ -29,6 +29,8 @@ class RunResult:
     # and each test question's best span, abstention off (the span skill's bootstrap input).
     validation_span_f1: float | None = None
     test_spans: list[str] | None = field(default=None, repr=False)
+    # Multi-label: each label's threshold, in label order, chosen on validation (multi_label.py).
+    label_thresholds: list[float] | None = None
 
 
 @dataclass

@@ -10,7 +10,7 @@ never name one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -109,6 +109,16 @@ class SplitNotes:
     carved: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Decision:
+    """A split's predictions as the kind's head's outputs decide them, and the rule fitted on the
+    validation split that cut them: a multi-label task's threshold per label, in label order
+    (None where the kind's outputs are its predictions)."""
+
+    predictions: list[Any]
+    thresholds: list[float] | None = None
+
+
 class TaskKind(Protocol):
     """One kind of downstream task: everything that differs between kinds, so no caller
     branches on a kind's name. Predictions and gold are what the kind's head predicts and its
@@ -187,6 +197,20 @@ class TaskKind(Protocol):
         them: a label id, tag ids, a label set, or a window's logits to decode."""
         ...
 
+    def decide(
+        self,
+        outputs: list[Any],
+        validation: Callable[[], list[Any]],
+        gold: list[Any],
+        labels: list[str],
+    ) -> Decision:
+        """A split's predictions from the head's `outputs` (`predict`'s), by a rule the kind fits
+        on the validation split alone: `validation()` gives validation's outputs, asked only by a
+        kind that fits one (the others never pay for the pass), `gold` validation's labels.
+        Scoring validation passes its own outputs; scoring test, the chosen model's on
+        validation: test never sets the rule."""
+        ...
+
     def size_outputs(self, task: str, splits: Mapping[str, EncodedSplit]) -> dict[str, Any]:
         """What the kind reports about its encoded splits beside their sizes."""
         ...
@@ -207,8 +231,9 @@ class TaskKind(Protocol):
 class OneOutputPerExample:
     """The defaults of a kind whose head gives one output per example (a label, a tag list, a
     label set): it never abstains, keeps its splits as read, reads its predictions in split
-    order as they come, and adds no figures or summary section of its own. Its kinds subclass
-    it and override what differs, so the defaults are written once."""
+    order as they come, takes them as they come (no rule fitted on validation), and adds no
+    figures or summary section of its own. Its kinds subclass it and override what differs, so
+    the defaults are written once."""
 
     def abstains(self, spec: TaskSpec, train: list[Any]) -> bool:
         return False
@@ -222,6 +247,15 @@ class OneOutputPerExample:
         from lightning_modules.classifier import predict
 
         return predict(model, loader)
+
+    def decide(
+        self,
+        outputs: list[Any],
+        validation: Callable[[], list[Any]],
+        gold: list[Any],
+        labels: list[str],
+    ) -> Decision:
+        return Decision(outputs)
 
     def size_outputs(self, task: str, splits: Mapping[str, EncodedSplit]) -> dict[str, Any]:
         return {}

@@ -4,7 +4,8 @@ the MLM head at a cloze's mask (a head variant of the same kind: same labels, sc
 Baselines: `majority` gives every test example the most frequent train label; `tfidf_logreg` is
 TF-IDF over word uni- and bigrams (one bag over both texts of a pair, a relation's text with its
 entity markers), logistic regression with its C chosen on the validation split (0.01 to 1000: a
-weak C grid would flatter the encoder).
+weak C grid would flatter the encoder). Multi-label's TF-IDF baseline reads the same features
+and chooses its C the same way (`tfidf_features`, `best_c`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import copy
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from flows.downstream.statistics.bootstrap import confusion_cells, confusion_met
 from flows.downstream.statistics.per_class import Report, class_scores
 from flows.downstream.tasks.encoding import encode
 from flows.downstream.tasks.prompting import PromptIds, encode_prompted, label_word_ids
-from flows.downstream.tasks.readers import TextExample
+from flows.downstream.tasks.readers import LabelSetExample, TextExample
 from flows.downstream.tasks.spec import TaskSpec, recipe_key
 from lightning_modules.models.config import EncoderConfig
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:  # torch: a head is built in the stage, never while a config i
 
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 Scorer = Callable[[list[Any], Any, list[str], str | None], dict[str, float]]
+Fit = TypeVar("Fit")
 
 
 def majority(train: list[TextExample], evaluate: list[TextExample]) -> list[int]:
@@ -45,8 +47,36 @@ def majority(train: list[TextExample], evaluate: list[TextExample]) -> list[int]
     return [most] * len(evaluate)
 
 
-def joined(example: TextExample) -> str:
+def joined(example: TextExample | LabelSetExample) -> str:
     return example.text if example.pair is None else f"{example.text} {example.pair}"
+
+
+def tfidf_features(splits: dict[str, list[Any]]) -> tuple[Any, Any, Any]:
+    """Train, validation and test as TF-IDF rows over word uni- and bigrams, the vocabulary and
+    weights fitted on train: the features of every kind's TF-IDF baseline."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+    train = vectorizer.fit_transform([joined(example) for example in splits["train"]])
+    validation, test = (
+        vectorizer.transform([joined(example) for example in splits[name]])
+        for name in ("validation", "test")
+    )
+    return train, validation, test
+
+
+def best_c(fit: Callable[[float], tuple[float, Fit]]) -> tuple[float, Fit]:
+    """The C of `C_GRID` whose fit scores best on validation (the lowest of equals), and that
+    fit: `fit(C)` gives (validation score, the fitted model and what it chose beside C).
+    Ascending, so an estimator with warm starts begins each fit at the last optimum of the same
+    convex problem, which halves the solver's iterations."""
+    best: tuple[float, float, Fit] | None = None
+    for c in C_GRID:
+        validation_score, fitted = fit(c)
+        if best is None or validation_score > best[0]:
+            best = (validation_score, c, fitted)
+    assert best is not None
+    return best[1], best[2]
 
 
 def tfidf_logreg(
@@ -55,32 +85,25 @@ def tfidf_logreg(
     splits: dict[str, list[TextExample]],
     score: Scorer,
 ) -> tuple[list[int], dict[str, float]]:
-    """Test predictions of the C (from `C_GRID`) whose `score` (the task kind's) is best on
-    validation."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
+    """Test predictions of the C whose `score` (the task kind's) is best on validation."""
     from sklearn.linear_model import LogisticRegression
 
     train, validation, test = splits["train"], splits["validation"], splits["test"]
-    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
-    features = vectorizer.fit_transform([joined(example) for example in train])
     targets = [example.label for example in train]
     if len(set(targets)) < 2:  # logistic regression needs two classes; so does any learner
         return majority(train, test), {"C": 0.0}
-    held_out = vectorizer.transform([joined(example) for example in validation])
+    features, held_out, test_features = tfidf_features(splits)
     gold = [example.label for example in validation]
-    # Ascending C with warm starts: each fit starts from the last optimum of the same convex
-    # problem, which halves the solver's iterations.
     model = LogisticRegression(max_iter=1000, warm_start=True)
-    best: tuple[float, float, Any] | None = None
-    for c in C_GRID:
+
+    def fit(c: float) -> tuple[float, Any]:
         model.set_params(C=c).fit(features, targets)
         predicted = model.predict(held_out).tolist()
         validation_score = score(gold, predicted, labels, spec.negative_label)[spec.metric]
-        if best is None or validation_score > best[0]:
-            best = (validation_score, c, copy.deepcopy(model))
-    assert best is not None
-    predictions = best[2].predict(vectorizer.transform([joined(e) for e in test])).tolist()
-    return predictions, {"C": best[1]}
+        return validation_score, copy.deepcopy(model)
+
+    c, best = best_c(fit)
+    return best.predict(test_features).tolist(), {"C": c}
 
 
 class Classification(OneOutputPerExample):

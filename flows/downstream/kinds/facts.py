@@ -42,6 +42,10 @@ class KindFacts:
     # Answer spans decoded after prediction: its own key fields (spec.py `QA_FIELDS`) and
     # decoding version, and a missing test split is carved like validation.
     decodes_spans: bool = False
+    # The version of what the kind's code makes of its tasks, in their keys only when set (spec.py
+    # `key_record`): bumped when the kind's code changes its tasks' results, so stored ones are
+    # not reused; the kinds without one keep the keys they always had.
+    results_version: int | None = None
 
 
 KIND_FACTS = {
@@ -69,6 +73,13 @@ KIND_FACTS = {
         decodes_spans=True,
     ),
     # F1 over every label's hits (micro) or the mean of each label's F1 (macro); the majority
-    # baseline gives each label most train examples carry: mostly the empty set.
-    "multi_label": KindFacts(("micro_f1", "macro_f1"), ("majority",), example="label_set"),
+    # baseline gives each label most train examples carry: mostly the empty set; tfidf_logreg is
+    # one-vs-rest. Results version (none before 2): 2 cuts each label at its threshold chosen on
+    # validation, not at 0.5, and adds tfidf_logreg.
+    "multi_label": KindFacts(
+        ("micro_f1", "macro_f1"),
+        ("majority", "tfidf_logreg"),
+        example="label_set",
+        results_version=2,
+    ),
 }

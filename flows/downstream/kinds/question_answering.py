@@ -8,14 +8,21 @@ per-class report are HasAns and NoAns. Baselines: `no_answer` and `lexical_overl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from flows.downstream.finetuning.qa_baselines import fit_qa_baseline
-from flows.downstream.kinds.base import Encoded, EncodeJob, HeadInputs, RecipeView, SplitNotes
+from flows.downstream.kinds.base import (
+    Decision,
+    Encoded,
+    EncodeJob,
+    HeadInputs,
+    RecipeView,
+    SplitNotes,
+)
 from flows.downstream.statistics.bootstrap import ratio
 from flows.downstream.statistics.per_class import Report
 from flows.downstream.statistics.qa_report import qa_markdown, qa_outputs
@@ -148,6 +155,17 @@ class QuestionAnswering:
         from lightning_modules.classifier import predict_spans
 
         return predict_spans(model, loader)
+
+    def decide(
+        self,
+        outputs: list[Any],
+        validation: Callable[[], list[Any]],
+        gold: list[Any],
+        labels: list[str],
+    ) -> Decision:
+        """Window logits as they are: the runs decode them into answers with the null-score
+        threshold fitted on validation (flows/downstream/finetuning/qa_runs.py)."""
+        return Decision(outputs)
 
     def size_outputs(self, task: str, splits: Mapping[str, EncodedSplit]) -> dict[str, Any]:
         """How many windows each split's questions became."""

@@ -1,7 +1,8 @@
 """A task from a Hugging Face `datasets` name (needs a hub) or a `save_to_disk` folder.
 
 Rows go through the same checks as GLUE files, so a bad label names the split and row. Class-label
-features are read by name (`features[column].names`), so `labels` lists names, not ids.
+features are read by name (`features[column].names`), so `labels` lists names, not ids. A
+multi-label task's rows are records with a list of labels, read as jsonl's are.
 """
 
 from __future__ import annotations
@@ -9,7 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from flows.downstream.tasks.readers import LabelIndex, TaggedSentence, TextExample, text_examples
+from flows.downstream.tasks.readers import (
+    LabelIndex,
+    LabelSetExample,
+    TaggedSentence,
+    TextExample,
+    text_examples,
+)
+from flows.downstream.tasks.record_readers import record_columns, record_label_sets
 from flows.downstream.tasks.spec import TaskInputError, TaskSpec
 from flows.downstream.tasks.squad import QAExample, qa_records
 
@@ -40,7 +48,7 @@ def class_names(feature: Any) -> list[str] | None:
 
 def read_hub(
     split: str, spec: TaskSpec, labels: LabelIndex
-) -> list[TextExample] | list[TaggedSentence] | list[QAExample]:
+) -> list[TextExample] | list[TaggedSentence] | list[LabelSetExample] | list[QAExample]:
     """A split of the task's dataset, by its split name (`spec.source` gives the name as is)."""
     dataset = load_split(spec, split)
     where = f"{spec.hub_name}[{split}]"
@@ -49,12 +57,25 @@ def read_hub(
         return qa_records(((index, row) for index, row in enumerate(dataset)), where, spec)
     if spec.facts.example == "tagged":
         return tagged_rows(dataset, columns, where, spec, labels)
+    if spec.facts.example == "label_set":
+        column = str(spec.label_column)
+        ids = class_names(getattr(dataset.features.get(column), "feature", None))
+        records = ((index + 1, named_labels(row, column, ids)) for index, row in enumerate(dataset))
+        return record_label_sets(records, record_columns(spec, None, where), where, spec, labels)
     names = {column: class_names(dataset.features[column]) for column in columns}
     rows = (
         (index + 1, [as_text(row[column], names[column]) for column in columns])
         for index, row in enumerate(dataset)
     )
     return text_examples(rows, columns, where, spec, labels)
+
+
+def named_labels(row: dict[str, Any], column: str, names: list[str] | None) -> dict[str, Any]:
+    """The row with its label list's class ids as their names (a `Sequence(ClassLabel)`)."""
+    value = row.get(column)
+    if names is None or not isinstance(value, list):
+        return row
+    return {**row, column: [as_text(label, names) for label in value]}
 
 
 def tagged_rows(

@@ -9,7 +9,7 @@ Label ids come from a `LabelIndex`, which also collects the label set for `label
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,16 +141,26 @@ def looks_like_an_example(header: Sequence[str]) -> bool:
     return any(len(name.split()) > 2 or name.strip().lstrip("-").isdigit() for name in header)
 
 
-def text_examples(
+@dataclass(frozen=True)
+class TextRow:
+    """A row's text, second sentence (None for a single-sentence task) and label field as read,
+    checked but not yet looked up: a label, or a multi-label task's separated list of them."""
+
+    text: str
+    pair: str | None
+    label: str
+    at: str
+
+
+def text_rows(
     rows: Iterable[tuple[int, Sequence[str]]],
     header: Sequence[str] | None,
     where: str,
     spec: TaskSpec,
-    labels: LabelIndex,
     separator: str = "tab-separated",
     hint: str = "",
-) -> list[TextExample]:
-    """Picks text, pair and label from each `(line number, fields)` row and checks them."""
+) -> Iterator[TextRow]:
+    """Picks text, pair and label field from each `(line number, fields)` row and checks them."""
     key = f"finetune.catalog.{spec.name}"
     text_at = column_position(spec.text_column, header, where, key, hint)
     label_at = column_position(spec.label_column, header, where, key, hint)
@@ -159,7 +169,6 @@ def text_examples(
         if spec.pair_column is None
         else column_position(spec.pair_column, header, where, key, hint)
     )
-    examples = []
     for line, fields in rows:
         needed = max(text_at, label_at, -1 if pair_at is None else pair_at) + 1
         if len(fields) < max(text_at, label_at) + 1:
@@ -178,9 +187,23 @@ def text_examples(
         text = fields[text_at].strip()
         if not text:
             raise empty_text(f"{where}:{line}", spec.text_column)
-        label = labels.id(fields[label_at].strip(), f"{where}:{line}")
-        examples.append(TextExample(text, pair, label, f"{where}:{line}"))
-    return examples
+        yield TextRow(text, pair, fields[label_at].strip(), f"{where}:{line}")
+
+
+def text_examples(
+    rows: Iterable[tuple[int, Sequence[str]]],
+    header: Sequence[str] | None,
+    where: str,
+    spec: TaskSpec,
+    labels: LabelIndex,
+    separator: str = "tab-separated",
+    hint: str = "",
+) -> list[TextExample]:
+    """Each row's text, pair and label id (`text_rows`)."""
+    return [
+        TextExample(row.text, row.pair, labels.id(row.label, row.at), row.at)
+        for row in text_rows(rows, header, where, spec, separator, hint)
+    ]
 
 
 def empty_text(at: str, column: Column) -> TaskInputError:

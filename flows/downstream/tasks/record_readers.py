@@ -6,6 +6,8 @@ named, or (CSV and Parquet) given by 0-based position. Token classification read
 tokens and a list of IOB2 tags per record (`text_column`/`label_column`: `tokens`/`tags` unless
 set). A relation task's records may give each entity's character offsets instead of inline
 markers (`entity_offsets`): the markers are inserted at them (flows/downstream/tasks/markers.py).
+A multi-label task reads a list of label names per record, or per CSV row one column of them
+separated by the task's `label_separator`.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from flows.downstream.tasks.readers import (
     first_line_looks,
     tag_id,
     text_examples,
+    text_rows,
 )
 from flows.downstream.tasks.spec import Column, TaskInputError, TaskSpec
 from flows.downstream.tasks.squad import QAExample, qa_columns, qa_records
@@ -60,8 +63,11 @@ def lines_of(path: Path, spec: TaskSpec) -> Lines:
         yield number, line.removeprefix("\ufeff") if number == 1 else line
 
 
-def read_csv(path: Path, spec: TaskSpec, labels: LabelIndex) -> list[TextExample]:
-    """An RFC 4180 CSV: a quoted field may hold commas, quotes ("") and newlines."""
+def read_csv(
+    path: Path, spec: TaskSpec, labels: LabelIndex
+) -> list[TextExample] | list[LabelSetExample]:
+    """An RFC 4180 CSV: a quoted field may hold commas, quotes ("") and newlines. A multi-label
+    task's label column holds its label names separated by `label_separator` (empty for none)."""
     records = csv_records(path, lines_of(path, spec), ReadRules())
     header: list[str] | None = None
     hint = ""
@@ -70,7 +76,17 @@ def read_csv(path: Path, spec: TaskSpec, labels: LabelIndex) -> list[TextExample
         header = [] if first is None else [name.strip() for name in first[1]]
         if len(header) == 1:
             hint = first_line_looks(header[0])
-    return text_examples(records, header, str(path), spec, labels, "comma-separated", hint)
+    if spec.facts.example != "label_set":
+        return text_examples(records, header, str(path), spec, labels, "comma-separated", hint)
+    separator = str(spec.label_separator)  # set for every multi-label csv task (spec.py)
+    return [
+        LabelSetExample(
+            row.text,
+            row.pair,
+            label_set(row.label.split(separator) if row.label else [], row.at, spec, labels),
+        )
+        for row in text_rows(records, header, str(path), spec, "comma-separated", hint)
+    ]
 
 
 def jsonl_records(path: Path, spec: TaskSpec) -> Records:
@@ -162,9 +178,19 @@ def record_label_sets(
                 f"{at}: {columns['label']!r} must be a list of label names (a multi_label "
                 f"task's labels, [] for none), not {names!r}: fix the row"
             )
-        ids = tuple(sorted({labels.id(as_label(name), at) for name in names}))
-        examples.append(LabelSetExample(text.strip(), pair, ids))
+        examples.append(LabelSetExample(text.strip(), pair, label_set(names, at, spec, labels)))
     return examples
+
+
+def label_set(names: list[Any], at: str, spec: TaskSpec, labels: LabelIndex) -> tuple[int, ...]:
+    """A multi-label example's label ids, sorted, a name listed twice once; no label at all
+    only where the task allows it (`allow_empty_labels`)."""
+    if not names and not spec.allow_empty_labels:
+        raise TaskInputError(
+            f"{at}: the label list is empty, but finetune.catalog.{spec.name}"
+            ".allow_empty_labels=false asks every example for a label: fix or remove the row"
+        )
+    return tuple(sorted({labels.id(as_label(name), at) for name in names}))
 
 
 def record_sentences(

@@ -40,7 +40,7 @@ class TaskFormat:
 TASK_FORMATS = {
     "pydoc_topics": TaskFormat(("classification",), source="built_in"),
     "glue": TaskFormat(("classification", "relation")),
-    "csv": TaskFormat(("classification", "relation")),
+    "csv": TaskFormat(("classification", "relation", "multi_label")),
     "conll": TaskFormat(("token_classification",)),
     "semeval2010": TaskFormat(("relation",)),
     "jsonl": TaskFormat(records=True),
@@ -56,7 +56,16 @@ ARMS = ("pretrained", "random_init")
 STUDENT_ARM = "student"  # a third arm when the run distilled a student (flows/stages/distill.py)
 BASE_ARM = "base"  # a third arm when the run continued a checkpoint: the checkpoint, not continued
 # Task fields the finetune key holds only when set (TaskSpec.key_record).
-OPT_IN_FIELDS = ("drop_contained_rows", "entity_markers", "entity_offsets", "negative_label")
+OPT_IN_FIELDS = (
+    "drop_contained_rows",
+    "entity_markers",
+    "entity_offsets",
+    "negative_label",
+    "label_separator",
+    "allow_empty_labels",
+)
+# A multi-label task's fields (kind: multi_label): every other kind leaves them at their defaults.
+LABEL_SET_FIELDS = ("label_separator", "allow_empty_labels")
 # Fields only a question-answering task reads: out of every other task's key.
 QA_FIELDS = ("qa_columns", "unanswerable")
 # A question-answering task's decoding, in its key (none before 2): 2 may abstain on every
@@ -141,6 +150,12 @@ class TaskSpec(Settings):
     # questions left out of every split (counted in one warning per file), always answer.
     qa_columns: dict[str, str] = Field(default_factory=dict)
     unanswerable: bool | Literal["drop"] | None = None
+    # Multi-label classification (kind: multi_label). `label_separator`: what separates the label
+    # names in a csv row's label column ("|" reads `fever|cough`; an empty cell: no label); records
+    # (jsonl, parquet) hold a list instead. `allow_empty_labels: false` refuses an example with no
+    # label, naming its file and line (notes that must each carry a code).
+    label_separator: str | None = None
+    allow_empty_labels: bool = True
     recipe: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -180,6 +195,7 @@ class TaskSpec(Settings):
         if self.metric not in METRICS[self.kind]:
             raise ConfigError(f"{key}.metric={self.metric!r} must be one of {METRICS[self.kind]}")
         self._check_relation(key)
+        self._check_label_sets(key)
         if not self.facts.has_labels:
             self._check_question_answering(key)
         elif self.labels != "auto":
@@ -230,6 +246,30 @@ class TaskSpec(Settings):
             )
         check_markers(self.markers(), self.entity_offsets, key)
 
+    def _check_label_sets(self, key: str) -> None:
+        """A csv column of label lists names its separator; nothing else has one to name."""
+        if self.facts.example != "label_set":
+            at_default = opt_ins_at_default(self, LABEL_SET_FIELDS)
+            set_off = [name for name in LABEL_SET_FIELDS if name not in at_default]
+            if set_off:
+                raise ConfigError(
+                    f"{key}.{set_off[0]} applies to multi_label tasks, but task {self.name} is "
+                    f"{self.kind}: set {key}.kind=multi_label, or remove {set_off[0]}"
+                )
+            return
+        if self.format == "csv" and not self.label_separator:
+            missing = "empty" if self.label_separator == "" else "not set"
+            raise ConfigError(
+                f"{key}.label_separator is {missing}: a multi_label csv task holds each row's "
+                "label names in one column, separated; name the separator "
+                f"({key}.label_separator='|'; in a task file: label_separator: \"|\")"
+            )
+        if self.format != "csv" and self.label_separator is not None:
+            raise ConfigError(
+                f"{key}.label_separator splits a csv column of label names, but format "
+                f"{self.format!r} reads a list of them per record: remove label_separator"
+            )
+
     @property
     def task_format(self) -> TaskFormat:
         return TASK_FORMATS[self.format]
@@ -250,10 +290,13 @@ class TaskSpec(Settings):
 
     def key_record(self) -> dict[str, Any]:
         """The spec as the finetune stage's key holds it: an opt-in field that is off stays out,
-        so adding one moves no existing task's key."""
+        so adding one moves no existing task's key; a kind's results version (kinds/facts.py)
+        enters its tasks' keys alone."""
         off = opt_ins_at_default(self, OPT_IN_FIELDS)
         if not self.facts.decodes_spans:
-            return self.model_dump(exclude={"recipe", *off, *QA_FIELDS})
+            version = self.facts.results_version
+            kept = self.model_dump(exclude={"recipe", *off, *QA_FIELDS})
+            return kept if version is None else {**kept, "kind_version": version}
         return {**self.model_dump(exclude={"recipe", *off}), "decoding": QA_DECODING}
 
     def _check_sources(self, key: str) -> None:

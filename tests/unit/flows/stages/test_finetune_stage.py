@@ -13,6 +13,7 @@ import pytest
 
 from flows.core.artifacts import ArtifactStore, stage_key
 from flows.core.config import compose_config
+from flows.downstream.kinds.multi_label import THRESHOLDS
 from flows.downstream.settings import FinetuneSettings
 from flows.stages.control_arm import CONTROL_STAGE, control_record
 from flows.stages.finetune import finetune, stage_settings, task_settings
@@ -236,7 +237,9 @@ def test_a_multi_label_task_runs_from_config_and_reports_micro_and_macro_f1(
     evaluated: Any, tmp_path: Path
 ) -> None:
     """A label list per record, none or several (a note with its codes): a sigmoid per label,
-    micro- and macro-F1 with the lift's two intervals, the per-label majority baseline."""
+    each label cut at its threshold chosen on validation (recorded per run and shown per arm in
+    summary.md), micro- and macro-F1 with the lift's two intervals, the per-label majority and
+    the one-vs-rest TF-IDF baselines."""
     _, _, (pretrained, tokenizer, store) = evaluated
     rng = random.Random(3)
     for split, size in (("train", 120), ("test", 40)):
@@ -268,12 +271,19 @@ def test_a_multi_label_task_runs_from_config_and_reports_micro_and_macro_f1(
     results = json.loads((ref.path / "results.json").read_text())
     assert results["codes"]["labels"]["names"] == ["cough", "fever"]
     assert set(results["codes"]["pretrained"]["per_class"]) == {"cough", "fever"}
-    assert outputs["codes.baselines"] == "majority"
+    assert outputs["codes.baselines"] == "majority,tfidf_logreg"
     for name in ("micro_f1", "macro_f1"):
         assert 0 <= outputs[f"codes.pretrained_{name}_mean"] <= 1
     low, high = (outputs[f"codes.lift_micro_f1_bootstrap_{end}"] for end in ("low", "high"))
     assert low <= outputs["codes.lift_micro_f1"] <= high
-    assert "codes.baseline_majority_micro_f1_mean" in outputs
+    assert "codes.baseline_tfidf_logreg_micro_f1_mean" in outputs
+    for arm in ("pretrained", "random_init"):
+        for run in results["codes"][arm]["runs"]:
+            assert len(run["label_thresholds"]) == 2
+            assert set(run["label_thresholds"]) <= set(THRESHOLDS)
+    summary = (ref.path / "summary.md").read_text()
+    assert "Per-label thresholds, codes (chosen on validation" in summary
+    assert "| label | pretrained | random_init | baseline tfidf_logreg |" in summary
 
 
 def control_artifacts(store: ArtifactStore) -> set[str]:

@@ -77,9 +77,10 @@ def demo_task(work_dir: Path, model: str, overrides: Sequence[str] = ()) -> Prep
     `overrides`: Hydra overrides of the demo's config (a smaller corpus, fewer examples)."""
     from flows.core.artifacts import ArtifactStore
     from flows.corpora import open_corpus
+    from flows.downstream.evaluate import prepare_task, run_baselines
     from flows.plan import resolved_trainer
     from flows.resolve import resolve_run
-    from flows.stages.finetune import prepare_task, run_baselines
+    from flows.stages.finetune import stage_sources
     from flows.stages.tokenizer import load_tokenizer, train_tokenizer
     from flows.training.settings import encoder_config
     from lightning_modules.models.heads import BertForMaskedLM
@@ -100,17 +101,17 @@ def demo_task(work_dir: Path, model: str, overrides: Sequence[str] = ()) -> Prep
     settings, trainer = config.finetune, resolved_trainer(config.trainer)[0]
     task = settings.plan[0]  # the demo task, with the recipe and seeds the stage runs it on
     started = time.process_time()
-    data, run, _ = prepare_task(
-        task.spec,
+    sources = stage_sources(
         settings,
         config.seed,
+        trainer,
         tokenizer,
         encoder_dir,
-        trainer,
         work_dir / "runs",
         lambda name, label: (),
     )
-    run_baselines(data, settings, task.seeds(config.seed))
+    data, run, _ = prepare_task(task, sources)
+    run_baselines(data, task, settings.baselines_for(task.spec), task.seeds(config.seed))
     return Prepared(run, time.process_time() - started)
 
 

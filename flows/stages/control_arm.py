@@ -14,13 +14,12 @@ recipe, pairs with the same base runs instead of refitting them.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, replace
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
-from flows.downstream.finetuning.recipe import ArmResult, TaskRun, evaluate_arm
+from flows.downstream.finetuning.cached_arm import CachedArm
+from flows.downstream.settings import TaskPlan
 from flows.downstream.tasks.spec import BASE_ARM
 from flows.training.settings import TrainerSettings
 from lightning_modules.models.config import EncoderConfig
@@ -30,7 +29,6 @@ BASE_STAGE = "finetune_base"
 VERSION = 3
 CONTROL_ARM = "random_init"
 ARM_STAGES = {CONTROL_ARM: CONTROL_STAGE, BASE_ARM: BASE_STAGE}
-ARM_FILE = "arm.json"  # the ArmResult, every run's test predictions included (bootstrap input)
 
 
 def control_record(
@@ -53,10 +51,6 @@ def control_record(
     }
 
 
-def read_control(ref: ArtifactRef) -> ArmResult:
-    return ArmResult.from_record(json.loads((ref.path / ARM_FILE).read_text()))
-
-
 def base_record(
     control: dict[str, Any], checkpoint_ref: ArtifactRef, grid: dict[str, Any]
 ) -> dict[str, Any]:
@@ -68,22 +62,34 @@ def base_record(
     }
 
 
-def cached_arm(
-    task_run: TaskRun,
-    arm: str,
-    seeds: list[int],
-    record: dict[str, Any],
-    store: ArtifactStore,
-) -> ArmResult:
-    """`arm` (random_init or base) of `task_run` over `seeds`, fitted only when no run of the
-    same `record` (control_record, base_record) has published it."""
+def arm_cache(arm: str, record: dict[str, Any], store: ArtifactStore) -> CachedArm:
+    """Where `arm` (random_init or base) of a task is published under `record` (control_record,
+    base_record): fitted only when no run of the same record has published it."""
     stage = ARM_STAGES[arm]
     key = stage_key(stage, VERSION, record["settings"], record["inputs"])
+    return CachedArm(arm, store, stage, key, record)
 
-    def build(directory: Path) -> dict[str, Any]:
-        run = replace(task_run, work_dir=store.work_dir(stage, key))
-        result = evaluate_arm(run, arm, seeds)
-        (directory / ARM_FILE).write_text(json.dumps(asdict(result)))
-        return {"task": task_run.spec.name, "learning_rate": result.learning_rate}
 
-    return read_control(store.get_or_build(stage, key, build, record))
+@dataclass(frozen=True)
+class StoredArms:
+    """Where a stage's tasks find their arms fitted once per store: each task's control, and
+    with `checkpoint_ref` the checkpoint's base arm on the task's grid for pretrained encoders."""
+
+    store: ArtifactStore
+    task_keys: dict[str, Any]  # each task's part of the stage's key: its arms' too
+    seed: int
+    trainer: TrainerSettings
+    tokenizer_ref: ArtifactRef
+    encoder: EncoderConfig
+    checkpoint_ref: ArtifactRef | None = None
+
+    def of(self, task: TaskPlan) -> dict[str, CachedArm]:
+        name = task.spec.name
+        control = control_record(
+            self.task_keys[name], self.seed, self.trainer, self.encoder, self.tokenizer_ref
+        )
+        arms = {CONTROL_ARM: arm_cache(CONTROL_ARM, control, self.store)}
+        if self.checkpoint_ref is not None:
+            base = base_record(control, self.checkpoint_ref, task.recipe.checkpoint_grid())
+            arms[BASE_ARM] = arm_cache(BASE_ARM, base, self.store)
+        return arms

@@ -15,15 +15,15 @@ is one more artifact over them.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, stage_key
 from flows.core.settings import ConfigError
-from flows.downstream.finetuning.recipe import ArmResult, LoggerFactory, evaluate_arm
+from flows.downstream.evaluate import evaluate_point
+from flows.downstream.finetuning.recipe import ArmResult, LoggerFactory
 from flows.downstream.settings import FinetuneSettings
-from flows.downstream.statistics.base_report import OVER_BASE, base_outputs
+from flows.downstream.statistics.base_report import OVER_BASE
 from flows.downstream.statistics.lift_points import CURVE_STAGE, flat_points, plot_curves, point
 from flows.downstream.statistics.task_figures import TaskFigures
 from flows.downstream.tasks.spec import BASE_ARM
@@ -31,10 +31,9 @@ from flows.stages.control_arm import CONTROL_ARM
 from flows.stages.finetune import (
     PREDICTIONS_FILE,
     RESULTS_FILE,
-    bootstrap_outputs,
-    lift_figures,
-    prepare_task,
+    checkpoint_grids,
     stage_settings,
+    stage_sources,
 )
 from flows.stages.pretrain import KEPT_DIR
 from flows.stages.training_types import FinetuneOutputs, PretrainOutputs
@@ -94,35 +93,25 @@ def evaluate_checkpoint(
         "inputs": {name: ref.key for name, ref in refs.items()},
     }
     if base is not None:  # as in the finetune stage's key: absent otherwise, keys stay put
-        record["settings"]["checkpoint_grids"] = {
-            task.spec.name: task.recipe.checkpoint_grid() for task in settings.plan
-        }
+        record["settings"]["checkpoint_grids"] = checkpoint_grids(settings)
     key = stage_key(CHECKPOINT_STAGE, VERSION, record["settings"], record["inputs"])
 
     def build(directory: Path) -> dict[str, Any]:
         references = reference_arms(refs["finetune"])
+        sources = stage_sources(
+            settings,
+            seed,
+            trainer,
+            refs["tokenizer"],
+            weights,
+            store.work_dir(CHECKPOINT_STAGE, key),
+            lambda task, label: loggers_for(task, f"at{fraction:g}-{label}"),
+            # With a checkpoint, the pretrained arm tunes on the checkpoint grid, as at 1.0.
+            base_dir=None if base is None else base.path,
+        )
         outputs: dict[str, Any] = {"fraction": fraction}
         for task in settings.plan:
-            spec, seeds = task.spec, task.seeds(seed)
-            _, task_run, _ = prepare_task(
-                spec,
-                settings,
-                seed,
-                refs["tokenizer"],
-                weights,
-                trainer,
-                store.work_dir(CHECKPOINT_STAGE, key),
-                lambda task, label: loggers_for(task, f"at{fraction:g}-{label}"),
-            )
-            if base is not None:  # the pretrained arm tunes on the checkpoint grid, as at 1.0
-                task_run = replace(task_run, base_dir=base.path)
-            arms = {"pretrained": evaluate_arm(task_run, "pretrained", seeds)}
-            arms |= references[spec.name]
-            outputs.update(lift_figures(task_run, arms, settings, seed))
-            if base is not None:
-                outputs.update(base_outputs(spec.name, arms, settings.confidence))
-                pair = ("pretrained", BASE_ARM)
-                outputs.update(bootstrap_outputs(task_run, arms, settings, seed, pair, OVER_BASE))
+            outputs.update(evaluate_point(task, sources, references[task.spec.name]))
         return outputs
 
     return store.get_or_build(CHECKPOINT_STAGE, key, build, record)

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import statistics
 import time
+from pathlib import Path
+from typing import Any
 
 import torch
 
+from flows.downstream.statistics.distill_report import size_outputs
+from lightning_modules.models.config import load_encoder_config
 from lightning_modules.models.encoder import BertEncoder
+from lightning_modules.models.serialization import count_parameters, load_encoder_weights
 
 
 def inference_tokens_per_second(
@@ -40,3 +45,21 @@ def inference_tokens_per_second(
                 timings[name].append(time.perf_counter() - started)
     tokens = batch_size * seq_len * forwards_per_round
     return {name: tokens / statistics.median(seconds) for name, seconds in timings.items()}
+
+
+def measure_sizes(
+    teacher_dir: Path, student_dir: Path, batch_size: int, max_length: int
+) -> dict[str, Any]:
+    """Encoder parameters and inference tokens/s of teacher and student, side by side, now."""
+    encoders = {}
+    for name, directory in (("teacher", teacher_dir), ("student", student_dir)):
+        encoders[name] = BertEncoder(load_encoder_config(directory))
+        load_encoder_weights(encoders[name], directory)
+    seq_len = min(max_length, *(e.config.max_position_embeddings for e in encoders.values()))
+    speed = inference_tokens_per_second(encoders, batch_size, seq_len)
+    parameters = {name: count_parameters(encoder) for name, encoder in encoders.items()}
+    return {
+        **size_outputs(parameters, speed),
+        "distill.speed_batch_size": batch_size,
+        "distill.speed_seq_len": seq_len,
+    }

@@ -11,11 +11,12 @@ from typing import Any, cast
 
 import pytest
 
+from flows.downstream.evaluate import prepare_task
 from flows.downstream.finetuning import recipe
 from flows.downstream.finetuning.pruning import AFTER_EPOCHS, GridPruning, would_prune
 from flows.downstream.finetuning.recipe import RunResult, TaskRun
 from flows.downstream.settings import Recipe
-from flows.stages.finetune import prepare_task
+from flows.stages.finetune import stage_sources
 from tests.fakes import TINY_TRAINER, WordShards, word_finetune
 
 LEADER = GridPruning(leader=(0.50, 0.70, 0.65), margin=0.05)
@@ -77,17 +78,16 @@ def test_a_real_pruned_run_is_the_start_of_its_full_run(
     word_shards: WordShards, word_encoder: Any, tmp_path: Path
 ) -> None:
     settings = word_finetune(word_shards, epochs=4, patience=4)
-    task = settings.plan[0]
-    _, run, _ = prepare_task(
-        task.spec,
+    sources = stage_sources(
         settings,
         5,
+        TINY_TRAINER,
         word_shards.tokenizer,
         word_encoder.path,
-        TINY_TRAINER,
         tmp_path,
         lambda task, label: (),
     )
+    _, run, _ = prepare_task(settings.plan[0], sources)
     unreachable = GridPruning(leader=(2.0,), margin=0.5)  # a bar of 1.5: no score reaches it
     pruned = recipe.train_once(run, "pretrained", 1e-2, 5, unreachable)
     full = recipe.train_once(run, "pretrained", 1e-2, 5)

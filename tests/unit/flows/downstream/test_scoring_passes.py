@@ -13,11 +13,12 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, RandomSampler
 
+from flows.downstream.evaluate import prepare_task
 from flows.downstream.finetuning import recipe
 from flows.downstream.finetuning.qa_runs import decoded_answers, span_scores
 from flows.downstream.finetuning.recipe import SplitDataset, TaskRun, build_model, pad_batch
 from flows.downstream.settings import FinetuneSettings
-from flows.stages.finetune import prepare_task
+from flows.stages.finetune import stage_sources
 from lightning_modules import classifier
 from lightning_modules.classifier import LengthGroups, LengthOrder, predict, predict_spans
 from tests.fakes import TINY_TRAINER, WordShards, squad_articles, word_finetune
@@ -50,16 +51,10 @@ def task_run(
     shards: WordShards, encoder: Any, work: Path, precision: str, settings: FinetuneSettings
 ) -> TaskRun:
     trainer = TINY_TRAINER.model_copy(update={"precision": precision})
-    return prepare_task(
-        settings.plan[0].spec,
-        settings,
-        5,
-        shards.tokenizer,
-        encoder.path,
-        trainer,
-        work,
-        lambda task, label: (),
-    )[1]
+    sources = stage_sources(
+        settings, 5, trainer, shards.tokenizer, encoder.path, work, lambda task, label: ()
+    )
+    return prepare_task(settings.plan[0], sources)[1]
 
 
 def test_length_order_reads_shortest_first_ties_in_order_and_restores_split_order() -> None:

@@ -7,7 +7,7 @@ cases a task name, so a user adds a task with a YAML block and no code.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -319,12 +319,17 @@ class TaskSpec(Settings):
 def what_holds_what() -> str:
     """`glue holds classification or relation; ...; jsonl, parquet and huggingface hold any kind`"""
     held = [
-        f"{name} holds {' or '.join(f.kinds)}"
+        f"{name} holds {listed(f.kinds, 'or')}"
         for name, f in TASK_FORMATS.items()
         if f.kinds != KINDS
     ]
     anything = [name for name, f in TASK_FORMATS.items() if f.kinds == KINDS]
-    return "; ".join(held) + f"; {', '.join(anything[:-1])} and {anything[-1]} hold any kind"
+    return "; ".join(held) + f"; {listed(anything, 'and')} hold any kind"
+
+
+def listed(words: Sequence[str], last: str) -> str:
+    """`a`, `a or b`, `a, b or c`."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} {last} {words[-1]}"
 
 
 def check_markers(markers: list[tuple[str, str]], offsets: list[str] | None, key: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore
+from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.core.paths import RunPaths
 from flows.core.redaction import redacting_errors
 from flows.corpora import Corpus
@@ -36,13 +36,14 @@ from flows.plan import STAGES, PipelinePlan
 from flows.resolve import ResolvedRun
 from flows.stages import training_stages
 from flows.stages.distill_plan import external_teacher
+from flows.stages.init_point import InitPoint
 from flows.stages.shards.stage import build_shards
 from flows.stages.tokenizer import train_tokenizer
 from flows.stages.tokenizer_import import import_tokenizer
 from flows.summary import build_summary, render_summary, stage_figures, summary_markdown
 from flows.tracking.links import child_title, current_identity, stage_title
 from flows.tracking.prefect_logs import report_progress_to_prefect
-from flows.tracking.run_config import log_config
+from flows.tracking.run_config import log_config, log_summary
 from flows.tracking.runs import STEP_OFFSET_TAG, RunHandle, Tracker, final_status
 
 log = logging.getLogger(__name__)
@@ -111,19 +112,21 @@ def tokenizer_task(ctx: StageContext, corpus: Corpus) -> ArtifactRef:
 
 
 @task(name="checkpoint", task_run_name="checkpoint", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
-def checkpoint_task(ctx: StageContext, tokenizer: ArtifactRef) -> ArtifactRef:
-    """The `transformers` checkpoint the run continues, imported into Cloze's weights once."""
-    folder = ctx.plan.checkpoint
+def checkpoint_task(ctx: StageContext, tokenizer: ArtifactRef) -> tuple[ArtifactRef, InitPoint]:
+    """The `transformers` checkpoint the run continues, imported into Cloze's weights once, and
+    the starting point those weights are (their lineage read here, once per run)."""
+    start = ctx.plan.init
+    folder = start.checkpoint
     assert folder is not None
 
     def produce(run: RunHandle) -> ArtifactRef:
+        nonlocal start
         ref = training_stages.import_checkpoint(folder, tokenizer, ctx.store)
-        lineage = training_stages.read_lineage(ref.path)
-        assert lineage is not None
-        run.log_params(training_stages.lineage_params(lineage))
+        start = start.imported(ref)
+        run.log_params(start.lineage_params())
         return ref
 
-    return ctx.tracked("checkpoint", produce)
+    return ctx.tracked("checkpoint", produce), start
 
 
 @task(name="shards", task_run_name="shards", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
@@ -152,30 +155,21 @@ def pretrain_task_run_name() -> str:
     tags=[TRAINING_TAG],
 )
 def pretrain_task(
-    ctx: StageContext,
-    shards: ArtifactRef,
-    tokenizer: ArtifactRef,
-    checkpoint: ArtifactRef | None = None,
+    ctx: StageContext, shards: ArtifactRef, tokenizer: ArtifactRef, start: InitPoint
 ) -> ArtifactRef:
-    """Pretrains from random init, from a pretrain artifact, or from an imported `checkpoint`."""
+    """Pretrains from `start`: random init, a pretrain artifact, or an imported checkpoint."""
 
     def pretrain_and_publish(run: RunHandle) -> ArtifactRef:
         run.log_inputs([shards_input(shards)])
-        settings = ctx.plan.pretrain
-        if checkpoint is not None:
-            settings = replace(settings, init_from=str(checkpoint.path))
-        lineage = (
-            training_stages.read_lineage(Path(settings.init_from)) if settings.init_from else None
-        )
-        if lineage is not None:
-            run.log_params(training_stages.lineage_params(lineage))
-        start = published_artifact(settings.init_from)
-        if start is not None:  # `compare` draws a continued run after the steps before it
-            run.set_tags({STEP_OFFSET_TAG: ctx.tracker.steps_before(start)})
+        if start.lineage is not None:
+            run.log_params(start.lineage_params())
+        published = start.published()
+        if published is not None:  # `compare` draws a continued run after the steps before it
+            run.set_tags({STEP_OFFSET_TAG: ctx.tracker.steps_before(published)})
         ref = training_stages.pretrain(
-            settings, shards, tokenizer, ctx.store, [run.lightning_logger()]
+            ctx.plan.pretrain, shards, tokenizer, ctx.store, [run.lightning_logger()], start
         )
-        description = version_description(ctx.plan, settings, shards, ref)
+        description = version_description(ctx.plan, start, shards, ref)
         ctx.publish(run, ref, ctx.plan.tracking.registered_model, description)
         return ref
 
@@ -300,14 +294,6 @@ def curve(
     return ctx.tracked(stage, evaluate)
 
 
-def published_artifact(path: str | None) -> ArtifactRef | None:
-    """The published artifact at `path` (`<root>/<stage>/<key>`), if it is one."""
-    directory = Path(path) if path else None
-    if directory is None or not (directory / MANIFEST_FILE).is_file():
-        return None  # a directory of weights outside any store: no steps on record
-    return ArtifactStore(directory.parents[1]).lookup(directory.parent.name, directory.name)
-
-
 def pretraining_pipeline(
     resolved: ResolvedRun, name: str | None = None, flow_object: Any = None, **options: Any
 ) -> Any:
@@ -358,7 +344,7 @@ def run_stages(resolved: ResolvedRun) -> dict[str, Any]:
         resolved = resolved.from_registry(tracker.resolve_model_uri)
     for note in resolved.notes:
         print(note)
-    plan = PipelinePlan.from_run_config(resolved.run)
+    plan = PipelinePlan.from_run_config(resolved.run, init=resolved.init)
     if plan.precision is not None:  # what every stage trains in, and why
         plan.precision.report(log)
     corpus = plan.open_corpus()  # a missing path or empty glob fails here, before tracking
@@ -395,14 +381,15 @@ def run_stages(resolved: ResolvedRun) -> dict[str, Any]:
     try:
         wanted = STAGES[: STAGES.index(until) + 1]
         refs = {"tokenizer": tokenizer_task(ctx, corpus)}
+        start = plan.init
         if plan.checkpoint is not None:
-            refs["checkpoint"] = checkpoint_task(ctx, refs["tokenizer"])
+            refs["checkpoint"], start = checkpoint_task(ctx, refs["tokenizer"])
         if "shards" in wanted:
             refs["shards"] = shards_task(ctx, corpus, refs["tokenizer"])
             parent.log_inputs([shards_input(refs["shards"])])
         if "pretrain" in wanted:
             refs["pretrain"] = teacher or pretrain_task(
-                ctx, refs["shards"], refs["tokenizer"], refs.get("checkpoint")
+                ctx, refs["shards"], refs["tokenizer"], start
             )
         if "distill" in wanted and plan.distill is not None:
             refs["distill"] = distill_task(ctx, refs["pretrain"], refs["shards"], refs["tokenizer"])
@@ -427,13 +414,7 @@ def run_stages(resolved: ResolvedRun) -> dict[str, Any]:
         raise
     summary = build_summary(refs, tracker.tracking_uri, parent.run_id, plan.tracking.experiment)
     summary["mlflow_run_url"] = tracker.run_url(parent.run_id)
-    parent.log_metrics(
-        {
-            f"{stage}.{name}": value
-            for stage, outputs in summary["stages"].items()
-            for name, value in outputs.items()
-        }
-    )
+    log_summary(parent, summary)
     parent.finish()
     print(render_summary(summary))  # through `until`: a run that stops early says so too
     # The run's one artifact in Prefect (a CLI run's and a deployment's alike): headline first.

@@ -21,8 +21,8 @@ from flows.corpora import Corpus, CorpusSettings, open_corpus
 from flows.corpora.excluded import ExcludedTexts
 from flows.corpora.formats import FORMATS
 from flows.downstream.settings import FinetuneSettings, recipe_key
-from flows.init_from_config import checkpoint_folder
 from flows.stages.distill_plan import DistillSettings, plan_student
+from flows.stages.init_point import SCRATCH, InitPoint
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.shards.stage import ShardSettings
 from flows.stages.tokenizer import TokenizerSettings
@@ -45,8 +45,8 @@ STAGES = ("tokenizer", "shards", "pretrain", "distill", "finetune")
 
 class InitSettings(Settings):
     """`pretrain.*`: where pretraining starts (a pretrain artifact directory, a `transformers`
-    checkpoint folder or Hub name (flows/init_from_config.py), or a models:/ URI), and the
-    general text it is watched on for forgetting."""
+    checkpoint folder or Hub name, or a models:/ URI: flows/stages/init_point.py resolves it),
+    and the general text it is watched on for forgetting."""
 
     section = "pretrain"
 
@@ -250,9 +250,9 @@ class PipelinePlan:
     finetune: FinetuneSettings
     tracking: TrackingSettings
     distill: DistillStageSettings | None = None
-    # A `transformers` checkpoint to import and continue (the pipeline then points
-    # `pretrain.init_from` at the imported artifact); its tokenizer replaces training one.
-    checkpoint: Path | None = None
+    # Where pretraining starts, as `resolve_run` resolved it: a `transformers` checkpoint is
+    # imported (its tokenizer replaces training one) and pretraining continues the import.
+    init: InitPoint = SCRATCH
     # `trainer.precision` as resolved for this machine, and why: every stage trains in it.
     precision: PrecisionChoice | None = None
 
@@ -264,10 +264,13 @@ class PipelinePlan:
         return cls.from_run_config(run, hardware)
 
     @classmethod
-    def from_run_config(cls, run: RunConfig, hardware: Hardware | None = None) -> PipelinePlan:
+    def from_run_config(
+        cls, run: RunConfig, hardware: Hardware | None = None, init: InitPoint | None = None
+    ) -> PipelinePlan:
         """The stages' settings, `trainer.precision` resolved on this machine (`hardware`, a
-        test's stand-in, instead of the detected one; a timed probe is cached in the store)."""
-        checkpoint = checkpoint_folder(run.pretrain.init_from)
+        test's stand-in, instead of the detected one; a timed probe is cached in the store).
+        `init` is the run's resolved starting point (`ResolvedRun.init`); a caller holding only
+        the config gets the one its `pretrain.init_from` names."""
         store = ArtifactStore(RunPaths.from_settings(run.paths).artifacts)
         trainer, precision = resolved_trainer(run.trainer, store, hardware)
         pretrain = PretrainSettings(
@@ -275,7 +278,6 @@ class PipelinePlan:
             run.objective,
             trainer,
             run.seed,
-            None if checkpoint else run.pretrain.init_from,
             keep_fractions=run.finetune.curve_fractions,
             head_warmup_steps=run.pretrain.head_warmup_steps or 0,
             general_validation=run.pretrain.general(run.corpus),
@@ -298,9 +300,14 @@ class PipelinePlan:
             run.finetune,
             run.tracking,
             distill,
-            checkpoint,
+            InitPoint.of_adopted(run.pretrain.init_from) if init is None else init,
             precision,
         )
+
+    @property
+    def checkpoint(self) -> Path | None:
+        """The `transformers` checkpoint the run imports and continues, if any."""
+        return self.init.checkpoint
 
     def open_corpus(self, corpus: CorpusSettings | None = None) -> Corpus:
         """The run's corpus (or `corpus`, a variant of it) without the validation examples of

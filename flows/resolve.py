@@ -24,9 +24,8 @@ from flows.core.config import compose_config
 from flows.core.logs import new_run_warnings
 from flows.core.settings import ConfigError
 from flows.corpora.general_text import check_general_text, check_held_out
-from flows.init_from_config import adopt_init
 from flows.plan import STAGES, RunConfig, load_run_config
-from flows.stages.init_source import is_registry_uri
+from flows.stages.init_point import SCRATCH, InitPoint, adopt_init
 from flows.stages.training_types import GENERAL_VALIDATION_KEY
 
 
@@ -44,12 +43,13 @@ class ResolvedRun:
     """The last stage the run reaches; None for a tool that runs none (it reads the paths)."""
     pretraining: bool = True
     """False for `cloze evaluate`, which builds no shards: `shards.*` is not checked."""
+    init: InitPoint = SCRATCH
+    """Where pretraining starts, resolved with the config: what the pipeline and stages read."""
 
     @property
     def registry_uri(self) -> str | None:
         """The `models:/` URI still to adopt once the pipeline's tracker can look it up."""
-        init_from = self.run.pretrain.init_from
-        return init_from if is_registry_uri(init_from) else None
+        return self.init.registry_uri if self.init.kind == "registry" else None
 
     def from_registry(self, resolve: Callable[[str], Path]) -> ResolvedRun:
         """The registry's checkpoint adopted and validated (see the module's docstring)."""
@@ -65,7 +65,8 @@ def resolve_run(
     """`source` (Hydra overrides, or a config composed from them) as the run it configures.
 
     Composed from `conf/` once; the checkpoint `pretrain.init_from` names adopted once (a
-    `models:/` URI only given `resolve`, the pipeline's registry lookup); validated whole:
+    `models:/` URI only given `resolve`, the pipeline's registry lookup) and its starting point
+    resolved (flows/stages/init_point.py); validated whole:
     every section, `until` against the config, the task files of a run that fine-tunes and the
     general validation text of one that pretrains (read now: a bad one costs seconds, not a
     pretraining). `pretraining=False` (`cloze evaluate`) leaves out what only a run that builds
@@ -75,7 +76,7 @@ def resolve_run(
     if until is not None and until not in STAGES:
         raise ConfigError(f"until={until!r} must be one of {STAGES}")
     config = dict(source) if isinstance(source, Mapping) else compose_config(list(source))
-    adopted, notes = adopt_init(config, resolve)
+    adopted, notes, init = adopt_init(config, resolve)
     run = load_run_config(adopted)
     if pretraining:
         run.check_rows_fit()
@@ -91,4 +92,4 @@ def resolve_run(
     if pretraining and general is not None and until in STAGES[STAGES.index("pretrain") :]:
         check_general_text(general.corpus(), GENERAL_VALIDATION_KEY)
         check_held_out(list(general.paths), GENERAL_VALIDATION_KEY, run.corpus)
-    return ResolvedRun(adopted, run, tuple(notes), until, pretraining)
+    return ResolvedRun(adopted, run, tuple(notes), until, pretraining, init)

@@ -41,6 +41,7 @@ class OptimizerSettings:
     """AdamW's epsilon, added to the second moment's root."""
     head_only_steps: Annotated[int, Ge(0)] = 0
     """A checkpoint without an MLM head: its fresh head trains alone for this many first steps,
-    at `head_learning_rate`, before the warmup and decay over the rest (flows/continuation.py)."""
+    at `head_learning_rate`, before the warmup and decay over the rest
+    (flows/stages/init_point.py)."""
     head_learning_rate: Annotated[float, Gt(0)] = 1e-3
     """The new head's rate while it trains alone."""

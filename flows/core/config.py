@@ -42,7 +42,7 @@ def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any
     """`conf/` composed with `overrides`, resolved to a plain dict; `overrides` itself is kept
     under the top-level key `overrides` (as given, before any `+` is added): a key the user set
     explicitly can then be told from a preset's default (a checkpoint's shape overrules the one
-    and refuses the other: flows/init_from_config.py), and the run records its own command line.
+    and refuses the other: flows/stages/init_point.py), and the run records its own command line.
 
     A key the composed config lacks is added, as Hydra's `+key=value` would: whether a key is
     valid is for the settings classes to say (flows/core/settings.py), which know every key,

@@ -4,30 +4,28 @@
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 
 from flows.core.settings import ConfigError
-from flows.init_from_config import checkpoint_folder
-from flows.plan import RunConfig
 from flows.resolve import ResolvedRun
-from flows.stages.init_source import HUGGINGFACE_DIR, is_registry_uri
+from flows.stages.init_source import HUGGINGFACE_DIR
 from flows.tracking.links import run_label
 
 
-def check_evaluable(run: RunConfig) -> None:
-    """What `cloze evaluate` needs beyond a valid config: a checkpoint to import, and no
-    option that reads a corpus. A problem is a ConfigError naming the key, before any stage."""
-    init_from = run.pretrain.init_from
-    if init_from is None:
+def check_evaluable(resolved: ResolvedRun) -> None:
+    """What `cloze evaluate` needs beyond a valid config: a checkpoint to import (or a registry
+    URI that names one), and no option that reads a corpus. A problem is a ConfigError naming
+    the key, before any stage."""
+    run, init = resolved.run, resolved.init
+    if init.kind == "scratch":
         raise ConfigError(
             "pretrain.init_from is not set: cloze evaluate scores a checkpoint as it is; name "
             "one, pretrain.init_from=<transformers checkpoint folder, Hub name or "
             "models:/NAME@ALIAS>"
         )
-    if not is_registry_uri(init_from) and checkpoint_folder(init_from) is None:
-        export = Path(init_from) / HUGGINGFACE_DIR
+    if init.kind == "artifact":
+        export = f"{init.path}/{HUGGINGFACE_DIR}"
         raise ConfigError(
-            f"pretrain.init_from={init_from} is a Cloze pretrain artifact, not a transformers "
+            f"pretrain.init_from={init.path} is a Cloze pretrain artifact, not a transformers "
             f"checkpoint: evaluate its export, pretrain.init_from={export}"
         )
     if run.tokenizer.extend_vocabulary:

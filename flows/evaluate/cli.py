@@ -42,7 +42,7 @@ def resolve(overrides: list[str]) -> ResolvedRun:
     """The run, resolved once as one that builds no shards and checked for what an evaluation
     needs (flow.check_evaluable), without importing Prefect."""
     resolved = resolve_run(overrides, pretraining=False)  # no shards: `shards.*` unchecked
-    check_evaluable(resolved.run)
+    check_evaluable(resolved)
     return resolved
 
 

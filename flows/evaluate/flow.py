@@ -40,7 +40,7 @@ from flows.stages.tokenizer_import import import_tokenizer
 from flows.summary import build_summary, render_summary
 from flows.tracking.links import current_identity
 from flows.tracking.prefect_logs import report_progress_to_prefect
-from flows.tracking.run_config import log_config
+from flows.tracking.run_config import log_config, log_summary
 from flows.tracking.runs import RunHandle, Tracker, final_status
 
 log = logging.getLogger(__name__)
@@ -102,8 +102,8 @@ def run_evaluation(resolved: ResolvedRun) -> dict[str, Any]:
     if registry_uri is not None:
         tracker = Tracker.for_run(resolved.run.tracking, paths)
         resolved = resolved.from_registry(tracker.resolve_model_uri)
-    check_evaluable(resolved.run)
-    plan = PipelinePlan.from_run_config(resolved.run)
+    check_evaluable(resolved)
+    plan = PipelinePlan.from_run_config(resolved.run, init=resolved.init)
     assert plan.checkpoint is not None  # check_evaluable: a transformers checkpoint
     print(
         f"evaluate: the checkpoint {plan.checkpoint} as it is, on "
@@ -130,21 +130,14 @@ def run_evaluation(resolved: ResolvedRun) -> dict[str, Any]:
     ctx = StageContext(plan, store, tracker, parent)
     try:
         refs = {"tokenizer": imported_tokenizer_task(ctx)}
-        refs["checkpoint"] = checkpoint_task(ctx, refs["tokenizer"])
+        refs["checkpoint"], _ = checkpoint_task(ctx, refs["tokenizer"])
         refs["finetune"] = evaluate_task(ctx, refs["checkpoint"], refs["tokenizer"])
     except BaseException as error:
         parent.finish(final_status(error))
         raise
     summary = build_summary(refs, tracker.tracking_uri, parent.run_id, plan.tracking.experiment)
     summary["mlflow_run_url"] = tracker.run_url(parent.run_id)
-    parent.log_metrics(
-        {
-            f"{stage}.{name}": value
-            for stage, outputs in summary["stages"].items()
-            for name, value in outputs.items()
-            if isinstance(value, int | float) and not isinstance(value, bool)
-        }
-    )
+    log_summary(parent, summary)
     parent.finish()
     print(render_summary(summary))
     return summary
@@ -169,7 +162,7 @@ def evaluate_deployment(
     try:
         form = read_form(init_from=init_from, tasks=tasks, overrides=overrides)
         resolved = resolve_form(form, pretraining=False)
-        check_evaluable(resolved.run)
+        check_evaluable(resolved)
         summary = run_evaluation(resolved)
     except EXPECTED_ERRORS as error:
         return refused(error)

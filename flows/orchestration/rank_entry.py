@@ -47,12 +47,12 @@ def pretrain_as_rank(config: dict[str, Any], plan: PipelinePlan, paths: RunPaths
     store = ArtifactStore(paths.artifacts)
     tokenizer, shards = prepare(plan, store)
     if not is_rank_zero():
-        return pretrain(settings, shards, tokenizer, store)
+        return pretrain(settings, shards, tokenizer, store, start=plan.init)
     tracker = Tracker.for_run(plan.tracking, paths)
 
     def train_logged(run: RunHandle) -> ArtifactRef:
         run.log_params(redact_secrets(config))
-        return pretrain(settings, shards, tokenizer, store, [run.lightning_logger()])
+        return pretrain(settings, shards, tokenizer, store, [run.lightning_logger()], plan.init)
 
     return tracker.record_stage("pretrain", train_logged, tags={"cloze.launch": "ranks"})
 
@@ -62,7 +62,7 @@ def main(argv: list[str]) -> int:
     try:
         resolved = resolve_run([arg for arg in argv if arg != "--prepare-only"], "pretrain")
         config, run = resolved.config, resolved.run
-        plan = PipelinePlan.from_run_config(run)
+        plan = PipelinePlan.from_run_config(run, init=resolved.init)
         if is_rank_zero() and plan.precision is not None:
             plan.precision.report(log)
         processes = run.trainer.world_size

@@ -11,10 +11,10 @@ import logging
 
 from flows.core.artifacts import ArtifactRef
 from flows.plan import PipelinePlan
-from flows.stages import training_stages
+from flows.stages.init_point import InitPoint
 from flows.stages.init_source import HUGGINGFACE_DIR
 from flows.stages.shards.stage import ShardOutputs
-from flows.stages.training_types import PretrainOutputs, PretrainSettings
+from flows.stages.training_types import PretrainOutputs
 from flows.tracking.links import corpus_label
 from flows.tracking.runs import ARTIFACT_KEY_TAG, ARTIFACT_PATH_TAG, RunHandle, Tracker
 
@@ -59,18 +59,12 @@ def publish_model(
 
 
 def version_description(
-    plan: PipelinePlan, settings: PretrainSettings, shards: ArtifactRef, ref: ArtifactRef
+    plan: PipelinePlan, start: InitPoint, shards: ArtifactRef, ref: ArtifactRef
 ) -> str:
-    """What a registry version is: its data, its recipe and its held-out scores."""
+    """What a registry version is: its data, its recipe, where it started (`start`, the
+    pretraining's) and its held-out scores."""
     data, outputs = ShardOutputs.of(shards), PretrainOutputs.of(ref)
-    lineage = training_stages.read_lineage(ref.path)
-    start = (
-        training_stages.lineage_text(lineage)
-        if lineage is not None
-        else f"continued from {settings.init_from}"
-        if settings.init_from
-        else "random init"
-    )
+    settings = plan.pretrain
     return "\n".join(
         [
             f"Data: {corpus_label(plan.corpus.model_dump())} ({plan.corpus.kind}), "
@@ -78,7 +72,7 @@ def version_description(
             f"(shards {shards.key}).",
             f"Recipe: model {settings.model.name}, objective {settings.objective.name}, "
             f"{outputs.steps:,} steps over {outputs.train_tokens:,} tokens, seed {settings.seed}, "
-            f"{start}.",
+            f"{start.describe()}.",
             f"Scores: validation loss {outputs.initial_val_loss:.3f} -> {outputs.val_loss:.3f}"
             + "".join(
                 f", {name} {value:.4g}"

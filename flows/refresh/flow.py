@@ -47,6 +47,8 @@ from flows.refresh.fingerprints import (
     save_manifest,
 )
 from flows.refresh.promotion import Forgetting, decide, metric_value
+from flows.resolve import ResolvedRun
+from flows.stages.init_point import SCRATCH, InitPoint
 from flows.stages.shards.stage import ShardOutputs
 from flows.stages.tokenizer import reused_tokenizer
 from flows.stages.training_types import PretrainOutputs
@@ -63,6 +65,7 @@ class StartingPoint:
     pretrain: ArtifactRef
     tokenizer: ArtifactRef
     version: str | None  # the champion's registry version; None for a configured base model
+    init: InitPoint  # the same weights as the starting point pretraining reads
 
 
 def published_pretrain(path: Path) -> ArtifactRef:
@@ -87,7 +90,8 @@ def starting_point(
         return None
     pretrained = published_pretrain(path)
     tokenizer = reused_tokenizer(str(path), store)  # continued pretraining keeps the vocabulary
-    return StartingPoint(pretrained, tokenizer, None if champion is None else champion.version)
+    version = None if champion is None else champion.version
+    return StartingPoint(pretrained, tokenizer, version, InitPoint.of_artifact(pretrained.path))
 
 
 def refresh_models(
@@ -97,11 +101,8 @@ def refresh_models(
     start = starting_point(ctx.tracker, ctx.store, refresh)
     corpus = ctx.plan.open_corpus(ctx.plan.corpus.model_copy(update={"paths": changes.to_train}))
     tokenizer = start.tokenizer if start else tokenizer_task(ctx, corpus)
-    init_from = str(start.pretrain.path) if start else None
-    plan = replace(ctx.plan, pretrain=replace(ctx.plan.pretrain, init_from=init_from))
-    ctx = replace(ctx, plan=plan)
     shards = shards_task(ctx, corpus, tokenizer)
-    pretrained = pretrain_task(ctx, shards, tokenizer)
+    pretrained = pretrain_task(ctx, shards, tokenizer, start.init if start else SCRATCH)
     version = ctx.tracker.version_for_artifact(refresh.model_name, pretrained.key)
     if version is None:
         raise ConfigError(
@@ -264,24 +265,25 @@ def domain_refresh(
         run = resolved.run
         domain = run.refresh.require_domain()
         with one_refresh_at_a_time(run, domain):
-            return refresh_domain(resolved.config, run, domain)
+            return refresh_domain(resolved, domain)
     except EXPECTED_ERRORS as error:
         return refused(error)
 
 
-def refresh_domain(config: dict[str, Any], run: RunConfig, domain: str) -> dict[str, Any]:
+def refresh_domain(resolved: ResolvedRun, domain: str) -> dict[str, Any]:
     """Scan, train and decide if anything changed, record, and move the manifest forward."""
+    run = resolved.run
     refresh = run.refresh
     manifest, changes = scan(run, domain)
     print(f"domain {domain}: {changes.describe()}")
-    base = PipelinePlan.from_run_config(run)
+    base = PipelinePlan.from_run_config(run, init=resolved.init)
     tracking = base.tracking.model_copy(update={"registered_model": refresh.model_name})
     plan = replace(base, tracking=tracking)
     paths = RunPaths.from_settings(run.paths)
     tracker = Tracker.for_run(plan.tracking, paths)
     tracker.identity = current_identity()
     parent = tracker.start_run("domain-refresh", tags={"cloze.refresh.domain": domain})
-    log_config(parent, config)
+    log_config(parent, resolved.config)
     try:
         if changes.to_train:
             ctx = StageContext(

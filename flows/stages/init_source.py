@@ -2,7 +2,8 @@
 Hub name fetched into the local cache, a pretrain artifact of this store, or a registry URI.
 
 Telling them apart needs only the file system; fetching a Hub name needs the Hub. What the
-checkpoint then implies for the run's config is flows/init_from_config.py's business.
+checkpoint then implies for the run's config, and the typed starting point, are
+flows/stages/init_point.py's business.
 """
 
 from __future__ import annotations

@@ -25,15 +25,15 @@ from flows.core.artifacts import (
 from flows.core.settings import output_settings
 from flows.corpora.formats import CorpusInputError
 from flows.stages.collators import make_collator
+from flows.stages.init_point import LINEAGE_FILE, SCRATCH, InitPoint
 from flows.stages.init_source import HUGGINGFACE_DIR
 from flows.stages.init_weights import (
-    InitSource,
+    check_loadable,
     check_same_tokenizer,
-    init_source,
     load_initial_weights,
     run_encoder_config,
 )
-from flows.stages.public_import import LINEAGE_FILE, export_as_base_class, read_lineage
+from flows.stages.public_import import export_as_base_class
 from flows.stages.shards.validation_rows import build_validation_rows
 from flows.stages.tokenizer import TOKENIZER_FILE, TrainedTokenizer, load_tokenizer
 from flows.stages.training_types import GENERAL_VALIDATION_KEY, PretrainOutputs, PretrainSettings
@@ -98,11 +98,15 @@ def pretrain(
     tokenizer_ref: ArtifactRef,
     store: ArtifactStore,
     loggers: Sequence[Logger] = (),
+    start: InitPoint = SCRATCH,
 ) -> ArtifactRef:
+    """Pretrains from `start`'s weights (the run's resolved starting point), or from random init
+    where it holds none."""
     check_enough_sequences(shards_ref, settings.trainer)
     record = pretrain_record(settings, shards_ref.key, tokenizer_ref.key)
-    init = init_source(settings.init_from)
+    init = start if start.weights is not None else None
     if init is not None:  # the weights' identity, never their path, enters the key
+        check_loadable(init)
         check_same_tokenizer(init, tokenizer_ref)
         record["inputs"]["init_from"] = init.identity
     general = general_rows(settings, shards_ref, tokenizer_ref, store)
@@ -170,7 +174,7 @@ class PretrainJob:
     shards_ref: ArtifactRef
     tokenizer_ref: ArtifactRef
     work_dir: Path
-    init: InitSource | None
+    init: InitPoint | None
     loggers: tuple[Logger, ...]
     general_rows: Path | None = None  # `pretrain.general_validation`'s rows (a shard set)
 
@@ -220,7 +224,7 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
     model = unsharded(trainer, model, settings, config, data.index.seq_len, total_steps)
     if not trainer.is_global_zero:
         return {}
-    lineage = None if job.init is None else read_lineage(job.init.path)
+    lineage = None if job.init is None else job.init.lineage
     exported = save_and_export(model, trained, job.tokenizer_ref.path, directory, lineage)
     if kept:
         shutil.copytree(work_dir / KEPT_DIR, directory / KEPT_DIR)

@@ -22,6 +22,7 @@ from safetensors.torch import save_file
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore, file_sha256, stage_key
 from flows.corpora.formats import CorpusInputError
+from flows.stages.init_point import LINEAGE_FILE
 from flows.stages.tokenizer import TOKENIZER_FILE, load_tokenizer
 from flows.stages.tokenizer_import import SOURCE_DIR, read_extension
 from flows.stages.training_types import CheckpointOutputs
@@ -42,7 +43,6 @@ from lightning_modules.transformers_import import (
 
 STAGE = CheckpointOutputs.STAGE
 VERSION = 1
-LINEAGE_FILE = "lineage.json"
 DISCRIMINATOR_HEAD_FILE = "discriminator_head.safetensors"
 WEIGHT_PATTERNS = ("config.json", "*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin")
 
@@ -150,12 +150,6 @@ def with_vocabulary(
     return rebuilt
 
 
-def read_lineage(directory: Path) -> dict[str, Any] | None:
-    """The checkpoint an artifact descends from, if any."""
-    path = directory / LINEAGE_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def load_discriminator_head(directory: Path) -> dict[str, torch.Tensor] | None:
     path = directory / DISCRIMINATOR_HEAD_FILE
     return read_weights(path) if path.is_file() else None
@@ -178,21 +172,3 @@ def export_as_base_class(
     if source.is_dir():
         for path in source.iterdir():
             shutil.copyfile(path, directory / path.name)
-
-
-def lineage_params(lineage: dict[str, Any]) -> dict[str, str]:
-    """The base checkpoint as MLflow params of the run that continued it."""
-    return {
-        "base_checkpoint.model_type": lineage["model_type"],
-        "base_checkpoint.architecture": lineage["architecture"],
-        "base_checkpoint.name": lineage["name"],
-        "base_checkpoint.weights_sha256": lineage["weights_sha256"],
-    }
-
-
-def lineage_text(lineage: dict[str, Any]) -> str:
-    """One sentence for a registry version's description."""
-    return (
-        f"continued from the {lineage['model_type']} checkpoint {lineage['name']} "
-        f"({lineage['architecture']}, weights sha256 {lineage['weights_sha256'][:16]})"
-    )

@@ -22,19 +22,11 @@ if TYPE_CHECKING:
     from flows.stages.label_curve import label_curve
     from flows.stages.lift_curve import lift_curve
     from flows.stages.pretrain import pretrain
-    from flows.stages.public_import import (
-        import_checkpoint,
-        lineage_params,
-        lineage_text,
-        read_lineage,
-    )
+    from flows.stages.public_import import import_checkpoint
 
 # Each name and the module it lives in.
 HOMES = {
     "import_checkpoint": "flows.stages.public_import",
-    "lineage_params": "flows.stages.public_import",
-    "lineage_text": "flows.stages.public_import",
-    "read_lineage": "flows.stages.public_import",
     "distill": "flows.stages.distill",
     "evaluate_checkpoint": "flows.stages.checkpoint_evaluation",
     "finetune": "flows.stages.finetune",
@@ -49,10 +41,7 @@ __all__ = [
     "import_checkpoint",
     "label_curve",
     "lift_curve",
-    "lineage_params",
-    "lineage_text",
     "pretrain",
-    "read_lineage",
 ]
 
 

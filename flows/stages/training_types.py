@@ -43,16 +43,13 @@ class GeneralValidation:
 
 @dataclass(frozen=True)
 class PretrainSettings:
-    """What the pretrain stage trains with: `model.*`, `objective.*`, `trainer.*`, the seed, and
-    where it starts."""
+    """What the pretrain stage trains with: `model.*`, `objective.*`, `trainer.*` and the seed
+    (where it starts is the run's `InitPoint`, given to the stage beside them)."""
 
     model: ModelSettings
     objective: ObjectiveSettings
     trainer: TrainerSettings
     seed: int
-    # `pretrain.init_from`: continue from these weights (a pretrain artifact directory; the
-    # pipeline resolves models:/name@alias URIs to one) instead of a random init.
-    init_from: str | None = None
     # Fractions of the budget (besides the end) whose weights are kept for the lift-vs-compute
     # curve; the pipeline passes `finetune.checkpoints`.
     keep_fractions: tuple[float, ...] = ()

@@ -1,4 +1,5 @@
-"""A run's config on its MLflow run: whole, secrets masked, and as params a table can group."""
+"""A run's config on its MLflow run: whole, secrets masked, and as params a table can group; and
+its summary's figures as the run's metrics."""
 
 from __future__ import annotations
 
@@ -28,3 +29,15 @@ def params_of(config: dict[str, Any]) -> dict[str, Any]:
     tasks = set(finetune.get("tasks") or [])
     catalog = {name: spec for name, spec in finetune["catalog"].items() if name in tasks}
     return {**config, "finetune": {**finetune, "catalog": catalog}}
+
+
+def log_summary(run: RunHandle, summary: dict[str, Any]) -> None:
+    """Each stage's figures of a run's summary (flows/summary.py) as `<stage>.<name>` metrics of
+    its parent run, so MLflow's table compares runs by them."""
+    run.log_metrics(
+        {
+            f"{stage}.{name}": value
+            for stage, outputs in summary["stages"].items()
+            for name, value in outputs.items()
+        }
+    )

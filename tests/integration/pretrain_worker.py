@@ -7,7 +7,7 @@ from pathlib import Path
 
 from flows.core.artifacts import ArtifactRef, ArtifactStore
 from flows.corpora import Corpus, CorpusSettings, open_corpus
-from flows.init_from_config import shape_keys
+from flows.stages.init_point import InitPoint, shape_keys
 from flows.stages.objectives import ObjectiveSettings
 from flows.stages.pretrain import pretrain
 from flows.stages.public_import import import_checkpoint
@@ -79,8 +79,9 @@ def continue_checkpoint(store: ArtifactStore, corpus: Corpus, folder: Path) -> A
     imported = import_checkpoint(folder, tokenizer, store)
     shards = build_shards(ShardSettings(seq_len=32), corpus, tokenizer, store)
     model = shape_keys(peek_checkpoint(folder))
-    settings = PretrainSettings(model, ObjectiveSettings(), TRAINER, 3, str(imported.path))
-    return pretrain(settings, shards, tokenizer, store)
+    settings = PretrainSettings(model, ObjectiveSettings(), TRAINER, 3)
+    start = InitPoint("checkpoint", folder).imported(imported)
+    return pretrain(settings, shards, tokenizer, store, start=start)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from flows.resolve import resolve_run
+from flows.stages import init_point
 from flows.summary import render_summary
 from tests.checkpoint_tokenizers import write_tokenizer
 from tests.checkpoints import tiny_checkpoint
@@ -53,12 +54,21 @@ def continued(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     model_type = request.param
     root = tmp_path_factory.mktemp(model_type)
     folder = checkpoint_folder(root, model_type)
-    summary = run_pipeline(root, f"pretrain.init_from={folder}")
-    return model_type, root, folder, summary
+    reads: list[Path] = []  # each directory whose lineage.json the run read
+    with pytest.MonkeyPatch.context() as patch:
+        real = init_point.read_lineage
+
+        def read_lineage(directory: Path) -> dict[str, Any] | None:
+            reads.append(directory)
+            return real(directory)
+
+        patch.setattr(init_point, "read_lineage", read_lineage)
+        summary = run_pipeline(root, f"pretrain.init_from={folder}")
+    return model_type, root, folder, summary, reads
 
 
 def test_the_tokenizer_is_imported_and_the_checkpoint_is_a_stage(continued: Any) -> None:
-    model_type, _, folder, summary = continued
+    model_type, _, folder, summary, _ = continued
     stages = summary["stages"]
     assert stages["tokenizer"]["imported_from"] == folder.name
     assert stages["checkpoint"]["model_type"] == model_type
@@ -73,7 +83,7 @@ def test_the_logits_survive_a_near_zero_step_and_the_export(continued: Any) -> N
     did: a mapping error anywhere on the way in or out would show at these weight scales."""
     from transformers import AutoModelForMaskedLM
 
-    model_type, _, folder, summary = continued
+    model_type, _, folder, summary, _ = continued
     exported = Path(summary["stages"]["pretrain"]["path"]) / "huggingface"
     theirs = AutoModelForMaskedLM.from_pretrained(exported).eval()
     assert type(theirs).__name__ == FAMILIES[model_type][1]
@@ -86,7 +96,7 @@ def test_the_logits_survive_a_near_zero_step_and_the_export(continued: Any) -> N
 
 
 def test_the_report_adds_the_base_arm_and_what_continuing_bought(continued: Any) -> None:
-    _, _, _, summary = continued
+    _, _, _, summary, _ = continued
     finetune = summary["stages"]["finetune"]
     for key in (
         "pydoc_topics.base_accuracy_mean",
@@ -106,7 +116,7 @@ def test_the_report_adds_the_base_arm_and_what_continuing_bought(continued: Any)
 
 
 def test_the_lineage_is_in_the_run_params_and_the_registry(continued: Any) -> None:
-    model_type, root, folder, summary = continued
+    model_type, root, folder, summary, _ = continued
     client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
     parent = summary["mlflow_run_id"]
     experiment = client.get_experiment_by_name("cloze")
@@ -124,9 +134,17 @@ def test_the_lineage_is_in_the_run_params_and_the_registry(continued: Any) -> No
     assert f"weights sha256 {weights_sha256[:16]}" in description
 
 
+def test_the_run_reads_the_lineage_once_where_the_checkpoint_is_imported(continued: Any) -> None:
+    """The starting point carries the lineage from the import on: the pretrain run's params,
+    the model's shape, the export as the checkpoint's class and the registry's description all
+    read it from there, not from lineage.json again."""
+    _, _, _, summary, reads = continued
+    assert reads == [Path(summary["stages"]["checkpoint"]["path"])]
+
+
 def test_a_second_adaptation_reuses_the_import_and_the_base_arm(continued: Any) -> None:
     """Other continued pretraining of the same checkpoint pairs with the same base runs."""
-    _, root, folder, summary = continued
+    _, root, folder, summary, _ = continued
     again = run_pipeline(root, f"pretrain.init_from={folder}", "trainer.max_steps=3")
     assert again["stages"]["checkpoint"]["cache_hit"]
     assert again["stages"]["pretrain"]["key"] != summary["stages"]["pretrain"]["key"]

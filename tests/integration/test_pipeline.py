@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -14,6 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from flows.resolve import resolve_run
 from flows.tracking.links import run_role
+from flows.tracking.runs import STEP_OFFSET_TAG
 from flows.training.precision_choice import resolve_precision
 from lightning_modules.models.serialization import load_masked_lm
 from tests.fakes import logits_match
@@ -162,6 +164,31 @@ def test_rerun_with_the_same_config_reuses_every_stage(root: Path, first: Any) -
     assert summary["stages"]["pretrain"]["key"] == first.result()["stages"]["pretrain"]["key"]
     children = child_runs(root, summary["mlflow_run_id"])
     assert all(run.data.tags["cloze.cache_hit"] == "true" for run in children.values())
+
+
+def test_a_run_continuing_the_pretrain_artifact_keys_it_by_content_and_counts_its_steps(
+    root: Path, first: Any
+) -> None:
+    """`pretrain.init_from` naming a pretrain artifact, as the lift experiments and the domain
+    refresh continue: the starting point, resolved once, enters the key by its content address,
+    the registry says where the model started, and `compare` counts the steps before it."""
+    from flows.pipeline import pretraining_pipeline
+
+    start = Path(first.result()["stages"]["pretrain"]["path"]).resolve()
+    continuation = [f"pretrain.init_from={start}", f"tokenizer.from_artifact={start}"]
+    steps = ["trainer.max_steps=4", "trainer.warmup_steps=1", "trainer.val_every_steps=4"]
+    resolved = resolve_run([*TINY, f"paths.root={root}", *continuation, *steps], "pretrain")
+    init = resolved.init
+    assert (init.kind, init.weights, init.identity) == ("artifact", start, f"pretrain:{start.name}")
+    summary = pretraining_pipeline(resolved)
+    continued = Path(summary["stages"]["pretrain"]["path"])
+    manifest = json.loads((continued / "manifest.json").read_text())
+    assert manifest["inputs"]["init_from"] == f"pretrain:{start.name}"
+    run = child_runs(root, summary["mlflow_run_id"])["pretrain"]
+    assert run.data.tags[STEP_OFFSET_TAG] == str(first.result()["stages"]["pretrain"]["steps"])
+    name, version = run.data.tags["cloze.registered_model"].split("/")
+    client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    assert f"continued from {start}." in client.get_model_version(name, version).description
 
 
 def test_changing_only_the_mask_rate_reuses_tokenizer_and_shards(root: Path, first: Any) -> None:

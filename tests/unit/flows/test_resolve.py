@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from flows import init_from_config
 from flows.__main__ import parse_args, resolve_runs
 from flows.core.config import compose_config
 from flows.core.settings import ConfigError
 from flows.orchestration import flow_runs
 from flows.orchestration.run_form import RunForm
 from flows.resolve import ResolvedRun, resolve_run
+from flows.stages import init_point
 from tests.checkpoint_tokenizers import write_tokenizer
 from tests.checkpoints import tiny_checkpoint
 
@@ -72,7 +72,7 @@ def test_a_checkpoint_is_adopted_once_per_run_where_it_enters_and_its_note_print
 ) -> None:
     from flows.pipeline import pretraining_pipeline
 
-    adoptions = counted(monkeypatch, init_from_config, "adopt_checkpoint")
+    adoptions = counted(monkeypatch, init_point, "adopt_checkpoint")
     overrides = tokenizer_run(tmp_path, greek_corpus, f"pretrain.init_from={checkpoint}")
     (resolved,) = resolve_runs(parse_args([*overrides, "--until", "tokenizer"]))
     summary = pretraining_pipeline(resolved)
@@ -96,7 +96,7 @@ def test_a_flow_run_given_only_its_config_resolves_it_once(
     config = resolve_run(
         tokenizer_run(tmp_path, greek_corpus, f"pretrain.init_from={checkpoint}"), "tokenizer"
     ).config
-    adoptions = counted(monkeypatch, init_from_config, "adopt_checkpoint")
+    adoptions = counted(monkeypatch, init_point, "adopt_checkpoint")
     resolutions = counted(monkeypatch, handoff, "resolve_run")
     pipeline.pipeline_flow(config, "tokenizer")
     assert (len(resolutions), len(adoptions)) == (1, 1)
@@ -160,7 +160,7 @@ def test_a_registered_checkpoint_is_adopted_once_by_the_pipeline_with_its_tracke
     source = f"{logged.info.artifact_uri}/model"
     version = tracker.client.create_model_version("medical", source, logged.info.run_id)
     tracker.client.set_registered_model_alias("medical", "base", version.version)
-    adoptions = counted(monkeypatch, init_from_config, "adopt_checkpoint")
+    adoptions = counted(monkeypatch, init_point, "adopt_checkpoint")
     summary = pretraining_pipeline(resolve_run(overrides, "tokenizer"))
     assert len(adoptions) == 1 and "checkpoint" in summary["stages"]  # imported, as a folder's
     assert caplog.text.count("pretrain.init_from: continuing the bert") == 1

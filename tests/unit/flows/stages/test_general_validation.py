@@ -7,7 +7,6 @@ on the domain moves its loss.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from pytorch_lightning.loggers import Logger
 from flows.core.artifacts import ArtifactRef
 from flows.plan import PipelinePlan
 from flows.stages.collators import make_collator
+from flows.stages.init_point import InitPoint
 from flows.stages.pretrain import general_masking, general_rows, pretrain
 from flows.stages.tokenizer import load_tokenizer
 from flows.stages.training_types import PretrainOutputs, PretrainSettings
@@ -105,9 +105,10 @@ def test_a_continuation_starts_from_the_general_loss_its_base_ended_on(
     weights identically, in another run."""
     base, _ = from_scratch
     recorded = Recorded()
-    settings = replace(settings_with_general(general_file), init_from=str(base.path))
+    start = InitPoint.of_artifact(base.path)
+    settings = settings_with_general(general_file)
     continued = pretrain(
-        settings, word_shards.shards, word_shards.tokenizer, word_shards.store, [recorded]
+        settings, word_shards.shards, word_shards.tokenizer, word_shards.store, [recorded], start
     )
     initial = PretrainOutputs.of(continued).initial_val_general_loss
     assert initial == pytest.approx(PretrainOutputs.of(base).validation["val_general_loss"])

@@ -1,4 +1,5 @@
-"""`pretrain.init_from`: the weights' identity enters the stage key; a misfit fails clearly."""
+"""`pretrain.init_from` naming weights (`InitPoint.of_artifact`): their identity enters the stage
+key; a misfit fails clearly."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import torch
 
 from flows.core.artifacts import ArtifactRef
 from flows.core.settings import ConfigError
-from flows.stages.pretrain import check_same_tokenizer, init_source, load_initial_weights
+from flows.stages.init_point import InitPoint
+from flows.stages.init_weights import check_loadable, check_same_tokenizer, load_initial_weights
 from lightning_modules.models.config import EncoderConfig
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.models.serialization import save_masked_lm
@@ -33,15 +35,19 @@ def saved(directory: Path, model: BertForMaskedLM, key: str | None = None) -> Pa
 def test_weights_are_copied_and_identified_by_content_not_path(tmp_path: Path) -> None:
     torch.manual_seed(0)
     source = tiny()
-    init = init_source(str(saved(tmp_path / "a", source)))
-    assert init is not None
-    moved = init_source(str(saved(tmp_path / "b", source)))
-    assert moved is not None and moved.identity == init.identity  # same weights, other path
+    init = InitPoint.of_artifact(saved(tmp_path / "a", source))
+    moved = InitPoint.of_artifact(saved(tmp_path / "b", source))
+    assert moved.identity == init.identity  # same weights, other path
     retrained = tiny()
-    other = init_source(str(saved(tmp_path / "c", retrained)))
-    assert other is not None and other.identity != init.identity
-    published = init_source(str(saved(tmp_path / "d", source, key="abc123")))
-    assert published is not None and published.identity == "pretrain:abc123"
+    other = InitPoint.of_artifact(saved(tmp_path / "c", retrained))
+    assert other.identity != init.identity
+    published = InitPoint.of_artifact(saved(tmp_path / "d", source, key="abc123"))
+    assert published.identity == "pretrain:abc123"
+    assert (published.kind, published.weights, published.lineage) == (
+        "artifact",
+        (tmp_path / "d").resolve(),
+        None,  # trained here, from random init: no checkpoint behind it
+    )
 
     target = tiny()
     load_initial_weights(target, init)
@@ -50,13 +56,12 @@ def test_weights_are_copied_and_identified_by_content_not_path(tmp_path: Path) -
 
 
 def test_a_different_vocabulary_or_a_missing_artifact_is_a_clear_error(tmp_path: Path) -> None:
-    init = init_source(str(saved(tmp_path / "a", tiny(vocab_size=120))))
-    assert init is not None
+    init = InitPoint.of_artifact(saved(tmp_path / "a", tiny(vocab_size=120)))
     with pytest.raises(ConfigError, match=r"vocab_size=120 \(this run: 200\).*same vocabulary"):
         load_initial_weights(tiny(vocab_size=200), init)
     with pytest.raises(ConfigError, match="is not a pretrain artifact directory"):
-        init_source(str(tmp_path / "missing"))
-    assert init_source(None) is None
+        check_loadable(InitPoint.of_artifact(tmp_path / "missing"))
+    assert InitPoint.of_adopted(None).weights is None  # from scratch: no weights to load
 
 
 def test_weights_trained_with_another_tokenizer_are_refused(tmp_path: Path) -> None:
@@ -65,8 +70,7 @@ def test_weights_trained_with_another_tokenizer_are_refused(tmp_path: Path) -> N
     manifest.write_text(
         json.dumps({"stage": "pretrain", "key": "abc123", "inputs": {"tokenizer": "tok-old"}})
     )
-    init = init_source(str(source))
-    assert init is not None
+    init = InitPoint.of_artifact(source)
 
     def tokenizer(key: str) -> ArtifactRef:
         return ArtifactRef("tokenizer", key, tmp_path / key, {}, cache_hit=True)

@@ -7,6 +7,7 @@ on the domain moves its loss.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 

@@ -200,6 +200,6 @@ def test_a_kind_its_format_cannot_hold_is_refused_naming_what_each_format_holds(
     assert str(refused.value) == (
         "finetune.catalog.t: format 'conll' cannot be kind 'classification' (pydoc_topics holds "
         "classification; glue holds classification or relation; csv holds classification, "
-        "relation or multi_label; conll holds token_classification; semeval2010 holds relation; squad holds "
-        "question_answering; jsonl, parquet and huggingface hold any kind)"
+        "relation or multi_label; conll holds token_classification; semeval2010 holds relation; "
+        "squad holds question_answering; jsonl, parquet and huggingface hold any kind)"
     )

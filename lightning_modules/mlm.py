@@ -177,8 +177,9 @@ class MaskedLanguageModelingModule(PretrainingModule):
                 log.info("head warm-up: the new MLM head trains alone for %d steps", steps)
             else:
                 log.info("head warm-up done at step %d: the whole model continues", steps)
-        loaders = self.trainer.val_dataloaders
-        if steps and self.global_step == steps and loaders and not self.head_warmup_validation:
+        if steps and self.global_step == steps and not self.head_warmup_validation:
+            if not (loaders := self.trainer.val_dataloaders):
+                return  # a fit without validation has nothing to measure from
             self.head_warmup_validation = self.validate_now(loaders)
             for logger in self.loggers:  # the curve's point there, as a validation logs it
                 logger.log_metrics(self.head_warmup_validation, step=steps)

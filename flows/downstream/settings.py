@@ -412,6 +412,11 @@ def recipe_text(recipe: Recipe, from_task: list[str]) -> str:
     scored = f" (chosen on {plural(recipe.grid_seeds, 'seed')})" if recipe.grid_seeds > 1 else ""
     if recipe.grid_pruning_margin is not None:
         scored += f" (a rate {recipe.grid_pruning_margin:g} behind the leader dropped)"
+    if recipe.grid_extensions:
+        scored += (
+            f" (grown by up to {plural(recipe.grid_extensions, 'rate')} past an end validation"
+            " chose)"
+        )
     dropout = (
         "" if recipe.encoder_dropout is None else f", encoder dropout {recipe.encoder_dropout:g}"
     )

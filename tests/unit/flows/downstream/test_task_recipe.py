@@ -78,6 +78,15 @@ def test_the_recipe_line_names_encoder_dropout_only_when_fine_tuning_sets_one() 
     assert "batch 32, encoder dropout 0.1," in recipe_text(Recipe(encoder_dropout=0.1), [])
 
 
+def test_the_recipe_line_says_when_the_grid_grows_past_its_end() -> None:
+    # The rates tried are then more than the configured ones: the line must not hide them.
+    assert "grown" not in recipe_text(Recipe(), [])
+    assert (
+        "learning rates 0.0001/0.0003/0.001 (grown by up to 2 rates past an end validation chose)"
+        in recipe_text(Recipe(grid_extensions=2), [])
+    )
+
+
 def test_a_task_on_another_recipe_than_its_own_is_named_with_what_differs() -> None:
     # An experiment's finetune.* applies to a task a user adds to it: 10 seeds, 1,000 examples.
     added = settings(AGNEWS, "experiment=domain_lift_pubmed", "finetune.tasks=[agnews]")

@@ -82,8 +82,6 @@ class RefreshSettings(Settings):
     """Whether a higher `metric` is better."""
     margin: Annotated[Number, bounds(ge=0)] = 0.0
     """Promote only when the challenger wins by more than this."""
-    base_model: str | None = None
-    """First run (no champion yet): its pretrain.init_from; null: from scratch."""
     max_general_loss_increase: Annotated[Number, bounds(ge=0)] | None = None
     """Refuse a challenger whose general validation loss rose more than this; null: off."""
 

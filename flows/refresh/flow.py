@@ -12,6 +12,7 @@ the stages are the pipeline's own tasks, so caching, tracking and Prefect option
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -26,6 +27,7 @@ from flows.core.artifacts import MANIFEST_FILE, ArtifactRef, ArtifactStore, file
 from flows.core.paths import RunPaths
 from flows.core.settings import ConfigError
 from flows.core.tables import markdown_table
+from flows.corpora.base import Corpus
 from flows.corpora.file_source import resolve_paths
 from flows.downstream.statistics.base_report import is_worse_than_base
 from flows.orchestration.flow_runs import (
@@ -37,7 +39,14 @@ from flows.orchestration.flow_runs import (
 )
 from flows.orchestration.registry import CHALLENGER, CHAMPION
 from flows.orchestration.run_form import NO_EXPERIMENT, Experiment, described_by_form
-from flows.pipeline import StageContext, finetune_task, pretrain_task, shards_task, tokenizer_task
+from flows.pipeline import (
+    StageContext,
+    checkpoint_task,
+    finetune_task,
+    pretrain_task,
+    shards_task,
+    tokenizer_task,
+)
 from flows.plan import PipelinePlan, RefreshSettings, RunConfig
 from flows.refresh.fingerprints import (
     CorpusChanges,
@@ -57,52 +66,87 @@ from flows.tracking.prefect_logs import report_progress_to_prefect
 from flows.tracking.run_config import log_config
 from flows.tracking.runs import Tracker
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class StartingPoint:
-    """The model a refresh continues from and the tokenizer it must keep."""
+    """The weights a refresh continues, the tokenizer it must keep, and what scores them."""
 
-    pretrain: ArtifactRef
+    init: InitPoint
     tokenizer: ArtifactRef
-    version: str | None  # the champion's registry version; None for a configured base model
-    init: InitPoint  # the same weights as the starting point pretraining reads
+    champion: ArtifactRef | None = None  # the champion's pretrain artifact, fine-tuned beside
+    version: str | None = None  # the champion's registry version
+    base: ArtifactRef | None = None  # an imported checkpoint: the challenger's `base` arm
 
 
 def published_pretrain(path: Path) -> ArtifactRef:
     """The pretrain artifact at `path`, read by the store it lives in (`<root>/pretrain/<key>`)."""
-    found = ArtifactStore(path.parents[1]).lookup(path.parent.name, path.name)
+    found = (
+        ArtifactStore(path.parents[1]).lookup(path.parent.name, path.name)
+        if (path / MANIFEST_FILE).is_file()
+        else None
+    )
     if found is None or found.stage != "pretrain":
         raise ConfigError(f"{path} is not a published pretrain artifact (no {MANIFEST_FILE})")
     return found
 
 
-def starting_point(
-    tracker: Tracker, store: ArtifactStore, refresh: RefreshSettings
-) -> StartingPoint | None:
-    """The champion; on the first run the configured base model; or None (from scratch)."""
-    champion = tracker.version_by_alias(refresh.model_name, CHAMPION)
-    if champion is not None:
-        path = tracker.resolve_model_uri(f"models:/{refresh.model_name}@{CHAMPION}")
-    elif refresh.base_model is not None:
-        base = refresh.base_model
-        path = tracker.resolve_model_uri(base) if base.startswith("models:/") else Path(base)
-    else:
+def champion_start(tracker: Tracker, store: ArtifactStore, name: str) -> StartingPoint | None:
+    """The registered model `name`'s champion with its tokenizer; None before the first one."""
+    champion = tracker.version_by_alias(name, CHAMPION)
+    if champion is None:
         return None
-    pretrained = published_pretrain(path)
-    tokenizer = reused_tokenizer(str(path), store)  # continued pretraining keeps the vocabulary
-    version = None if champion is None else champion.version
-    return StartingPoint(pretrained, tokenizer, version, InitPoint.of_artifact(pretrained.path))
+    pretrained = published_pretrain(tracker.resolve_model_uri(f"models:/{name}@{CHAMPION}"))
+    tokenizer = reused_tokenizer(str(pretrained.path), store)  # the vocabulary must not move
+    return StartingPoint(
+        InitPoint.of_artifact(pretrained.path), tokenizer, pretrained, champion.version
+    )
+
+
+def first_start(ctx: StageContext, corpus: Corpus) -> StartingPoint:
+    """Where a domain's first refresh starts: `pretrain.init_from`, as a pipeline run would.
+
+    From scratch, with a tokenizer trained on the corpus; a pretrain artifact (or the `models:/`
+    URI it was given as) with its own tokenizer; or a `transformers` checkpoint, imported with
+    its tokenizer and kept as the `base` arm, so a first challenger that continuing made worse
+    than the checkpoint is not promoted.
+    """
+    init = ctx.plan.init
+    if init.kind == "artifact" and init.weights is not None:
+        pretrained = published_pretrain(init.weights)
+        return StartingPoint(init, reused_tokenizer(str(pretrained.path), ctx.store))
+    tokenizer = tokenizer_task(ctx, corpus)
+    if ctx.plan.checkpoint is None:
+        return StartingPoint(SCRATCH, tokenizer)
+    base, imported = checkpoint_task(ctx, tokenizer)
+    return StartingPoint(imported, tokenizer, base=base)
+
+
+def without_head_warmup(plan: PipelinePlan) -> PipelinePlan:
+    """`plan` continuing a champion: its MLM head is trained, so no step trains it alone (a
+    checkpoint without a head gave the first refresh `pretrain.head_warmup_steps`)."""
+    if not plan.pretrain.head_warmup_steps:
+        return plan
+    log.info(
+        "pretrain.head_warmup_steps=%d set aside: the champion's MLM head is trained",
+        plan.pretrain.head_warmup_steps,
+    )
+    return replace(plan, pretrain=replace(plan.pretrain, head_warmup_steps=0))
 
 
 def refresh_models(
     ctx: StageContext, refresh: RefreshSettings, changes: CorpusChanges
 ) -> dict[str, Any]:
     """Shards the new files, trains the challenger, scores both, moves the aliases."""
-    start = starting_point(ctx.tracker, ctx.store, refresh)
     corpus = ctx.plan.open_corpus(ctx.plan.corpus.model_copy(update={"paths": changes.to_train}))
-    tokenizer = start.tokenizer if start else tokenizer_task(ctx, corpus)
-    shards = shards_task(ctx, corpus, tokenizer)
-    pretrained = pretrain_task(ctx, shards, tokenizer, start.init if start else SCRATCH)
+    start = champion_start(ctx.tracker, ctx.store, refresh.model_name)
+    if start is None:
+        start = first_start(ctx, corpus)
+    else:
+        ctx = replace(ctx, plan=without_head_warmup(ctx.plan))
+    shards = shards_task(ctx, corpus, start.tokenizer)
+    pretrained = pretrain_task(ctx, shards, start.tokenizer, start.init)
     version = ctx.tracker.version_for_artifact(refresh.model_name, pretrained.key)
     if version is None:
         raise ConfigError(
@@ -110,22 +154,24 @@ def refresh_models(
             "registry; domain-refresh needs a model with a Hugging Face export (post-LN)"
         )
     ctx.tracker.set_alias(refresh.model_name, CHALLENGER, version.version)
-    challenger_ref = finetune_task(ctx, pretrained, tokenizer, label="finetune-challenger")
+    challenger_ref = finetune_task(
+        ctx, pretrained, start.tokenizer, label="finetune-challenger", base=start.base
+    )
     challenger = metric_value(challenger_ref.outputs, refresh.metric)
     champion = (
-        metric_value(
-            finetune_task(ctx, start.pretrain, tokenizer, label="finetune-champion").outputs,
+        None
+        if start.champion is None
+        else metric_value(
+            finetune_task(ctx, start.champion, start.tokenizer, label="finetune-champion").outputs,
             refresh.metric,
         )
-        if start is not None and start.version is not None
-        else None
     )
     worse = tuple(
         task
         for task in challenger_ref.outputs.get("tasks", [])
         if is_worse_than_base(challenger_ref.outputs, task)
     )
-    forgetting = general_forgetting(pretrained, refresh) if start is not None else None
+    forgetting = general_forgetting(pretrained, refresh) if start.init != SCRATCH else None
     decision = decide(
         challenger, champion, refresh.margin, refresh.higher_is_better, worse, forgetting
     )
@@ -151,9 +197,9 @@ def refresh_models(
         "challenger_score": decision.challenger_score,
         "champion_score": decision.champion_score,
         "challenger_version": version.version,
-        "champion_version": version.version if decision.promote else start and start.version,
-        "previous_champion_version": start.version if start else None,
-        "continued_from": str(start.pretrain.path) if start else "random init",
+        "champion_version": version.version if decision.promote else start.version,
+        "previous_champion_version": start.version,
+        "continued_from": "random init" if start.init.path is None else str(start.init.path),
         "shards_key": shards.key,
         "train_documents": ShardOutputs.of(shards).train_documents,
         **general_losses(pretrained, forgetting),
@@ -276,11 +322,13 @@ def refresh_domain(resolved: ResolvedRun, domain: str) -> dict[str, Any]:
     refresh = run.refresh
     manifest, changes = scan(run, domain)
     print(f"domain {domain}: {changes.describe()}")
-    base = PipelinePlan.from_run_config(run, init=resolved.init)
+    paths = RunPaths.from_settings(run.paths)
+    tracker = Tracker.for_run(run.tracking, paths)
+    if resolved.registry_uri is not None:  # `pretrain.init_from=models:/...`: only it can look up
+        resolved = resolved.from_registry(tracker.resolve_model_uri)
+    base = PipelinePlan.from_run_config(resolved.run, init=resolved.init)
     tracking = base.tracking.model_copy(update={"registered_model": refresh.model_name})
     plan = replace(base, tracking=tracking)
-    paths = RunPaths.from_settings(run.paths)
-    tracker = Tracker.for_run(plan.tracking, paths)
     tracker.identity = current_identity()
     parent = tracker.start_run("domain-refresh", tags={"cloze.refresh.domain": domain})
     log_config(parent, resolved.config)

@@ -3,7 +3,9 @@
 One run: fingerprint the corpus files against the manifest of the last successful run; shard
 only the new and changed files, with the tokenizer of the model we continue from (the vocabulary
 must not move under trained embeddings); continue pretraining from the domain's `champion`
-(MLflow registry alias); fine-tune challenger and champion with the same recipe; register the
+(MLflow registry alias), or on the first run from `pretrain.init_from` (a public checkpoint, then
+the `base` arm the challenger must not fall below); fine-tune challenger and champion with the
+same recipe; register the
 result as `challenger` and promote it to `champion` only if it wins by `refresh.margin`. The
 manifest moves forward only when all of that succeeded. One refresh of a domain runs at a time
 (a lock beside its manifest): a second one waits, then sees what the first recorded. Wiring only:

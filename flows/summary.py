@@ -65,17 +65,31 @@ def pretraining_result(pre: PretrainOutputs) -> str:
 
 
 def forgetting_text(pre: PretrainOutputs) -> str:
-    """`; domain loss -1.21, general loss +0.08 (3.10 -> 3.18, accuracy 0.41 -> 0.40)`: what
-    the run learned beside what it forgot (`pretrain.general_validation`); empty when off."""
+    """`; domain loss -1.21, general loss +0.08 [+0.05, +0.11] (3.10 -> 3.18, accuracy 0.41 ->
+    0.40 [-0.021, -0.004]; 95% paired bootstrap over the general rows)`: what the run learned
+    beside what it forgot (`pretrain.general_validation`); empty when off."""
     change, before, val = pre.general_loss_change, pre.before, pre.validation
     if change is None:
         return ""
     since = " since the head warm-up" if pre.head_warmup_validation is not None else ""
+    interval = pre.general_change_interval or {}
+    method = (
+        f"; {interval['confidence']:.0%} paired bootstrap over the general rows" if interval else ""
+    )
     return (
         f"; domain loss {pre.val_loss - before['val_loss']:+.2f}, general loss {change:+.2f}"
-        f"{since} ({before['val_general_loss']:.3f} -> {val['val_general_loss']:.3f}, accuracy "
-        f"{before['val_general_accuracy']:.3f} -> {val['val_general_accuracy']:.3f})"
+        f"{bounds_text(interval, 'loss')}{since} ({before['val_general_loss']:.3f} -> "
+        f"{val['val_general_loss']:.3f}, accuracy {before['val_general_accuracy']:.3f} -> "
+        f"{val['val_general_accuracy']:.3f}{bounds_text(interval, 'accuracy', 3)}{method})"
     )
+
+
+def bounds_text(interval: dict[str, float], measure: str, digits: int = 2) -> str:
+    """` [+0.05, +0.11]`: a change's interval (empty when the artifact holds none)."""
+    if not interval:
+        return ""
+    low, high = interval[f"{measure}_low"], interval[f"{measure}_high"]
+    return f" [{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
 def downstream_result(line: TaskFigures, confidence: float) -> list[str]:

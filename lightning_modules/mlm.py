@@ -16,6 +16,8 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
 from lightning_modules.data.distributed import LOSS_WEIGHT, sum_over_ranks
+from lightning_modules.data.mlm_datamodule import GENERAL_ROW
+from lightning_modules.models.config import IGNORE_INDEX
 from lightning_modules.models.heads import BertForMaskedLM
 from lightning_modules.optim import optimizer_config
 from lightning_modules.optim_settings import OptimizerSettings
@@ -151,15 +153,22 @@ class MaskedLanguageModelingModule(PretrainingModule):
         general_validation: bool = False,
     ) -> None:
         """`general_validation`: a second validation loader (dataloader_idx 1) holds general
-        text, logged as `val_general/loss` and `val_general/accuracy`: what the model forgot."""
+        text, logged as `val_general/loss` and `val_general/accuracy`: what the model forgot.
+        Each of its rows' figures are kept too (`general_rows`), so the change between two
+        validations gets an interval from a paired bootstrap over the rows."""
         # Token-weighted sums: total loss, correct predictions, tokens; cosine to base, tokens;
         # the general rows' total loss, correct predictions, tokens.
         super().__init__(model, optimizer, throughput, validation_sums=8)
         self.general_validation = general_validation
         self._base: list[nn.Module] = []  # a list: not a submodule, so never in a checkpoint
+        # The last validation's general rows, one per row: [loss sum, correct, masked tokens],
+        # summed over ranks (None before the first, or when off).
+        self.general_rows: torch.Tensor | None = None
+        self._general_row_sums = torch.zeros(0, 3, dtype=torch.float64)
         # Validation at the head warm-up's end (`val/loss`, ...; empty without a warm-up): the
         # "before" of what the run learned and forgot. Step 0's fresh head scores chance there.
         self.head_warmup_validation: dict[str, float] = {}
+        self.head_warmup_general_rows: torch.Tensor | None = None
 
     def track_drift_from(self, base: nn.Module) -> None:
         """Logs `train/cosine_to_base` at each validation: the mean cosine similarity of the
@@ -181,6 +190,7 @@ class MaskedLanguageModelingModule(PretrainingModule):
             if not (loaders := self.trainer.val_dataloaders):
                 return  # a fit without validation has nothing to measure from
             self.head_warmup_validation = self.validate_now(loaders)
+            self.head_warmup_general_rows = self.general_rows
             for logger in self.loggers:  # the curve's point there, as a validation logs it
                 logger.log_metrics(self.head_warmup_validation, step=steps)
 
@@ -191,6 +201,7 @@ class MaskedLanguageModelingModule(PretrainingModule):
         over ranks (every rank reaches this step together), named as logged (`val/loss`, ...)."""
         self.throughput.pause()
         self._validation_sums.zero_()
+        self.reset_general_rows(loaders)
         self.eval()
         with torch.no_grad(), self.trainer.precision_plugin.forward_context():
             for index, loader in enumerate(loaders if isinstance(loaders, list) else [loaders]):
@@ -198,16 +209,42 @@ class MaskedLanguageModelingModule(PretrainingModule):
                     self.validation_step(move_data_to_device(batch, self.device), 0, index)
         self.train()
         figures = self.validation_figures(sum_over_ranks(self._validation_sums).tolist())
+        self.keep_general_rows()
         self._validation_sums.zero_()
         self.throughput.resume()
         return {name: value for name, value in figures.items() if name.startswith("val")}
 
+    def on_validation_epoch_start(self) -> None:
+        super().on_validation_epoch_start()
+        self.reset_general_rows(self.trainer.val_dataloaders)
+
+    def on_validation_epoch_end(self) -> None:
+        super().on_validation_epoch_end()
+        if not self.trainer.sanity_checking:
+            self.keep_general_rows()
+
+    def reset_general_rows(self, loaders: DataLoader | list[DataLoader] | None) -> None:
+        """One zeroed row of sums per general row: the general loader is the second one."""
+        if self.general_validation and isinstance(loaders, list) and len(loaders) > 1:
+            rows = len(loaders[1].dataset)  # type: ignore[arg-type]
+            self._general_row_sums = torch.zeros(rows, 3, dtype=torch.float64)
+
+    def keep_general_rows(self) -> None:
+        if len(self._general_row_sums):
+            self.general_rows = sum_over_ranks(self._general_row_sums)
+
     def on_save_checkpoint(self, checkpoint: dict[str, object]) -> None:
         checkpoint["head_warmup_validation"] = self.head_warmup_validation  # kept across resumes
+        if self.head_warmup_general_rows is not None:
+            checkpoint["head_warmup_general_rows"] = self.head_warmup_general_rows.tolist()
 
     def on_load_checkpoint(self, checkpoint: dict[str, object]) -> None:
         saved = checkpoint.get("head_warmup_validation", {})
         self.head_warmup_validation = dict(saved) if isinstance(saved, dict) else {}
+        rows = checkpoint.get("head_warmup_general_rows")
+        self.head_warmup_general_rows = (
+            None if rows is None else torch.tensor(rows, dtype=torch.float64)
+        )
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         """During the head warm-up the encoder (and the word table the decoder is tied to) takes
@@ -249,18 +286,32 @@ class MaskedLanguageModelingModule(PretrainingModule):
             batch.get("document_ids"),
         )
         output = self.model(ids, batch["labels"], mask, documents)
+        if dataloader_idx == 1:  # the general rows
+            self.add_general_rows(batch, output.logits, output.targets)
+            return
         count = output.targets.numel()
         correct = (output.logits.argmax(-1) == output.targets).sum()
         scored = [float(output.loss) * count, float(correct), float(count)]
-        if dataloader_idx == 1:  # the general rows
-            self._validation_sums[5:] += torch.tensor(scored, dtype=torch.float64)
-            return
         drift = (0.0, 0.0)
         if self._base:
             base = self._base[0].to(ids.device)
             hidden = self.model.encoder(ids, mask, document_ids=documents)
             drift = token_cosine_sums(hidden, base(ids, mask, document_ids=documents), mask)
         self._validation_sums[:5] += torch.tensor([*scored, *drift], dtype=torch.float64)
+
+    def add_general_rows(
+        self, batch: dict[str, torch.Tensor], logits: torch.Tensor, targets: torch.Tensor
+    ) -> None:
+        """Adds each masked token's loss, whether it was predicted, and 1 to its row's sums,
+        and their totals to the validation sums: the logits are those of the labelled
+        positions in row-major order (`BertForMaskedLM`), so each one's row is known."""
+        picked = (batch["labels"] != IGNORE_INDEX).nonzero()[:, 0]
+        losses = F.cross_entropy(logits.float(), targets, reduction="none")
+        correct = logits.argmax(-1) == targets
+        scored = torch.stack([losses, correct.float(), torch.ones_like(losses)], 1).double().cpu()
+        rows = batch[GENERAL_ROW].cpu().index_select(0, picked.cpu())
+        self._general_row_sums.index_add_(0, rows, scored)
+        self._validation_sums[5:] += scored.sum(0)
 
     def validation_figures(self, sums: list[float]) -> dict[str, float]:
         loss_sum, correct, count, cosine_sum, tokens, general_loss, general_correct, general = sums

@@ -215,8 +215,12 @@ def general_forgetting(pretrained: ArtifactRef, refresh: RefreshSettings) -> For
     before = outputs.before.get("val_general_loss")
     if before is None:
         return None
+    interval = outputs.general_change_interval
     return Forgetting(
-        before, outputs.validation["val_general_loss"], refresh.max_general_loss_increase
+        before,
+        outputs.validation["val_general_loss"],
+        refresh.max_general_loss_increase,
+        None if interval is None else (interval["loss_low"], interval["loss_high"]),
     )
 
 
@@ -224,10 +228,14 @@ def general_losses(pretrained: ArtifactRef, forgetting: Forgetting | None) -> di
     """The report's general validation losses: the challenger's whenever measured, the model's
     it continued (the champion, or the base model on a first run) beside it."""
     if forgetting is not None:
-        return {
+        losses = {
             "champion_general_loss": forgetting.before,
             "challenger_general_loss": forgetting.after,
         }
+        if forgetting.interval is not None:
+            low, high = forgetting.interval
+            losses |= {"general_loss_increase_low": low, "general_loss_increase_high": high}
+        return losses
     general = PretrainOutputs.of(pretrained).validation.get("val_general_loss")
     return {} if general is None else {"challenger_general_loss": general}
 
@@ -273,6 +281,8 @@ def record(parent: Any, result: dict[str, Any]) -> None:
                 "champion_score",
                 "challenger_general_loss",
                 "champion_general_loss",
+                "general_loss_increase_low",
+                "general_loss_increase_high",
                 "new_files",
                 "changed_files",
             )

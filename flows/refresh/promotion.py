@@ -48,10 +48,20 @@ class Forgetting:
     before: float
     after: float
     max_increase: float | None
+    # The increase's paired bootstrap interval over the general rows (None: an artifact that
+    # kept no rows); the judgement reads the increase itself, the report shows both.
+    interval: tuple[float, float] | None = None
 
     @property
     def increase(self) -> float:
         return self.after - self.before
+
+    @property
+    def increase_text(self) -> str:
+        """`+0.0500 [+0.0310, +0.0690]`: the rise, with its interval when known."""
+        if self.interval is None:
+            return f"{self.increase:+.4f}"
+        return f"{self.increase:+.4f} [{self.interval[0]:+.4f}, {self.interval[1]:+.4f}]"
 
     @property
     def too_much(self) -> bool:
@@ -85,7 +95,7 @@ def decide(
         return Decision(
             False,
             f"it forgot general text: its general validation loss rose by "
-            f"{forgetting.increase:+.4f} ({forgetting.before:.4f} -> {forgetting.after:.4f}) over "
+            f"{forgetting.increase_text} ({forgetting.before:.4f} -> {forgetting.after:.4f}) over "
             f"the model it continued, more than refresh.max_general_loss_increase="
             f"{forgetting.max_increase}",
             challenger,

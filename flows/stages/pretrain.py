@@ -25,6 +25,7 @@ from flows.core.artifacts import (
 from flows.core.settings import output_settings
 from flows.corpora.formats import CorpusInputError
 from flows.stages.collators import make_collator
+from flows.stages.forgetting import general_change_interval, initial_rows, save_initial_rows
 from flows.stages.init_point import LINEAGE_FILE, SCRATCH, InitPoint
 from flows.stages.init_source import HUGGINGFACE_DIR
 from flows.stages.init_weights import (
@@ -247,6 +248,7 @@ def train_on_rank(job: PretrainJob, directory: Path) -> dict[str, Any]:
         initial_val_general_loss=initial.get("val_general_loss"),
         initial_val_general_accuracy=initial.get("val_general_accuracy"),
         head_warmup_validation=warmup_validation(module),
+        general_change_interval=general_change(module, work_dir, settings.seed),
     ).to_manifest()
 
 
@@ -256,6 +258,18 @@ def warmup_validation(module: pl.LightningModule) -> dict[str, float] | None:
         return None
     figures = module.head_warmup_validation
     return {name.replace("/", "_"): value for name, value in figures.items()} if figures else None
+
+
+def general_change(
+    module: pl.LightningModule, work_dir: Path, seed: int
+) -> dict[str, float] | None:
+    """The interval of the general loss's and accuracy's change from the run's "before" (the
+    head warm-up's end, or step 0) to its last validation; None when not measured."""
+    if not isinstance(module, MaskedLanguageModelingModule) or module.general_rows is None:
+        return None
+    warmed = bool(module.head_warmup_validation)
+    before = module.head_warmup_general_rows if warmed else initial_rows(work_dir)
+    return None if before is None else general_change_interval(before, module.general_rows, seed)
 
 
 def general_masking(rows: Path | None, trained: TrainedTokenizer, seed: int) -> GeneralRows | None:
@@ -444,7 +458,8 @@ def initial_validation(
 ) -> dict[str, float]:
     """Validation of the untrained (or continued) model at step 0, logged like every later one:
     its loss, and the general text's loss and accuracy when measured (`val_loss`,
-    `val_general_loss`, ...); kept across resumes as the 'before' of the curve."""
+    `val_general_loss`, ...); kept across resumes as the 'before' of the curve, with the general
+    rows' own figures (flows/stages/forgetting.py)."""
     saved = work_dir / "initial_validation.json"
     known = broadcast_from_rank_zero(
         json.loads(saved.read_text()) if is_rank_zero() and saved.is_file() else None
@@ -457,5 +472,7 @@ def initial_validation(
     }
     if trainer.is_global_zero:
         work_dir.mkdir(parents=True, exist_ok=True)
+        if isinstance(module, MaskedLanguageModelingModule):
+            save_initial_rows(module.general_rows, work_dir)  # before the figures that mark done
         replace_json(saved, initial)  # a kill mid-write must not break resume
     return initial

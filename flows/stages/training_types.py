@@ -106,6 +106,10 @@ class PretrainOutputs(TrainingRunOutputs):
     # A checkpoint's fresh MLM head trained alone first: the validation at that warm-up's end
     # (`val_loss`, `val_general_loss`, ...), the base encoder under a fitted head. None: no warm-up.
     head_warmup_validation: dict[str, float] | None = None
+    # The general loss's and accuracy's change from `before` to the end: a paired bootstrap over
+    # the general rows (`loss_low`, `loss_high`, `accuracy_low`, `accuracy_high`, `confidence`;
+    # flows/stages/forgetting.py). None: not measured.
+    general_change_interval: dict[str, float] | None = None
 
     @property
     def val_loss(self) -> float:

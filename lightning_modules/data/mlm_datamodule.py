@@ -75,6 +75,9 @@ class DocumentMarks:
 
 # Added to the seed for the general rows' fixed masks: other draws than the domain rows'.
 GENERAL_MASK_SEED_OFFSET = 104729
+# Each general row's position in the set, in its batches: the module keeps every row's figures,
+# so the change between two validations is paired row by row (ranks see other rows).
+GENERAL_ROW = "general_row"
 
 
 @dataclass(frozen=True)
@@ -159,9 +162,8 @@ class MaskedLMDataModule(pl.LightningDataModule):
             verify_shards(general_dir, index)
             rows = PackedSequenceDataset(general_dir, index, "validation")
             count = min(len(rows), self.max_validation_sequences)
-            self.general_set = self.masked_once(
-                rows, count, self.general.collator, GENERAL_MASK_SEED_OFFSET
-            )
+            masked = self.masked_once(rows, count, self.general.collator, GENERAL_MASK_SEED_OFFSET)
+            self.general_set = FixedMaskDataset({**masked.batch, GENERAL_ROW: torch.arange(count)})
 
     def masked_once(
         self, rows: PackedSequenceDataset, count: int, collator: MaskingCollator, offset: int

@@ -58,6 +58,15 @@ def test_a_challenger_that_forgot_more_general_text_than_the_bound_is_not_promot
         )
 
 
+def test_the_refusal_shows_the_rise_with_its_interval_over_the_rows() -> None:
+    forgetting = Forgetting(3.10, 3.18, 0.05, interval=(0.061, 0.099))
+    decision = decide(0.60, 0.50, 0.0, forgetting=forgetting)
+    assert not decision.promote
+    assert (
+        "general validation loss rose by +0.0800 [+0.0610, +0.0990] (3.1000 -> " in decision.reason
+    )
+
+
 def test_the_metric_is_any_numeric_finetune_output_and_the_error_lists_them() -> None:
     outputs = {"sst2.pretrained_accuracy_mean": 0.8, "labels": ["a", "b"], "resumed": True}
     assert metric_value(outputs, "sst2.pretrained_accuracy_mean") == 0.8

@@ -18,6 +18,7 @@ from pytorch_lightning.loggers import Logger
 from flows.core.artifacts import ArtifactRef
 from flows.plan import PipelinePlan
 from flows.stages.collators import make_collator
+from flows.stages.forgetting import LOSS, TOKENS, general_change_interval
 from flows.stages.init_point import InitPoint
 from flows.stages.pretrain import general_masking, general_rows, pretrain
 from flows.stages.tokenizer import load_tokenizer
@@ -155,8 +156,57 @@ def test_the_summary_shows_what_the_run_learned_and_what_it_forgot(
     out = PretrainOutputs.of(ref)
     line = stage_figures("pretrain", ref.outputs)
     domain = out.val_loss - out.initial_val_loss
-    assert f"; domain loss {domain:+.2f}, general loss {out.general_loss_change:+.2f} (" in line
+    interval = out.general_change_interval
+    assert interval is not None
+    change = out.general_loss_change
+    bounds = f"[{interval['loss_low']:+.2f}, {interval['loss_high']:+.2f}]"
+    assert f"; domain loss {domain:+.2f}, general loss {change:+.2f} {bounds} (" in line
     assert f"{out.initial_val_general_loss:.3f} -> {out.validation['val_general_loss']:.3f}" in line
+    assert line.endswith("; 95% paired bootstrap over the general rows)")
+
+
+def test_the_general_change_has_a_paired_interval_over_the_rows_around_it(
+    from_scratch: tuple[ArtifactRef, Recorded],
+) -> None:
+    out = PretrainOutputs.of(from_scratch[0])
+    interval = out.general_change_interval
+    assert interval is not None and interval["confidence"] == 0.95
+    change = out.general_loss_change
+    assert change is not None and interval["loss_low"] <= change <= interval["loss_high"]
+    accuracy = out.validation["val_general_accuracy"] - out.before["val_general_accuracy"]
+    assert interval["accuracy_low"] <= accuracy <= interval["accuracy_high"]
+    assert interval["loss_low"] < interval["loss_high"]  # rows differ: a real spread
+
+
+def test_a_change_every_row_shares_is_known_exactly_and_none_is_zero() -> None:
+    before = torch.tensor([[12.0, 2.0, 6.0], [3.0, 1.0, 2.0], [0.0, 0.0, 0.0], [9.0, 3.0, 4.0]])
+    shifted = before.clone()
+    shifted[:, LOSS] += 0.5 * before[:, TOKENS]  # +0.5 per token, in every row
+    interval = general_change_interval(before, shifted, seed=0)
+    assert interval["loss_low"] == pytest.approx(0.5) and interval["loss_high"] == pytest.approx(
+        0.5
+    )
+    assert interval["accuracy_low"] == interval["accuracy_high"] == 0.0
+    unchanged = general_change_interval(before, before, seed=0)
+    assert unchanged["loss_low"] == unchanged["loss_high"] == 0.0
+
+
+def test_rows_that_disagree_widen_the_interval_and_the_same_seed_repeats_it() -> None:
+    generator = torch.Generator().manual_seed(1)
+    tokens = torch.full((200,), 20.0, dtype=torch.float64)
+    before = torch.stack([2.0 * tokens, 0.5 * tokens, tokens], 1)
+    after = before.clone()
+    after[:, LOSS] += tokens * torch.randn(200, generator=generator, dtype=torch.float64)
+    interval = general_change_interval(before, after, seed=3)
+    mean = float((after[:, LOSS] - before[:, LOSS]).sum() / tokens.sum())
+    assert interval["loss_low"] < mean < interval["loss_high"]
+    assert 0.2 < interval["loss_high"] - interval["loss_low"] < 0.4  # about 4 x 1 / sqrt(200)
+    assert general_change_interval(before, after, seed=3) == interval
+
+
+def test_rows_before_and_after_must_be_the_same_rows() -> None:
+    with pytest.raises(ValueError, match=r"before \(4, 3\) and after \(5, 3\) differ"):
+        general_change_interval(torch.zeros(4, 3), torch.zeros(5, 3), seed=0)
 
 
 def test_after_a_head_warmup_learning_and_forgetting_are_measured_from_its_end(
@@ -171,6 +221,7 @@ def test_after_a_head_warmup_learning_and_forgetting_are_measured_from_its_end(
     warmup_end = {"val_loss": 3.0, "val_accuracy": 0.3, "val_general_loss": 2.5}
     warmup_end["val_general_accuracy"] = 0.4
     outputs = {**ref.outputs, "head_warmup_validation": warmup_end}
+    del outputs["general_change_interval"]  # the run's is from step 0; and an older artifact's
     out = PretrainOutputs.from_manifest(outputs)
     assert out.before == warmup_end
     assert out.general_loss_change == pytest.approx(out.validation["val_general_loss"] - 2.5)
@@ -227,7 +278,12 @@ def test_a_refresh_reads_the_loss_before_and_after_from_the_challengers_run(
         out.validation["val_general_loss"],
     )
     assert forgetting.too_much is (forgetting.increase > 0.0)
+    interval = out.general_change_interval
+    assert interval is not None
+    assert forgetting.interval == (interval["loss_low"], interval["loss_high"])
     assert general_losses(ref, forgetting) == {
         "champion_general_loss": forgetting.before,
         "challenger_general_loss": forgetting.after,
+        "general_loss_increase_low": interval["loss_low"],
+        "general_loss_increase_high": interval["loss_high"],
     }

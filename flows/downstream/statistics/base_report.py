@@ -61,7 +61,7 @@ def base_verdict(outputs: dict[str, Any], task: str, confidence: float) -> list[
         f"{outputs[prefix]:+.3f}; {confidence:.0%} CI paired t over seeds "
         f"{interval(f'{prefix}_ci_low', f'{prefix}_ci_high')}, bootstrap over test examples "
         f"{interval(f'{prefix}_bootstrap_low', f'{prefix}_bootstrap_high')}",
-        f"  {verdict_words(outputs, prefix)}; base checkpoint "
+        f"  {verdict_words(outputs, prefix)}{provisional_words(outputs, task)}; base checkpoint "
         f"{outputs[f'{task}.base_{metric}_mean']:.3f} ± {outputs[f'{task}.base_{metric}_std']:.3f}"
         f" (its lift over random init {outputs[f'{task}.base_lift_{metric}']:+.3f})",
     ]
@@ -72,6 +72,24 @@ def base_verdict(outputs: dict[str, Any], task: str, confidence: float) -> list[
             f"{capped} of {outputs[f'{task}.seeds']} runs: raise finetune.pretrained_epochs"
         )
     return lines
+
+
+def provisional_words(outputs: dict[str, Any], task: str) -> str:
+    """` (provisional: the adapted arm stopped at its epoch limit in 2 of 3 runs)`: an arm whose
+    best epoch was its last may still have been improving, so a verdict read from it is not
+    final; empty when neither compared arm was capped."""
+    seeds = outputs[f"{task}.seeds"]
+    capped = [
+        f"the {name} arm in {count} of {seeds} runs"
+        for name, count in (
+            ("adapted", outputs.get(f"{task}.pretrained_capped_runs", 0)),
+            ("base", outputs.get(f"{task}.base_capped_runs", 0)),
+        )
+        if count
+    ]
+    if not capped:
+        return ""
+    return f" (provisional: best epoch at the epoch limit for {' and '.join(capped)})"
 
 
 def verdict_words(outputs: dict[str, Any], prefix: str) -> str:

@@ -155,9 +155,11 @@ def scored(*accuracies: float, capped: int = 0) -> ArmResult:
     return ArmResult(1e-4, {"0.0001": 0.5}, runs)
 
 
-def with_base(adapted: list[float], base: list[float], capped: int = 0) -> dict[str, Any]:
+def with_base(
+    adapted: list[float], base: list[float], capped: int = 0, adapted_capped: int = 0
+) -> dict[str, Any]:
     arms = {
-        "pretrained": scored(*adapted),
+        "pretrained": scored(*adapted, capped=adapted_capped),
         "random_init": scored(0.3, 0.31, 0.29),
         BASE_ARM: scored(*base, capped=capped),
     }
@@ -175,13 +177,26 @@ def test_with_a_base_arm_the_first_line_is_adapted_over_base_with_both_intervals
         "paired t over seeds [" in lines[0]
         and "bootstrap over test examples [-1.000, +1.000]" in lines[0]
     )
-    assert "continuing is not told apart from the checkpoint" in lines[1]
+    assert "continuing is not told apart from the checkpoint; base checkpoint " in lines[1]
+
+
+def test_a_verdict_read_from_an_arm_stopped_at_its_epoch_limit_is_called_provisional() -> None:
+    """Its best epoch was its last: it may still have been improving (the issue's "a verdict
+    only from arms that were not capped"); the words name each capped arm and its count."""
+    outputs = with_base([0.71, 0.72, 0.70], [0.70, 0.70, 0.70], capped=1, adapted_capped=2)
+    words = base_verdict(outputs, "t", 0.95)[1]
+    assert words.startswith("  continuing is not told apart from the checkpoint (provisional: ")
+    assert "the adapted arm in 2 of 3 runs and the base arm in 1 of 3 runs); base" in words
 
 
 def test_a_continuation_worse_than_its_base_is_said_in_words_and_never_promoted() -> None:
     outputs = with_base([0.50, 0.52, 0.51], [0.70, 0.71, 0.72], capped=2)
     lines = base_verdict(outputs, "t", 0.95)
     assert "WORSE: continuing made the model worse than the checkpoint" in lines[1]
+    assert (
+        " (provisional: best epoch at the epoch limit for the base arm in 2 of 3 runs); "
+        in lines[1]
+    )
     assert lines[2].startswith("  CAPPED t: the base arm's best validation epoch was the last")
     assert "2 of 3 runs" in lines[2]
     assert is_worse_than_base(outputs, "t")

@@ -75,9 +75,9 @@ def base_verdict(outputs: dict[str, Any], task: str, confidence: float) -> list[
 
 
 def provisional_words(outputs: dict[str, Any], task: str) -> str:
-    """` (provisional: the adapted arm stopped at its epoch limit in 2 of 3 runs)`: an arm whose
-    best epoch was its last may still have been improving, so a verdict read from it is not
-    final; empty when neither compared arm was capped."""
+    """` (provisional: best epoch at the epoch limit for the adapted arm in 2 of 3 runs)`: an
+    arm whose best epoch was its last may still have been improving, so a verdict read from it
+    is not final; empty when neither compared arm was capped."""
     seeds = outputs[f"{task}.seeds"]
     capped = [
         f"the {name} arm in {count} of {seeds} runs"
